@@ -1,0 +1,123 @@
+//! Rendering a configuration into CUDA source with Tera. The template sees the op's
+//! parameters and defines (never the exact shape) plus `dtype`, so the same configuration
+//! renders the same source for every shape that shares its defines, and compiled cubins can
+//! be reused across shapes.
+
+use crate::error::{Error, Result};
+use crate::expr::Value;
+use crate::ops::{one_line, Op};
+use crate::space::Candidate;
+use tera::{Context, Tera};
+
+/// Tera with the op's variant template and, when it has one, its baseline template.
+pub struct Renderer {
+    tera: Tera,
+    variant: String,
+    baseline: Option<String>,
+    dtype: String,
+}
+
+impl Renderer {
+    /// Parses the op's templates; a syntax error is reported once, for the op, not per variant.
+    pub fn new(op: &Op) -> Result<Renderer> {
+        let mut tera = Tera::new();
+        let variant = op.spec.template.clone();
+        let add = |tera: &mut Tera, name: &str, text: &str| {
+            tera.add_raw_template(name, text).map_err(|e| Error::Template {
+                template: name.to_string(),
+                why: one_line(&format!("{e:#}")),
+            })
+        };
+        add(&mut tera, &variant, &op.template)?;
+        let baseline = match (&op.spec.baseline_source, &op.baseline_template) {
+            (Some(src), Some(text)) => {
+                add(&mut tera, &src.template, text)?;
+                Some(src.template.clone())
+            }
+            _ => None,
+        };
+        Ok(Renderer { tera, variant, baseline, dtype: op.spec.dtype.clone() })
+    }
+
+    /// CUDA source of one configuration. An error (say, an undefined variable) is returned
+    /// as text so the tuner can record it against this variant and go on.
+    pub fn render(&self, candidate: &Candidate) -> std::result::Result<String, String> {
+        let mut ctx = Context::new();
+        ctx.insert("dtype", &self.dtype);
+        for (name, value) in &candidate.config.values {
+            ctx.insert(name.clone(), value);
+        }
+        for name in &candidate.define_names {
+            if let Some(value) = candidate.vars.get(name) {
+                ctx.insert(name.clone(), value);
+            }
+        }
+        self.tera
+            .render(&self.variant, &ctx)
+            .map_err(|e| format!("render {}: {}", self.variant, one_line(&format!("{e:#}"))))
+    }
+
+    /// CUDA source of the op's baseline kernels, rendered with the spec's fixed values.
+    pub fn render_baselines(&self, op: &Op) -> Result<Option<String>> {
+        let (Some(name), Some(src)) = (&self.baseline, &op.spec.baseline_source) else {
+            return Ok(None);
+        };
+        let mut ctx = Context::new();
+        ctx.insert("dtype", &self.dtype);
+        for (key, value) in &src.values {
+            let v = match value {
+                toml::Value::Integer(i) => Value::Int(*i),
+                toml::Value::Boolean(b) => Value::Bool(*b),
+                other => Value::Str(other.as_str().map(str::to_string).unwrap_or_else(|| other.to_string())),
+            };
+            ctx.insert(key.clone(), &v);
+        }
+        self.tera.render(name, &ctx).map(Some).map_err(|e| Error::Template {
+            template: name.clone(),
+            why: one_line(&format!("{e:#}")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::Shape;
+    use crate::space::{enumerate, DeviceLimits};
+
+    #[test]
+    fn renders_each_parameter_into_the_source() {
+        let op = Op::load("transpose", None).unwrap();
+        let r = Renderer::new(&op).unwrap();
+        let shape = Shape::parse("1024x1024", &op.spec.dims).unwrap();
+        let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let c = all.iter().find(|c| c.pruned.is_none() && c.config.label().contains("TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=edge")).unwrap();
+        let src = r.render(c).unwrap();
+        assert!(src.contains("#define TILE_DIM 32"));
+        assert!(src.contains("#define BLOCK_ROWS 8"));
+        assert!(src.contains("#define PAD 1"));
+        assert!(src.contains("_Pragma(\"unroll\")"));
+        assert!(src.contains("#define EVEN_TILES true"));
+        assert!(src.contains("const bool edge"));
+        let baseline = r.render_baselines(&op).unwrap().unwrap();
+        assert!(baseline.contains("transpose_no_bank_conflicts"));
+    }
+
+    #[test]
+    fn undefined_variable_is_a_per_variant_error() {
+        let mut op = Op::load("transpose", None).unwrap();
+        op.template = "{{ NOT_A_PARAM }}".into();
+        let r = Renderer::new(&op).unwrap();
+        let shape = Shape::parse("64x64", &op.spec.dims).unwrap();
+        let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let e = r.render(&all[0]).unwrap_err();
+        assert!(e.contains("NOT_A_PARAM"), "{e}");
+    }
+
+    #[test]
+    fn template_syntax_error_is_reported_for_the_op() {
+        let mut op = Op::load("transpose", None).unwrap();
+        op.template = "{% if %}".into();
+        assert!(matches!(Renderer::new(&op), Err(Error::Template { .. })));
+    }
+}

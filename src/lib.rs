@@ -1,0 +1,13 @@
+//! cuda-autotune: finds the fastest correct CUDA kernel for an op and a shape on this GPU.
+//!
+//! Data flows one way: [`ops`] (spec + template) → [`space`] (configurations, pruned with
+//! reasons) → [`codegen`] (Tera → CUDA) → [`compile`] (NVRTC → cubin, cached) → [`gpu`]
+//! (load, launch) → [`verify`] and [`bench`] → [`results`] (CSV) and [`report`] (stdout).
+//! [`tuner`] runs that pipeline; nothing else touches more than one stage.
+
+pub mod codegen;
+pub mod error;
+pub mod expr;
+pub mod ops;
+pub mod shape;
+pub mod space;

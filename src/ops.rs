@@ -1,0 +1,360 @@
+//! Ops as data: a TOML spec (parameters, constraints, launch geometry, buffers, metric,
+//! baselines) beside a Tera template. Built-in ops are the files under `templates/`, embedded
+//! at build time so the binary works from any directory; `--templates DIR` reads them from
+//! disk instead. Adding an op means adding files, not Rust code, except for a CPU reference.
+
+use crate::error::{Error, Result};
+use crate::expr::Value;
+use serde::Deserialize;
+use std::path::Path;
+
+/// Files of the built-in ops, embedded from `templates/`.
+const BUILTIN_FILES: &[(&str, &str)] = &[
+    ("transpose.toml", include_str!("../templates/transpose.toml")),
+    ("transpose.cu.tera", include_str!("../templates/transpose.cu.tera")),
+    ("transpose_classic.cu.tera", include_str!("../templates/transpose_classic.cu.tera")),
+];
+
+/// Names of the built-in ops, in the order `--help` lists them.
+pub const BUILTIN_OPS: &[&str] = &["transpose"];
+
+/// How a variant's output is compared with the expected output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compare {
+    /// Bit-for-bit equality (data movement ops).
+    Exact,
+    /// ||out - ref|| / ||ref|| <= rtol, and no NaN (arithmetic ops).
+    Tolerance,
+}
+
+/// What the throughput of a variant is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricKind {
+    /// Bytes read plus bytes written per second (GB/s).
+    Bandwidth,
+    /// Floating-point operations per second (GFLOP/s).
+    Flops,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    pub kind: MetricKind,
+    /// Expression for the bytes moved (bandwidth ops).
+    pub bytes: Option<String>,
+    /// Expression for the floating-point operations (flops ops).
+    pub flops: Option<String>,
+}
+
+impl Metric {
+    /// The expression that counts the work, and the unit of work per second it yields.
+    pub fn amount(&self) -> (&str, &'static str) {
+        match self.kind {
+            MetricKind::Bandwidth => (self.bytes.as_deref().unwrap_or("0"), "GB/s"),
+            MetricKind::Flops => (self.flops.as_deref().unwrap_or("0"), "GFLOP/s"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamSpec {
+    pub name: String,
+    pub values: Vec<toml::Value>,
+    #[serde(default)]
+    pub help: String,
+}
+
+impl ParamSpec {
+    /// The default values, typed.
+    pub fn default_values(&self) -> Vec<Value> {
+        self.values.iter().map(toml_to_value).collect()
+    }
+
+    /// True for parameters whose values are words (a closed set), false for numbers.
+    pub fn is_text(&self) -> bool {
+        self.values.iter().any(|v| v.is_str())
+    }
+}
+
+fn toml_to_value(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::Integer(i) => Value::Int(*i),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::String(s) => Value::Str(s.clone()),
+        other => Value::Str(other.to_string()),
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constraint {
+    pub expr: String,
+    /// Shown for configurations the constraint removes; defaults to the expression.
+    pub reason: Option<String>,
+}
+
+impl Constraint {
+    pub fn reason(&self) -> String {
+        self.reason.clone().unwrap_or_else(|| format!("violates {}", self.expr))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    pub block: [String; 3],
+    pub grid: [String; 3],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Input,
+    Output,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferSpec {
+    pub name: String,
+    /// Expression for the number of float elements.
+    pub elements: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSource {
+    pub template: String,
+    #[serde(default)]
+    pub values: toml::Table,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselineKind {
+    /// A kernel from the baseline template, launched with the op's argument list.
+    #[default]
+    Kernel,
+    /// A device-to-device memcpy from one buffer to another (the copy roof).
+    Memcpy,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    pub name: String,
+    #[serde(default)]
+    pub kind: BaselineKind,
+    pub kernel: Option<String>,
+    pub block: Option<[String; 3]>,
+    pub grid: Option<[String; 3]>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// "reference" (the op's reference output) or the name of an input buffer it must equal.
+    pub expect: String,
+    /// Marks the baselines whose best time is the roof that variants are compared with.
+    #[serde(default)]
+    pub roof: bool,
+}
+
+/// The spec file of one op.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpSpec {
+    pub name: String,
+    #[serde(default)]
+    pub summary: String,
+    pub dims: Vec<String>,
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    pub template: String,
+    pub kernel: String,
+    pub reference: String,
+    pub compare: Compare,
+    #[serde(default)]
+    pub rtol: Option<f64>,
+    pub args: Vec<String>,
+    pub metric: Metric,
+    pub params: Vec<ParamSpec>,
+    #[serde(default)]
+    pub defines: toml::Table,
+    #[serde(default)]
+    pub constraints: Vec<Constraint>,
+    pub launch: Launch,
+    pub buffers: Vec<BufferSpec>,
+    #[serde(default)]
+    pub baseline_source: Option<BaselineSource>,
+    #[serde(default)]
+    pub baselines: Vec<Baseline>,
+}
+
+fn default_dtype() -> String {
+    "f32".into()
+}
+
+/// A loaded op: its spec plus the template texts it names.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub spec: OpSpec,
+    pub template: String,
+    pub baseline_template: Option<String>,
+    /// Where the spec came from, for error messages.
+    pub origin: String,
+}
+
+impl Op {
+    /// Loads an op by name: built-in, or from `dir` when given.
+    pub fn load(name: &str, dir: Option<&Path>) -> Result<Op> {
+        let read = |file: &str| -> Result<Option<String>> {
+            match dir {
+                Some(d) => {
+                    let path = d.join(file);
+                    match std::fs::read_to_string(&path) {
+                        Ok(text) => Ok(Some(text)),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                        Err(e) => Err(Error::io("cannot read", path, e)),
+                    }
+                }
+                None => Ok(BUILTIN_FILES
+                    .iter()
+                    .find(|(f, _)| *f == file)
+                    .map(|(_, text)| text.to_string())),
+            }
+        };
+        let spec_file = format!("{name}.toml");
+        let Some(spec_text) = read(&spec_file)? else {
+            let known = match dir {
+                Some(d) => list_ops_in(d).join(", "),
+                None => BUILTIN_OPS.join(", "),
+            };
+            return Err(Error::UnknownOp { name: name.into(), known });
+        };
+        let origin = match dir {
+            Some(d) => d.join(&spec_file).display().to_string(),
+            None => format!("templates/{spec_file} (built in)"),
+        };
+        let missing = |file: &str| Error::Spec {
+            file: origin.clone(),
+            why: format!("template file {file} not found"),
+        };
+        let spec = parse_spec(&spec_text, &origin)?;
+        let template = read(&spec.template)?.ok_or_else(|| missing(&spec.template))?;
+        let baseline_template = match &spec.baseline_source {
+            Some(src) => Some(read(&src.template)?.ok_or_else(|| missing(&src.template))?),
+            None => None,
+        };
+        Ok(Op { spec, template, baseline_template, origin })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+}
+
+fn list_ops_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_suffix(".toml").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Parses and checks a spec; every problem names the file and the field.
+pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
+    let err = |why: String| Error::Spec { file: origin.to_string(), why };
+    let spec: OpSpec = toml::from_str(text).map_err(|e| err(one_line(&e.to_string())))?;
+    if spec.dims.is_empty() {
+        return Err(err("dims: at least one dimension is needed".into()));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for name in spec.dims.iter().chain(spec.params.iter().map(|p| &p.name)) {
+        if !seen.insert(name.clone()) {
+            return Err(err(format!("'{name}' is declared twice (dims and params share one namespace)")));
+        }
+    }
+    for p in &spec.params {
+        if p.values.is_empty() {
+            return Err(err(format!("params.{}: values is empty", p.name)));
+        }
+    }
+    let buffer = |name: &str| spec.buffers.iter().find(|b| b.name == name);
+    if !spec.buffers.iter().any(|b| b.role == Role::Output) {
+        return Err(err("buffers: no buffer has role = \"output\"".into()));
+    }
+    for b in &spec.baselines {
+        let field = format!("baselines.{}", b.name);
+        if b.expect != "reference" && buffer(&b.expect).map(|x| x.role) != Some(Role::Input) {
+            return Err(err(format!("{field}.expect: '{}' is neither \"reference\" nor an input buffer", b.expect)));
+        }
+        match b.kind {
+            BaselineKind::Kernel => {
+                if b.kernel.is_none() || b.block.is_none() || b.grid.is_none() {
+                    return Err(err(format!("{field}: a kernel baseline needs kernel, block and grid")));
+                }
+                if spec.baseline_source.is_none() {
+                    return Err(err(format!("{field}: kernel baselines need [baseline_source]")));
+                }
+            }
+            BaselineKind::Memcpy => {
+                for (what, name) in [("from", &b.from), ("to", &b.to)] {
+                    match name.as_deref().and_then(buffer) {
+                        Some(_) => {}
+                        None => return Err(err(format!("{field}.{what}: names no buffer"))),
+                    }
+                }
+            }
+        }
+    }
+    let (amount, _) = spec.metric.amount();
+    if amount == "0" {
+        return Err(err("metric: bandwidth needs `bytes`, flops needs `flops`".into()));
+    }
+    if spec.compare == Compare::Tolerance && spec.rtol.is_none() {
+        return Err(err("rtol: compare = \"tolerance\" needs a default rtol".into()));
+    }
+    Ok(spec)
+}
+
+/// Collapses a multi-line library message into one line for the terminal and CSV.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_ops_load() {
+        for name in BUILTIN_OPS {
+            let op = Op::load(name, None).unwrap();
+            assert_eq!(op.name(), *name);
+            assert!(op.template.contains("__global__"));
+        }
+    }
+
+    #[test]
+    fn unknown_op_lists_known_ones() {
+        let e = Op::load("fft", None).unwrap_err().to_string();
+        assert!(e.contains("unknown op 'fft'") && e.contains("transpose"), "{e}");
+    }
+
+    #[test]
+    fn spec_errors_name_the_field() {
+        let text = include_str!("../templates/transpose.toml").replace("role = \"output\"", "role = \"input\"");
+        let e = parse_spec(&text, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("output"), "{e}");
+        let e = parse_spec("name = 3", "y.toml").unwrap_err().to_string();
+        assert!(e.contains("y.toml"), "{e}");
+    }
+}

@@ -1,0 +1,93 @@
+//! Problem shapes such as `1000x1000` (transpose) or `1024x1024x512` (matmul).
+//!
+//! Every dimension is passed to kernels as a 32-bit `int`, so each must lie in
+//! 1..=i32::MAX; kernels index with 64-bit offsets, so the product may be larger.
+
+use crate::error::{Error, Result};
+use std::fmt;
+
+/// The largest single dimension a kernel argument can carry.
+pub const MAX_DIM: u64 = i32::MAX as u64;
+
+/// A parsed shape: one positive size per dimension the op names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub dims: Vec<u64>,
+}
+
+impl Shape {
+    /// Parses `AxB[xC...]`, expecting exactly `names.len()` dimensions.
+    pub fn parse(input: &str, names: &[String]) -> Result<Shape> {
+        let bad = |why: String| Error::Shape { input: input.to_string(), why };
+        let expected = names.join("x");
+        let parts: Vec<&str> = input.trim().split(['x', 'X']).collect();
+        if parts.len() != names.len() {
+            return Err(bad(format!(
+                "expected {} dimensions as {expected}, got {}",
+                names.len(),
+                parts.len()
+            )));
+        }
+        let mut dims = Vec::with_capacity(parts.len());
+        for (part, name) in parts.iter().zip(names) {
+            let part = part.trim();
+            if part.is_empty() {
+                return Err(bad(format!("{name} is empty (expected {expected})")));
+            }
+            if part.starts_with('-') {
+                return Err(bad(format!("{name} must be positive, got {part}")));
+            }
+            let value: u64 = part
+                .parse()
+                .map_err(|_| bad(format!("{name} must be a positive integer, got '{part}'")))?;
+            if value == 0 {
+                return Err(bad(format!("{name} must be at least 1")));
+            }
+            if value > MAX_DIM {
+                return Err(bad(format!("{name}={value} exceeds the 32-bit kernel limit {MAX_DIM}")));
+            }
+            dims.push(value);
+        }
+        let shape = Shape { dims };
+        if shape.elements().is_none() {
+            return Err(bad("the element count overflows 64 bits".into()));
+        }
+        Ok(shape)
+    }
+
+    /// Product of the dimensions, `None` on overflow.
+    pub fn elements(&self) -> Option<u64> {
+        self.dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.dims.iter().map(u64::to_string).collect();
+        f.write_str(&parts.join("x"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names2() -> Vec<String> {
+        vec!["ROWS".into(), "COLS".into()]
+    }
+
+    #[test]
+    fn parses_valid_shapes() {
+        assert_eq!(Shape::parse("1000x1000", &names2()).unwrap().dims, vec![1000, 1000]);
+        assert_eq!(Shape::parse("1X7", &names2()).unwrap().dims, vec![1, 7]);
+        assert_eq!(Shape::parse("8191x8191", &names2()).unwrap().to_string(), "8191x8191");
+    }
+
+    #[test]
+    fn rejects_malformed_shapes() {
+        for bad in ["1000", "0x10", "-5x3", "axb", "1000x1000x5", "x10", "10x", "", "2147483648x1"] {
+            let err = Shape::parse(bad, &names2()).unwrap_err();
+            assert!(matches!(err, Error::Shape { .. }), "{bad}: {err}");
+        }
+    }
+}

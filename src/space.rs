@@ -1,0 +1,332 @@
+//! The search space of an op for one shape on one device: every combination of parameter
+//! values, each either runnable (with its defines and launch geometry evaluated) or pruned
+//! with the reason. Pruned configurations are kept, not dropped, so the CSV and `--verbose`
+//! can say why a configuration was never measured.
+
+use crate::error::{Error, Result};
+use crate::expr::{Value, Vars};
+use crate::ops::{Op, ParamSpec};
+use crate::shape::Shape;
+
+/// Limits of the device the space is built for (from the GPU, or defaults for --compile-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLimits {
+    pub max_threads_per_block: i64,
+    /// Static shared memory a block may use, in bytes.
+    pub max_shared_per_block: i64,
+    pub num_sms: i64,
+}
+
+impl DeviceLimits {
+    /// An H100's limits: used when compiling without a GPU (`--compile-only`).
+    pub const SM90_DEFAULT: DeviceLimits = DeviceLimits {
+        max_threads_per_block: 1024,
+        max_shared_per_block: 48 * 1024,
+        num_sms: 132,
+    };
+}
+
+/// Grid and block dimensions of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchDims {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+}
+
+/// One point of the space.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Parameter values in the spec's parameter order.
+    pub values: Vec<(String, Value)>,
+}
+
+impl Config {
+    /// `TILE_DIM=32 BLOCK_ROWS=8 ...`, the form printed in tables.
+    pub fn label(&self) -> String {
+        let parts: Vec<String> = self.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.join(" ")
+    }
+}
+
+/// A configuration with everything the later stages need, or the reason it was pruned.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub index: usize,
+    pub config: Config,
+    /// Shape, limits, parameters and defines: what expressions and templates see.
+    pub vars: Vars,
+    /// Names of the defines (a subset of `vars`), passed to the template.
+    pub define_names: Vec<String>,
+    pub launch: Option<LaunchDims>,
+    pub pruned: Option<String>,
+}
+
+/// Values from `--param NAME=v1,v2,...`, replacing the spec's defaults for NAME.
+#[derive(Debug, Clone)]
+pub struct ParamOverride {
+    pub name: String,
+    pub values: Vec<Value>,
+}
+
+/// Parses one `--param` argument against the op's parameters.
+pub fn parse_override(op: &Op, text: &str) -> Result<ParamOverride> {
+    let bad = |why: String| Error::ParamSyntax { input: text.to_string(), why };
+    let (name, list) = text
+        .split_once('=')
+        .ok_or_else(|| bad("expected NAME=v1,v2,...".into()))?;
+    let name = name.trim();
+    let spec = find_param(op, name)?;
+    let mut values: Vec<Value> = Vec::new();
+    for item in list.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(bad(format!("empty value in the list for {name}")));
+        }
+        let value = Value::parse(item);
+        check_value(spec, &value).map_err(bad)?;
+        if !values.contains(&value) {
+            values.push(value);
+        }
+    }
+    Ok(ParamOverride { name: name.to_string(), values })
+}
+
+fn find_param<'a>(op: &'a Op, name: &str) -> Result<&'a ParamSpec> {
+    op.spec.params.iter().find(|p| p.name == name).ok_or_else(|| Error::UnknownParam {
+        op: op.name().to_string(),
+        name: name.to_string(),
+        known: op.spec.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// Numeric parameters accept any integer (users extend them); word parameters accept only
+/// the words the template knows, since an unknown word would silently render as a default.
+fn check_value(spec: &ParamSpec, value: &Value) -> std::result::Result<(), String> {
+    let defaults = spec.default_values();
+    if spec.is_text() {
+        if !defaults.contains(value) {
+            let known: Vec<String> = defaults.iter().map(Value::to_string).collect();
+            return Err(format!("{}={value} is not one of {}", spec.name, known.join(", ")));
+        }
+    } else if !matches!(value, Value::Int(_)) {
+        return Err(format!("{} takes integers, got '{value}'", spec.name));
+    }
+    Ok(())
+}
+
+/// Shape dimensions and device limits: the variables every expression of the op sees.
+pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
+    let mut vars = Vars::new();
+    for (name, dim) in op.spec.dims.iter().zip(&shape.dims) {
+        vars.set_int(name, *dim as i64);
+    }
+    vars.set_int("MAX_THREADS_PER_BLOCK", limits.max_threads_per_block);
+    vars.set_int("MAX_SHARED_PER_BLOCK", limits.max_shared_per_block);
+    vars.set_int("NUM_SMS", limits.num_sms);
+    vars
+}
+
+/// Evaluates a `[x, y, z]` launch triple and checks it against the hardware's grid limits.
+pub fn eval_launch(
+    vars: &Vars,
+    block: &[String; 3],
+    grid: &[String; 3],
+    limits: &DeviceLimits,
+    context: &str,
+) -> Result<std::result::Result<LaunchDims, String>> {
+    let mut dims = [0i64; 6];
+    for (i, expr) in block.iter().chain(grid.iter()).enumerate() {
+        let axis = ["block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z"][i];
+        dims[i] = vars.eval_int(expr, &format!("{context} {axis}"))?;
+    }
+    let names = ["block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z"];
+    let max = [1024, 1024, 64, i32::MAX as i64, 65535, 65535];
+    for i in 0..6 {
+        if dims[i] < 1 {
+            return Ok(Err(format!("{} = {} is below 1", names[i], dims[i])));
+        }
+        if dims[i] > max[i] {
+            return Ok(Err(format!("{} = {} exceeds the hardware limit {}", names[i], dims[i], max[i])));
+        }
+    }
+    let threads = dims[0] * dims[1] * dims[2];
+    if threads > limits.max_threads_per_block {
+        return Ok(Err(format!(
+            "{threads} threads per block exceed the device limit {}",
+            limits.max_threads_per_block
+        )));
+    }
+    let d = dims.map(|v| v as u32);
+    Ok(Ok(LaunchDims { grid: (d[3], d[4], d[5]), block: (d[0], d[1], d[2]) }))
+}
+
+/// Enumerates the whole space (odometer order over the spec's parameters, first one slowest).
+pub fn enumerate(
+    op: &Op,
+    shape: &Shape,
+    limits: &DeviceLimits,
+    overrides: &[ParamOverride],
+) -> Result<Vec<Candidate>> {
+    let axes: Vec<(String, Vec<Value>)> = op
+        .spec
+        .params
+        .iter()
+        .map(|p| {
+            let values = overrides
+                .iter()
+                .rev()
+                .find(|o| o.name == p.name)
+                .map(|o| o.values.clone())
+                .unwrap_or_else(|| p.default_values());
+            (p.name.clone(), values)
+        })
+        .collect();
+    let total: usize = axes.iter().map(|(_, v)| v.len()).product();
+    let base = base_vars(op, shape, limits);
+    let mut out = Vec::with_capacity(total);
+    for index in 0..total {
+        let mut rest = index;
+        let mut picked = vec![Value::Int(0); axes.len()];
+        for (slot, (_, values)) in axes.iter().enumerate().rev() {
+            picked[slot] = values[rest % values.len()].clone();
+            rest /= values.len();
+        }
+        let config = Config {
+            values: axes.iter().map(|(n, _)| n.clone()).zip(picked).collect(),
+        };
+        out.push(evaluate(op, &base, limits, index, config)?);
+    }
+    Ok(out)
+}
+
+fn evaluate(op: &Op, base: &Vars, limits: &DeviceLimits, index: usize, config: Config) -> Result<Candidate> {
+    let origin = &op.origin;
+    let mut vars = base.clone();
+    for (name, value) in &config.values {
+        vars.set(name, value);
+    }
+    let mut define_names = Vec::new();
+    for (name, expr) in &op.spec.defines {
+        let expr = expr.as_str().ok_or_else(|| Error::Spec {
+            file: origin.clone(),
+            why: format!("defines.{name}: must be an expression string"),
+        })?;
+        let value = vars.eval(expr, &format!("{origin} defines.{name}"))?;
+        vars.set(name, &value);
+        define_names.push(name.clone());
+    }
+    let mut candidate = Candidate { index, config, vars, define_names, launch: None, pruned: None };
+    for (i, c) in op.spec.constraints.iter().enumerate() {
+        let ok = candidate.vars.eval_bool(&c.expr, &format!("{origin} constraints[{i}]"))?;
+        if !ok {
+            candidate.pruned = Some(c.reason());
+            return Ok(candidate);
+        }
+    }
+    let launch = &op.spec.launch;
+    match eval_launch(&candidate.vars, &launch.block, &launch.grid, limits, &format!("{origin} launch"))? {
+        Ok(dims) => candidate.launch = Some(dims),
+        Err(why) => candidate.pruned = Some(why),
+    }
+    Ok(candidate)
+}
+
+/// Counts of pruned configurations per reason, most frequent first.
+pub fn prune_summary(candidates: &[Candidate]) -> Vec<(String, usize)> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for c in candidates {
+        if let Some(reason) = &c.pruned {
+            *counts.entry(reason.clone()).or_default() += 1;
+        }
+    }
+    let mut list: Vec<(String, usize)> = counts.into_iter().collect();
+    list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transpose() -> Op {
+        Op::load("transpose", None).unwrap()
+    }
+
+    fn shape(s: &str) -> Shape {
+        Shape::parse(s, &["ROWS".to_string(), "COLS".to_string()]).unwrap()
+    }
+
+    fn value(c: &Candidate, name: &str) -> Value {
+        c.config.values.iter().find(|(n, _)| n == name).unwrap().1.clone()
+    }
+
+    #[test]
+    fn default_space_respects_every_constraint() {
+        let op = transpose();
+        let all = enumerate(&op, &shape("1000x1000"), &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        assert_eq!(all.len(), 4 * 6 * 2 * 2 * 4);
+        let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
+        assert!(!live.is_empty());
+        for c in &live {
+            let (Value::Int(t), Value::Int(b)) = (value(c, "TILE_DIM"), value(c, "BLOCK_ROWS")) else {
+                panic!("integer params")
+            };
+            assert!(b <= t && t % b == 0 && t * b <= 1024);
+            if value(c, "BOUNDS") == Value::Str("none".into()) {
+                assert_eq!(1000 % t, 0, "BOUNDS=none kept for a non-multiple tile {t}");
+            }
+        }
+        // 1000 is a multiple of 8 only: BOUNDS=none survives only with TILE_DIM=8.
+        assert!(live.iter().any(|c| value(c, "BOUNDS") == Value::Str("none".into())));
+        let reasons = prune_summary(&all);
+        assert!(reasons.iter().any(|(r, _)| r.contains("BOUNDS=none")));
+        assert!(reasons.iter().any(|(r, _)| r.contains("threads per block")));
+        assert_eq!(reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(), all.len());
+    }
+
+    #[test]
+    fn shared_memory_limit_prunes() {
+        let op = transpose();
+        let limits = DeviceLimits { max_shared_per_block: 8 * 1024, ..DeviceLimits::SM90_DEFAULT };
+        let all = enumerate(&op, &shape("1024x1024"), &limits, &[]).unwrap();
+        let tile64: Vec<_> = all.iter().filter(|c| value(c, "TILE_DIM") == Value::Int(64)).collect();
+        assert!(tile64.iter().all(|c| c.pruned.is_some()));
+        let smem = "more shared memory per block than the device allows";
+        assert!(tile64.iter().any(|c| c.pruned.as_deref() == Some(smem)));
+        assert!(all.iter().any(|c| c.pruned.is_none()));
+    }
+
+    #[test]
+    fn overrides_narrow_and_extend() {
+        let op = transpose();
+        let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
+        assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
+        let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
+        assert_eq!(all.len(), 2 * 6 * 2 * 2 * 4);
+        // TILE_DIM=128 needs 128*129*4 bytes > 48 KiB: always pruned.
+        assert!(all
+            .iter()
+            .filter(|c| value(c, "TILE_DIM") == Value::Int(128))
+            .all(|c| c.pruned.is_some()));
+    }
+
+    #[test]
+    fn bad_overrides_are_rejected() {
+        let op = transpose();
+        let e = parse_override(&op, "TILES=4").unwrap_err().to_string();
+        assert!(e.contains("unknown parameter 'TILES'") && e.contains("TILE_DIM, BLOCK_ROWS"), "{e}");
+        assert!(parse_override(&op, "TILE_DIM").is_err());
+        assert!(parse_override(&op, "TILE_DIM=").is_err());
+        assert!(parse_override(&op, "TILE_DIM=abc").is_err());
+        assert!(parse_override(&op, "BOUNDS=sometimes").is_err());
+    }
+
+    #[test]
+    fn tall_matrices_keep_grid_y_in_range() {
+        let op = transpose();
+        let all = enumerate(&op, &shape("10000000x3"), &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let live: Vec<_> = all.iter().filter(|c| c.pruned.is_none()).collect();
+        assert!(!live.is_empty());
+        assert!(live.iter().all(|c| c.launch.unwrap().grid.1 <= 65535));
+    }
+}
