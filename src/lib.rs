@@ -11,3 +11,8 @@ pub mod expr;
 pub mod ops;
 pub mod shape;
 pub mod space;
+pub mod compile;
+pub mod gpu;
+pub mod bench;
+pub mod verify;
+pub mod results;

@@ -1,0 +1,137 @@
+//! Timing with CUDA events: warm-up launches, then `reps` timed launches, each between its own
+//! pair of events, all enqueued before one synchronize so host overhead stays out of the
+//! numbers. With a cold cache, a buffer larger than L2 is written before every timed launch,
+//! outside the timed region, so each launch reads from DRAM as a one-off call would.
+
+use crate::gpu::{elapsed_ms, Buffer, Gpu, GpuResult};
+
+/// Whether L2 is flushed between timed launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheState {
+    /// Flush L2 before each timed launch (DRAM-bound numbers; the default).
+    Cold,
+    /// Back-to-back launches: data that fits in L2 stays there.
+    Warm,
+}
+
+impl CacheState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CacheState::Cold => "cold",
+            CacheState::Warm => "warm",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct BenchSettings {
+    pub warmup: usize,
+    pub reps: usize,
+    pub cache: CacheState,
+}
+
+/// Summary of one variant's timed launches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// (p90 - p10) / median, in percent: run-to-run noise of this variant.
+    pub spread_pct: f64,
+    pub samples: usize,
+}
+
+impl Stats {
+    /// Statistics of a set of samples; `None` when there are none.
+    pub fn from_samples(samples: &[f64]) -> Option<Stats> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut s = samples.to_vec();
+        s.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            let pos = p * (s.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        };
+        let median = q(0.5);
+        Some(Stats {
+            median_ms: median,
+            min_ms: s[0],
+            max_ms: s[s.len() - 1],
+            spread_pct: if median > 0.0 { (q(0.9) - q(0.1)) / median * 100.0 } else { 0.0 },
+            samples: s.len(),
+        })
+    }
+}
+
+/// Events and the flush buffer, made once per context and reused for every variant.
+pub struct Timer {
+    settings: BenchSettings,
+    events: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
+    flush: Option<Buffer>,
+}
+
+impl Timer {
+    pub fn new(gpu: &Gpu, settings: BenchSettings) -> GpuResult<Timer> {
+        let events = gpu.timing_events(settings.reps.max(1))?;
+        let flush = match settings.cache {
+            // Twice L2 (at least 64 MiB) so nothing of the previous launch survives.
+            CacheState::Cold => {
+                let bytes = (gpu.info.l2_bytes * 2).max(64 << 20);
+                Some(gpu.alloc(bytes / 4, "the L2 flush buffer")?)
+            }
+            CacheState::Warm => None,
+        };
+        Ok(Timer { settings, events, flush })
+    }
+
+    pub fn settings(&self) -> BenchSettings {
+        self.settings
+    }
+
+    fn flush(&self, gpu: &Gpu, round: usize) -> GpuResult<()> {
+        match &self.flush {
+            Some(buf) => gpu.fill_u32(buf, round as u32),
+            None => Ok(()),
+        }
+    }
+
+    /// Times `enqueue` (which must only enqueue work on the GPU's stream).
+    pub fn measure(&self, gpu: &Gpu, mut enqueue: impl FnMut() -> GpuResult<()>) -> GpuResult<Stats> {
+        for i in 0..self.settings.warmup {
+            self.flush(gpu, i)?;
+            enqueue()?;
+        }
+        for (i, pair) in self.events.iter().enumerate().take(self.settings.reps) {
+            self.flush(gpu, i)?;
+            gpu.record(&pair.0)?;
+            enqueue()?;
+            gpu.record(&pair.1)?;
+        }
+        gpu.synchronize("timed launches")?;
+        let samples = self
+            .events
+            .iter()
+            .take(self.settings.reps)
+            .map(elapsed_ms)
+            .collect::<GpuResult<Vec<f64>>>()?;
+        Ok(Stats::from_samples(&samples).expect("reps >= 1"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_known_samples() {
+        let s = Stats::from_samples(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.samples), (3.0, 1.0, 5.0, 5));
+        // p10 = 1.4, p90 = 4.6 → spread 3.2 / 3 = 106.7 %
+        assert!((s.spread_pct - 106.666).abs() < 0.01, "{}", s.spread_pct);
+        let even = Stats::from_samples(&[1.0, 2.0, 3.0, 10.0]).unwrap();
+        assert_eq!(even.median_ms, 2.5);
+        assert!(Stats::from_samples(&[]).is_none());
+    }
+}

@@ -1,0 +1,272 @@
+//! The one place that talks to the CUDA driver (through cudarc): context, stream, buffers,
+//! module loading, launches, timing events. The rest of the tuner sees plain Rust values and
+//! [`GpuFault`]s that say whether the context survived.
+
+use crate::error::{Error, Result};
+use crate::space::{DeviceLimits, LaunchDims};
+use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
+    PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use std::sync::Arc;
+
+/// A failed CUDA call. `sticky` errors (illegal address, a trap, a launch failure) poison the
+/// context: every later call in it fails, so the tuner must start a fresh one.
+#[derive(Debug, Clone)]
+pub struct GpuFault {
+    pub during: String,
+    pub code: CUresult,
+    pub sticky: bool,
+}
+
+impl std::fmt::Display for GpuFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed with {:?}", self.during, self.code)?;
+        if self.sticky {
+            f.write_str(" (context lost)")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<GpuFault> for Error {
+    fn from(f: GpuFault) -> Error {
+        Error::Cuda { during: f.during.clone(), why: format!("{:?}", f.code) }
+    }
+}
+
+fn is_sticky(code: CUresult) -> bool {
+    use CUresult::*;
+    matches!(
+        code,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
+}
+
+/// Attaches what was being done to a driver error.
+pub fn fault(during: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> GpuFault {
+    let during = during.into();
+    move |e| GpuFault { during, code: e.0, sticky: is_sticky(e.0) }
+}
+
+pub type GpuResult<T> = std::result::Result<T, GpuFault>;
+
+/// What the tuner records about the device.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub uuid: String,
+    pub compute_capability: (i32, i32),
+    pub limits: DeviceLimits,
+    pub l2_bytes: usize,
+    pub total_mem: usize,
+    pub driver_version: i32,
+}
+
+impl DeviceInfo {
+    /// `sm_90` for compute capability 9.0: the NVRTC target for this device.
+    pub fn arch(&self) -> String {
+        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+    }
+
+    /// `13.0` from the driver's 13000.
+    pub fn driver_string(&self) -> String {
+        format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)
+    }
+}
+
+/// A float32 device buffer with its raw address (kernel arguments are raw addresses).
+pub struct Buffer {
+    slice: CudaSlice<f32>,
+    pub ptr: u64,
+    pub len: usize,
+}
+
+/// A kernel loaded into the context.
+pub struct Kernel {
+    func: CudaFunction,
+    pub registers: i32,
+}
+
+/// An argument of a launch: a buffer address or a 32-bit integer.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg {
+    Ptr(u64),
+    I32(i32),
+    U64(u64),
+}
+
+/// One CUDA context on one device, with a single stream on which all work is ordered.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    pub info: DeviceInfo,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`; fails with a readable message when there is no driver or GPU.
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        // cudarc panics when libcuda is absent, so look for it first.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoGpu(
+                "libcuda.so (the NVIDIA driver) could not be loaded; install the NVIDIA driver, \
+                 or use --compile-only --arch sm_XX to compile without a GPU"
+                    .into(),
+            ));
+        }
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::NoGpu(format!("cuInit failed with {:?}", e.0)))?;
+        if count <= 0 {
+            return Err(Error::NoGpu("the driver reports no CUDA device".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::NoGpu(format!(
+                "--device {ordinal} does not exist: this machine has {count} CUDA device(s), 0..{}",
+                count - 1
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoGpu(format!("context creation failed with {:?}", e.0)))?;
+        // One stream, ordered work: cudarc's per-buffer event tracking only adds overhead.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let attr = |a: Attr| ctx.attribute(a).map_err(fault(format!("reading {a:?}")));
+        let cc = ctx.compute_capability().map_err(fault("reading the compute capability"))?;
+        let uuid = ctx.uuid().map_err(fault("reading the UUID"))?;
+        let mut driver_version = 0;
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) };
+        let info = DeviceInfo {
+            ordinal,
+            name: ctx.name().map_err(fault("reading the device name"))?,
+            uuid: uuid.bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect(),
+            compute_capability: cc,
+            limits: DeviceLimits {
+                max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as i64,
+                max_shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as i64,
+                num_sms: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as i64,
+            },
+            l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
+            total_mem: ctx.total_mem().map_err(fault("reading total memory"))?,
+            driver_version,
+        };
+        Ok(Gpu { ctx, stream, info })
+    }
+
+    /// Free device memory in bytes.
+    pub fn free_mem(&self) -> GpuResult<usize> {
+        self.ctx.mem_get_info().map(|(free, _)| free).map_err(fault("cuMemGetInfo"))
+    }
+
+    pub fn alloc(&self, len: usize, what: &str) -> GpuResult<Buffer> {
+        let slice = unsafe { self.stream.alloc::<f32>(len.max(1)) }.map_err(fault(format!("allocating {what}")))?;
+        let ptr = {
+            let (ptr, _guard) = slice.device_ptr(&self.stream);
+            ptr
+        };
+        Ok(Buffer { ptr, len, slice })
+    }
+
+    pub fn upload(&self, host: &[f32], dst: &mut Buffer) -> GpuResult<()> {
+        self.stream.memcpy_htod(host, &mut dst.slice).map_err(fault("copying to the device"))
+    }
+
+    pub fn download(&self, src: &Buffer) -> GpuResult<Vec<f32>> {
+        let mut host = vec![0f32; src.len];
+        self.stream
+            .memcpy_dtoh(&src.slice.slice(0..src.len), &mut host)
+            .map_err(fault("copying to the host"))?;
+        Ok(host)
+    }
+
+    /// Fills a buffer with a 32-bit pattern (NaN to poison outputs, anything to flush L2).
+    pub fn fill_u32(&self, buf: &Buffer, pattern: u32) -> GpuResult<()> {
+        unsafe { sys::cuMemsetD32Async(buf.ptr, pattern, buf.len, self.stream.cu_stream()) }
+            .result()
+            .map_err(fault("cuMemsetD32Async"))
+    }
+
+    /// Device-to-device copy of `bytes` bytes (the memcpy roof).
+    pub fn copy(&self, dst: u64, src: u64, bytes: usize) -> GpuResult<()> {
+        unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream.cu_stream()) }
+            .result()
+            .map_err(fault("cuMemcpyDtoDAsync"))
+    }
+
+    /// Loads a cubin and looks up one kernel in it.
+    pub fn load(&self, cubin: &[u8], kernel: &str) -> GpuResult<Kernel> {
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(cubin.to_vec()))
+            .map_err(fault("loading the module"))?;
+        let func = module.load_function(kernel).map_err(fault(format!("finding kernel {kernel}")))?;
+        let mut registers = 0;
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut registers,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                func.cu_function(),
+            )
+        };
+        Ok(Kernel { func, registers })
+    }
+
+    /// Enqueues one launch; errors from the launch itself (bad geometry, too many resources)
+    /// are returned here, faults inside the kernel at the next synchronize.
+    pub fn launch(&self, kernel: &Kernel, dims: LaunchDims, args: &[Arg]) -> GpuResult<()> {
+        // The builder keeps references to the values, so they live in these two vectors.
+        let wide: Vec<u64> = args
+            .iter()
+            .map(|a| match a {
+                Arg::Ptr(p) | Arg::U64(p) => *p,
+                Arg::I32(_) => 0,
+            })
+            .collect();
+        let ints: Vec<i32> = args.iter().map(|a| if let Arg::I32(i) = a { *i } else { 0 }).collect();
+        let mut builder = self.stream.launch_builder(&kernel.func);
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                Arg::Ptr(_) | Arg::U64(_) => builder.arg(&wide[i]),
+                Arg::I32(_) => builder.arg(&ints[i]),
+            };
+        }
+        let cfg = LaunchConfig { grid_dim: dims.grid, block_dim: dims.block, shared_mem_bytes: 0 };
+        unsafe { builder.launch(cfg) }.map(|_| ()).map_err(fault("launching the kernel"))
+    }
+
+    pub fn synchronize(&self, during: &str) -> GpuResult<()> {
+        self.stream.synchronize().map_err(fault(during))
+    }
+
+    /// A pair of events with timing enabled (cudarc's default events have timing disabled).
+    pub fn timing_events(&self, n: usize) -> GpuResult<Vec<(CudaEvent, CudaEvent)>> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        (0..n)
+            .map(|_| {
+                let a = self.ctx.new_event(flags).map_err(fault("creating an event"))?;
+                let b = self.ctx.new_event(flags).map_err(fault("creating an event"))?;
+                Ok((a, b))
+            })
+            .collect()
+    }
+
+    pub fn record(&self, event: &CudaEvent) -> GpuResult<()> {
+        event.record(&self.stream).map_err(fault("recording an event"))
+    }
+}
+
+/// Milliseconds between two recorded events (after a synchronize).
+pub fn elapsed_ms(pair: &(CudaEvent, CudaEvent)) -> GpuResult<f64> {
+    pair.0.elapsed_ms(&pair.1).map(f64::from).map_err(fault("reading event times"))
+}
