@@ -59,7 +59,11 @@ impl Stats {
             median_ms: median,
             min_ms: s[0],
             max_ms: s[s.len() - 1],
-            spread_pct: if median > 0.0 { (q(0.9) - q(0.1)) / median * 100.0 } else { 0.0 },
+            spread_pct: if median > 0.0 {
+                (q(0.9) - q(0.1)) / median * 100.0
+            } else {
+                0.0
+            },
             samples: s.len(),
         })
     }
@@ -83,7 +87,11 @@ impl Timer {
             }
             CacheState::Warm => None,
         };
-        Ok(Timer { settings, events, flush })
+        Ok(Timer {
+            settings,
+            events,
+            flush,
+        })
     }
 
     pub fn settings(&self) -> BenchSettings {
@@ -98,7 +106,11 @@ impl Timer {
     }
 
     /// Times `enqueue` (which must only enqueue work on the GPU's stream).
-    pub fn measure(&self, gpu: &Gpu, mut enqueue: impl FnMut() -> GpuResult<()>) -> GpuResult<Stats> {
+    pub fn measure(
+        &self,
+        gpu: &Gpu,
+        mut enqueue: impl FnMut() -> GpuResult<()>,
+    ) -> GpuResult<Stats> {
         for i in 0..self.settings.warmup {
             self.flush(gpu, i)?;
             enqueue()?;
@@ -127,7 +139,10 @@ mod tests {
     #[test]
     fn stats_of_known_samples() {
         let s = Stats::from_samples(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
-        assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.samples), (3.0, 1.0, 5.0, 5));
+        assert_eq!(
+            (s.median_ms, s.min_ms, s.max_ms, s.samples),
+            (3.0, 1.0, 5.0, 5)
+        );
         // p10 = 1.4, p90 = 4.6 → spread 3.2 / 3 = 106.7 %
         assert!((s.spread_pct - 106.666).abs() < 0.01, "{}", s.spread_pct);
         let even = Stats::from_samples(&[1.0, 2.0, 3.0, 10.0]).unwrap();

@@ -23,10 +23,11 @@ impl Renderer {
         let mut tera = Tera::new();
         let variant = op.spec.template.clone();
         let add = |tera: &mut Tera, name: &str, text: &str| {
-            tera.add_raw_template(name, text).map_err(|e| Error::Template {
-                template: name.to_string(),
-                why: one_line(&format!("{e:#}")),
-            })
+            tera.add_raw_template(name, text)
+                .map_err(|e| Error::Template {
+                    template: name.to_string(),
+                    why: one_line(&format!("{e:#}")),
+                })
         };
         add(&mut tera, &variant, &op.template)?;
         let baseline = match (&op.spec.baseline_source, &op.baseline_template) {
@@ -36,7 +37,12 @@ impl Renderer {
             }
             _ => None,
         };
-        Ok(Renderer { tera, variant, baseline, dtype: op.spec.dtype.clone() })
+        Ok(Renderer {
+            tera,
+            variant,
+            baseline,
+            dtype: op.spec.dtype.clone(),
+        })
     }
 
     /// CUDA source of one configuration. An error (say, an undefined variable) is returned
@@ -68,14 +74,22 @@ impl Renderer {
             let v = match value {
                 toml::Value::Integer(i) => Value::Int(*i),
                 toml::Value::Boolean(b) => Value::Bool(*b),
-                other => Value::Str(other.as_str().map(str::to_string).unwrap_or_else(|| other.to_string())),
+                other => Value::Str(
+                    other
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| other.to_string()),
+                ),
             };
             ctx.insert(key.clone(), &v);
         }
-        self.tera.render(name, &ctx).map(Some).map_err(|e| Error::Template {
-            template: name.clone(),
-            why: one_line(&format!("{e:#}")),
-        })
+        self.tera
+            .render(name, &ctx)
+            .map(Some)
+            .map_err(|e| Error::Template {
+                template: name.clone(),
+                why: one_line(&format!("{e:#}")),
+            })
     }
 }
 
@@ -91,7 +105,15 @@ mod tests {
         let r = Renderer::new(&op).unwrap();
         let shape = Shape::parse("1024x1024", &op.spec.dims).unwrap();
         let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
-        let c = all.iter().find(|c| c.pruned.is_none() && c.config.label().contains("TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=edge")).unwrap();
+        let c = all
+            .iter()
+            .find(|c| {
+                c.pruned.is_none()
+                    && c.config
+                        .label()
+                        .contains("TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=edge")
+            })
+            .unwrap();
         let src = r.render(c).unwrap();
         assert!(src.contains("#define TILE_DIM 32"));
         assert!(src.contains("#define BLOCK_ROWS 8"));

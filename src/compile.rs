@@ -44,7 +44,9 @@ pub fn check_arch(arch: &str) -> Result<()> {
     let digits = arch.strip_prefix("sm_").map(|s| s.trim_end_matches('a'));
     match digits {
         Some(d) if !d.is_empty() && d.len() <= 3 && d.chars().all(|c| c.is_ascii_digit()) => Ok(()),
-        _ => Err(Error::Usage(format!("invalid --arch '{arch}': expected sm_XY such as sm_90"))),
+        _ => Err(Error::Usage(format!(
+            "invalid --arch '{arch}': expected sm_XY such as sm_90"
+        ))),
     }
 }
 
@@ -88,7 +90,12 @@ impl Compiler {
             "--std=c++17".to_string(),
             "--device-int128".to_string(),
         ];
-        Ok(Compiler { arch: arch.to_string(), options, version, cache_dir })
+        Ok(Compiler {
+            arch: arch.to_string(),
+            options,
+            version,
+            cache_dir,
+        })
     }
 
     pub fn arch(&self) -> &str {
@@ -107,7 +114,10 @@ impl Compiler {
             h.update([0u8]);
             h.update(o.as_bytes());
         }
-        h.update(format!("\0nvrtc {}.{}\0{}", self.version.0, self.version.1, self.arch));
+        h.update(format!(
+            "\0nvrtc {}.{}\0{}",
+            self.version.0, self.version.1, self.arch
+        ));
         format!("{:x}", h.finalize())
     }
 
@@ -131,7 +141,12 @@ impl Compiler {
                     // A cache that cannot be written only costs time on the next run.
                     let _ = write_cache(dir, &key, &cubin);
                 }
-                Ok(Compiled { cubin, millis, from_cache: false, log })
+                Ok(Compiled {
+                    cubin,
+                    millis,
+                    from_cache: false,
+                    log,
+                })
             }
             Err(log) => Err(CompileFailure { log, millis }),
         }
@@ -146,7 +161,11 @@ impl Compiler {
             .map(|raw| c_chars_to_string(&raw))
             .unwrap_or_default();
         let out = match compiled {
-            Err(e) => Err(if log.trim().is_empty() { format!("{e}") } else { log.trim().to_string() }),
+            Err(e) => Err(if log.trim().is_empty() {
+                format!("{e}")
+            } else {
+                log.trim().to_string()
+            }),
             Ok(()) => unsafe { get_cubin(prog) }
                 .map(|cubin| (cubin, log.trim().to_string()))
                 .map_err(|e| format!("nvrtcGetCUBIN: {e}")),
@@ -165,7 +184,11 @@ unsafe fn get_cubin(prog: sys::nvrtcProgram) -> std::result::Result<Vec<u8>, nvr
 }
 
 fn c_chars_to_string(raw: &[c_char]) -> String {
-    let bytes: Vec<u8> = raw.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = raw
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -222,7 +245,10 @@ mod tests {
         let last = data.len() - 1;
         data[last] ^= 0xff;
         std::fs::write(&path, &data).unwrap();
-        assert!(read_cache(dir.path(), "k").is_none(), "damaged entry must be rejected");
+        assert!(
+            read_cache(dir.path(), "k").is_none(),
+            "damaged entry must be rejected"
+        );
         std::fs::write(&path, b"short").unwrap();
         assert!(read_cache(dir.path(), "k").is_none());
         assert!(read_cache(dir.path(), "absent").is_none());

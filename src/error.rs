@@ -12,7 +12,11 @@ pub enum Error {
     #[error("unknown op '{name}' (known ops: {known})")]
     UnknownOp { name: String, known: String },
     #[error("unknown parameter '{name}' for op {op} (known parameters: {known})")]
-    UnknownParam { op: String, name: String, known: String },
+    UnknownParam {
+        op: String,
+        name: String,
+        known: String,
+    },
     #[error("invalid --param '{input}': {why}")]
     ParamSyntax { input: String, why: String },
     #[error("no configuration is left after the constraints: {0}")]
@@ -20,7 +24,11 @@ pub enum Error {
     #[error("op spec {file}: {why}")]
     Spec { file: String, why: String },
     #[error("expression '{expr}' in {context}: {why}")]
-    Expr { expr: String, context: String, why: String },
+    Expr {
+        expr: String,
+        context: String,
+        why: String,
+    },
     #[error("template {template}: {why}")]
     Template { template: String, why: String },
     #[error("NVRTC is not available: {0}")]
@@ -32,7 +40,11 @@ pub enum Error {
     #[error("CUDA error during {during}: {why}")]
     Cuda { during: String, why: String },
     #[error("{action} {path}: {why}")]
-    Io { action: &'static str, path: PathBuf, why: String },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        why: String,
+    },
     #[error("CSV {path}: {why}")]
     Csv { path: PathBuf, why: String },
     #[error("{0}")]
@@ -58,7 +70,11 @@ impl Error {
 
     /// Shorthand for I/O failures that name the file involved.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, err: impl std::fmt::Display) -> Self {
-        Error::Io { action, path: path.into(), why: err.to_string() }
+        Error::Io {
+            action,
+            path: path.into(),
+            why: err.to_string(),
+        }
     }
 }
 

@@ -21,7 +21,9 @@ fn ceil_div(arg: &EValue) -> evalexpr::EvalexprResult<EValue> {
             "ceil_div divisor must be positive, got {b}"
         )));
     }
-    Ok(EValue::Int(a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0)))
+    Ok(EValue::Int(
+        a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0),
+    ))
 }
 
 /// A value a parameter, define or expression can take.
@@ -110,7 +112,9 @@ impl Vars {
             EValue::Boolean(b) => Ok(Value::Bool(b)),
             EValue::String(s) => Ok(Value::Str(s)),
             EValue::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Value::Int(f as i64)),
-            other => Err(err(format!("gives {other:?}, expected an integer, boolean or string"))),
+            other => Err(err(format!(
+                "gives {other:?}, expected an integer, boolean or string"
+            ))),
         }
     }
 
@@ -150,15 +154,23 @@ mod tests {
         assert!(v.eval_bool("TILE_DIM % BLOCK_ROWS == 0", "t").unwrap());
         assert!(!v.eval_bool(r#"BOUNDS != "none""#, "t").unwrap());
         assert_eq!(v.eval_int("ceil_div(1000, TILE_DIM)", "t").unwrap(), 32);
-        assert_eq!(v.eval_int("min(ceil_div(1024, 32), 65535)", "t").unwrap(), 32);
+        assert_eq!(
+            v.eval_int("min(ceil_div(1024, 32), 65535)", "t").unwrap(),
+            32
+        );
     }
 
     #[test]
     fn reports_unknown_names_and_overflow() {
         let v = Vars::new();
-        let e = v.eval_bool("NOPE < 3", "constraint 1").unwrap_err().to_string();
+        let e = v
+            .eval_bool("NOPE < 3", "constraint 1")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("NOPE") && e.contains("constraint 1"), "{e}");
-        let e = v.eval_int("9223372036854775807 * 2", "buffer size").unwrap_err();
+        let e = v
+            .eval_int("9223372036854775807 * 2", "buffer size")
+            .unwrap_err();
         assert!(matches!(e, Error::Expr { .. }));
     }
 

@@ -33,7 +33,10 @@ impl std::fmt::Display for GpuFault {
 
 impl From<GpuFault> for Error {
     fn from(f: GpuFault) -> Error {
-        Error::Cuda { during: f.during.clone(), why: format!("{:?}", f.code) }
+        Error::Cuda {
+            during: f.during.clone(),
+            why: format!("{:?}", f.code),
+        }
     }
 }
 
@@ -58,7 +61,11 @@ fn is_sticky(code: CUresult) -> bool {
 /// Attaches what was being done to a driver error.
 pub fn fault(during: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> GpuFault {
     let during = during.into();
-    move |e| GpuFault { during, code: e.0, sticky: is_sticky(e.0) }
+    move |e| GpuFault {
+        during,
+        code: e.0,
+        sticky: is_sticky(e.0),
+    }
 }
 
 pub type GpuResult<T> = std::result::Result<T, GpuFault>;
@@ -79,12 +86,19 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// `sm_90` for compute capability 9.0: the NVRTC target for this device.
     pub fn arch(&self) -> String {
-        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
     }
 
     /// `13.0` from the driver's 13000.
     pub fn driver_string(&self) -> String {
-        format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)
+        format!(
+            "{}.{}",
+            self.driver_version / 1000,
+            (self.driver_version % 1000) / 10
+        )
     }
 }
 
@@ -138,23 +152,32 @@ impl Gpu {
                 count - 1
             )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoGpu(format!("context creation failed with {:?}", e.0)))?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| Error::NoGpu(format!("context creation failed with {:?}", e.0)))?;
         // One stream, ordered work: cudarc's per-buffer event tracking only adds overhead.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let attr = |a: Attr| ctx.attribute(a).map_err(fault(format!("reading {a:?}")));
-        let cc = ctx.compute_capability().map_err(fault("reading the compute capability"))?;
+        let cc = ctx
+            .compute_capability()
+            .map_err(fault("reading the compute capability"))?;
         let uuid = ctx.uuid().map_err(fault("reading the UUID"))?;
         let mut driver_version = 0;
         unsafe { sys::cuDriverGetVersion(&mut driver_version) };
         let info = DeviceInfo {
             ordinal,
             name: ctx.name().map_err(fault("reading the device name"))?,
-            uuid: uuid.bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect(),
+            uuid: uuid
+                .bytes
+                .iter()
+                .map(|b| format!("{:02x}", *b as u8))
+                .collect(),
             compute_capability: cc,
             limits: DeviceLimits {
-                max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as i64,
-                max_shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as i64,
+                max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?
+                    as i64,
+                max_shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?
+                    as i64,
                 num_sms: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as i64,
             },
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
@@ -166,11 +189,15 @@ impl Gpu {
 
     /// Free device memory in bytes.
     pub fn free_mem(&self) -> GpuResult<usize> {
-        self.ctx.mem_get_info().map(|(free, _)| free).map_err(fault("cuMemGetInfo"))
+        self.ctx
+            .mem_get_info()
+            .map(|(free, _)| free)
+            .map_err(fault("cuMemGetInfo"))
     }
 
     pub fn alloc(&self, len: usize, what: &str) -> GpuResult<Buffer> {
-        let slice = unsafe { self.stream.alloc::<f32>(len.max(1)) }.map_err(fault(format!("allocating {what}")))?;
+        let slice = unsafe { self.stream.alloc::<f32>(len.max(1)) }
+            .map_err(fault(format!("allocating {what}")))?;
         let ptr = {
             let (ptr, _guard) = slice.device_ptr(&self.stream);
             ptr
@@ -179,7 +206,9 @@ impl Gpu {
     }
 
     pub fn upload(&self, host: &[f32], dst: &mut Buffer) -> GpuResult<()> {
-        self.stream.memcpy_htod(host, &mut dst.slice).map_err(fault("copying to the device"))
+        self.stream
+            .memcpy_htod(host, &mut dst.slice)
+            .map_err(fault("copying to the device"))
     }
 
     pub fn download(&self, src: &Buffer) -> GpuResult<Vec<f32>> {
@@ -210,7 +239,9 @@ impl Gpu {
             .ctx
             .load_module(Ptx::from_binary(cubin.to_vec()))
             .map_err(fault("loading the module"))?;
-        let func = module.load_function(kernel).map_err(fault(format!("finding kernel {kernel}")))?;
+        let func = module
+            .load_function(kernel)
+            .map_err(fault(format!("finding kernel {kernel}")))?;
         let mut registers = 0;
         unsafe {
             sys::cuFuncGetAttribute(
@@ -233,7 +264,10 @@ impl Gpu {
                 Arg::I32(_) => 0,
             })
             .collect();
-        let ints: Vec<i32> = args.iter().map(|a| if let Arg::I32(i) = a { *i } else { 0 }).collect();
+        let ints: Vec<i32> = args
+            .iter()
+            .map(|a| if let Arg::I32(i) = a { *i } else { 0 })
+            .collect();
         let mut builder = self.stream.launch_builder(&kernel.func);
         for (i, a) in args.iter().enumerate() {
             match a {
@@ -241,8 +275,14 @@ impl Gpu {
                 Arg::I32(_) => builder.arg(&ints[i]),
             };
         }
-        let cfg = LaunchConfig { grid_dim: dims.grid, block_dim: dims.block, shared_mem_bytes: 0 };
-        unsafe { builder.launch(cfg) }.map(|_| ()).map_err(fault("launching the kernel"))
+        let cfg = LaunchConfig {
+            grid_dim: dims.grid,
+            block_dim: dims.block,
+            shared_mem_bytes: 0,
+        };
+        unsafe { builder.launch(cfg) }
+            .map(|_| ())
+            .map_err(fault("launching the kernel"))
     }
 
     pub fn synchronize(&self, during: &str) -> GpuResult<()> {
@@ -254,19 +294,41 @@ impl Gpu {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         (0..n)
             .map(|_| {
-                let a = self.ctx.new_event(flags).map_err(fault("creating an event"))?;
-                let b = self.ctx.new_event(flags).map_err(fault("creating an event"))?;
+                let a = self
+                    .ctx
+                    .new_event(flags)
+                    .map_err(fault("creating an event"))?;
+                let b = self
+                    .ctx
+                    .new_event(flags)
+                    .map_err(fault("creating an event"))?;
                 Ok((a, b))
             })
             .collect()
     }
 
     pub fn record(&self, event: &CudaEvent) -> GpuResult<()> {
-        event.record(&self.stream).map_err(fault("recording an event"))
+        event
+            .record(&self.stream)
+            .map_err(fault("recording an event"))
     }
 }
 
 /// Milliseconds between two recorded events (after a synchronize).
 pub fn elapsed_ms(pair: &(CudaEvent, CudaEvent)) -> GpuResult<f64> {
-    pair.0.elapsed_ms(&pair.1).map(f64::from).map_err(fault("reading event times"))
+    pair.0
+        .elapsed_ms(&pair.1)
+        .map(f64::from)
+        .map_err(fault("reading event times"))
+}
+
+/// Destroys whatever is left of the device's primary context after a sticky fault, so the
+/// next [`Gpu::open`] starts from a clean one. Call only after every [`Gpu`] was dropped.
+pub fn reset_device(ordinal: usize) {
+    let mut dev = 0;
+    unsafe {
+        if sys::cuDeviceGet(&mut dev, ordinal as i32) == CUresult::CUDA_SUCCESS {
+            let _ = sys::cuDevicePrimaryCtxReset_v2(dev);
+        }
+    }
 }

@@ -5,14 +5,17 @@
 //! (load, launch) → [`verify`] and [`bench`] → [`results`] (CSV) and [`report`] (stdout).
 //! [`tuner`] runs that pipeline; nothing else touches more than one stage.
 
+pub mod bench;
+pub mod cli;
 pub mod codegen;
+pub mod compile;
 pub mod error;
 pub mod expr;
+pub mod gpu;
 pub mod ops;
+pub mod report;
+pub mod results;
 pub mod shape;
 pub mod space;
-pub mod compile;
-pub mod gpu;
-pub mod bench;
+pub mod tuner;
 pub mod verify;
-pub mod results;

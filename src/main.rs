@@ -1,1 +1,41 @@
-fn main() {}
+//! `tune`: parse arguments, run the tuner, print the report; errors become one line on
+//! stderr and a non-zero exit code (2: bad input, 1: environment, GPU, or nothing verified).
+
+use clap::Parser;
+use cuda_autotune::cli::Cli;
+use cuda_autotune::results::Status;
+use cuda_autotune::{report, tuner};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match tuner::tune(&cli.options()) {
+        Ok(outcome) => {
+            print!("{}", report::render(&outcome, cli.top, cli.verbose));
+            let failed_compiles = outcome
+                .records
+                .iter()
+                .filter(|r| r.status == Status::Failed)
+                .count();
+            if cli.compile_only && failed_compiles > 0 {
+                eprintln!("error: {failed_compiles} variant(s) failed to compile");
+                return ExitCode::from(1);
+            }
+            if !cli.compile_only && outcome.best.is_none() {
+                eprintln!(
+                    "error: no configuration verified; see {}",
+                    outcome
+                        .csv_path
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                );
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

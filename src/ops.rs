@@ -10,9 +10,18 @@ use std::path::Path;
 
 /// Files of the built-in ops, embedded from `templates/`.
 const BUILTIN_FILES: &[(&str, &str)] = &[
-    ("transpose.toml", include_str!("../templates/transpose.toml")),
-    ("transpose.cu.tera", include_str!("../templates/transpose.cu.tera")),
-    ("transpose_classic.cu.tera", include_str!("../templates/transpose_classic.cu.tera")),
+    (
+        "transpose.toml",
+        include_str!("../templates/transpose.toml"),
+    ),
+    (
+        "transpose.cu.tera",
+        include_str!("../templates/transpose.cu.tera"),
+    ),
+    (
+        "transpose_classic.cu.tera",
+        include_str!("../templates/transpose_classic.cu.tera"),
+    ),
 ];
 
 /// Names of the built-in ops, in the order `--help` lists them.
@@ -98,7 +107,9 @@ pub struct Constraint {
 
 impl Constraint {
     pub fn reason(&self) -> String {
-        self.reason.clone().unwrap_or_else(|| format!("violates {}", self.expr))
+        self.reason
+            .clone()
+            .unwrap_or_else(|| format!("violates {}", self.expr))
     }
 }
 
@@ -231,7 +242,10 @@ impl Op {
                 Some(d) => list_ops_in(d).join(", "),
                 None => BUILTIN_OPS.join(", "),
             };
-            return Err(Error::UnknownOp { name: name.into(), known });
+            return Err(Error::UnknownOp {
+                name: name.into(),
+                known,
+            });
         };
         let origin = match dir {
             Some(d) => d.join(&spec_file).display().to_string(),
@@ -247,7 +261,12 @@ impl Op {
             Some(src) => Some(read(&src.template)?.ok_or_else(|| missing(&src.template))?),
             None => None,
         };
-        Ok(Op { spec, template, baseline_template, origin })
+        Ok(Op {
+            spec,
+            template,
+            baseline_template,
+            origin,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -271,7 +290,10 @@ fn list_ops_in(dir: &Path) -> Vec<String> {
 
 /// Parses and checks a spec; every problem names the file and the field.
 pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
-    let err = |why: String| Error::Spec { file: origin.to_string(), why };
+    let err = |why: String| Error::Spec {
+        file: origin.to_string(),
+        why,
+    };
     let spec: OpSpec = toml::from_str(text).map_err(|e| err(one_line(&e.to_string())))?;
     if spec.dims.is_empty() {
         return Err(err("dims: at least one dimension is needed".into()));
@@ -279,7 +301,9 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     let mut seen = std::collections::BTreeSet::new();
     for name in spec.dims.iter().chain(spec.params.iter().map(|p| &p.name)) {
         if !seen.insert(name.clone()) {
-            return Err(err(format!("'{name}' is declared twice (dims and params share one namespace)")));
+            return Err(err(format!(
+                "'{name}' is declared twice (dims and params share one namespace)"
+            )));
         }
     }
     for p in &spec.params {
@@ -288,21 +312,41 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         }
     }
     let buffer = |name: &str| spec.buffers.iter().find(|b| b.name == name);
-    if !spec.buffers.iter().any(|b| b.role == Role::Output) {
-        return Err(err("buffers: no buffer has role = \"output\"".into()));
+    if spec
+        .buffers
+        .iter()
+        .filter(|b| b.role == Role::Output)
+        .count()
+        != 1
+    {
+        return Err(err(
+            "buffers: exactly one buffer must have role = \"output\"".into(),
+        ));
+    }
+    for a in &spec.args {
+        if a.is_empty() {
+            return Err(err("args: an argument is empty".into()));
+        }
     }
     for b in &spec.baselines {
         let field = format!("baselines.{}", b.name);
         if b.expect != "reference" && buffer(&b.expect).map(|x| x.role) != Some(Role::Input) {
-            return Err(err(format!("{field}.expect: '{}' is neither \"reference\" nor an input buffer", b.expect)));
+            return Err(err(format!(
+                "{field}.expect: '{}' is neither \"reference\" nor an input buffer",
+                b.expect
+            )));
         }
         match b.kind {
             BaselineKind::Kernel => {
                 if b.kernel.is_none() || b.block.is_none() || b.grid.is_none() {
-                    return Err(err(format!("{field}: a kernel baseline needs kernel, block and grid")));
+                    return Err(err(format!(
+                        "{field}: a kernel baseline needs kernel, block and grid"
+                    )));
                 }
                 if spec.baseline_source.is_none() {
-                    return Err(err(format!("{field}: kernel baselines need [baseline_source]")));
+                    return Err(err(format!(
+                        "{field}: kernel baselines need [baseline_source]"
+                    )));
                 }
             }
             BaselineKind::Memcpy => {
@@ -317,10 +361,14 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     }
     let (amount, _) = spec.metric.amount();
     if amount == "0" {
-        return Err(err("metric: bandwidth needs `bytes`, flops needs `flops`".into()));
+        return Err(err(
+            "metric: bandwidth needs `bytes`, flops needs `flops`".into()
+        ));
     }
     if spec.compare == Compare::Tolerance && spec.rtol.is_none() {
-        return Err(err("rtol: compare = \"tolerance\" needs a default rtol".into()));
+        return Err(err(
+            "rtol: compare = \"tolerance\" needs a default rtol".into()
+        ));
     }
     Ok(spec)
 }
@@ -346,12 +394,16 @@ mod tests {
     #[test]
     fn unknown_op_lists_known_ones() {
         let e = Op::load("fft", None).unwrap_err().to_string();
-        assert!(e.contains("unknown op 'fft'") && e.contains("transpose"), "{e}");
+        assert!(
+            e.contains("unknown op 'fft'") && e.contains("transpose"),
+            "{e}"
+        );
     }
 
     #[test]
     fn spec_errors_name_the_field() {
-        let text = include_str!("../templates/transpose.toml").replace("role = \"output\"", "role = \"input\"");
+        let text = include_str!("../templates/transpose.toml")
+            .replace("role = \"output\"", "role = \"input\"");
         let e = parse_spec(&text, "x.toml").unwrap_err().to_string();
         assert!(e.contains("x.toml") && e.contains("output"), "{e}");
         let e = parse_spec("name = 3", "y.toml").unwrap_err().to_string();

@@ -59,7 +59,11 @@ impl Record {
         if self.params.is_empty() {
             return self.name.clone();
         }
-        let parts: Vec<String> = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parts: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         parts.join(" ")
     }
 }
@@ -83,8 +87,24 @@ pub struct RunInfo {
 
 const FIXED_BEFORE: [&str; 2] = ["kind", "name"];
 const FIXED_AFTER: [&str; 18] = [
-    "status", "error", "median_ms", "min_ms", "max_ms", "spread_pct", "samples", "throughput", "unit",
-    "frac_of_roof", "roof", "compile_ms", "registers", "op", "shape", "dtype", "gpu", "cache",
+    "status",
+    "error",
+    "median_ms",
+    "min_ms",
+    "max_ms",
+    "spread_pct",
+    "samples",
+    "throughput",
+    "unit",
+    "frac_of_roof",
+    "roof",
+    "compile_ms",
+    "registers",
+    "op",
+    "shape",
+    "dtype",
+    "gpu",
+    "cache",
 ];
 
 fn opt(v: Option<f64>) -> String {
@@ -106,14 +126,25 @@ pub fn slug(text: &str) -> String {
 
 /// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv`.
 pub fn run_csv_path(dir: &Path, info: &RunInfo) -> PathBuf {
-    dir.join(format!("{}_{}_{}.csv", info.op, info.shape, slug(&info.gpu)))
+    dir.join(format!(
+        "{}_{}_{}.csv",
+        info.op,
+        info.shape,
+        slug(&info.gpu)
+    ))
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(|e| Error::io("cannot write", &tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io("cannot replace", path, e))
@@ -122,7 +153,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Serializes a run's records (parameter columns from the first variant row).
 pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let csv_err = |e: csv::Error| Error::Csv { path: "<memory>".into(), why: e.to_string() };
+    let csv_err = |e: csv::Error| Error::Csv {
+        path: "<memory>".into(),
+        why: e.to_string(),
+    };
     let header: Vec<&str> = FIXED_BEFORE
         .iter()
         .copied()
@@ -133,7 +167,13 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
     for r in records {
         let mut row: Vec<String> = vec![r.kind.clone(), r.name.clone()];
         for p in param_names {
-            row.push(r.params.iter().find(|(k, _)| k == p).map(|(_, v)| v.clone()).unwrap_or_default());
+            row.push(
+                r.params
+                    .iter()
+                    .find(|(k, _)| k == p)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default(),
+            );
         }
         let s = r.stats;
         row.extend([
@@ -158,15 +198,29 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         ]);
         w.write_record(&row).map_err(csv_err)?;
     }
-    w.into_inner().map_err(|e| Error::Csv { path: "<memory>".into(), why: e.to_string() })
+    w.into_inner().map_err(|e| Error::Csv {
+        path: "<memory>".into(),
+        why: e.to_string(),
+    })
 }
 
 /// Reads a run CSV back (the inverse of [`run_csv`]).
 pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
-    let csv_err = |why: String| Error::Csv { path: path.to_path_buf(), why };
+    let csv_err = |why: String| Error::Csv {
+        path: path.to_path_buf(),
+        why,
+    };
     let mut r = csv::Reader::from_path(path).map_err(|e| csv_err(e.to_string()))?;
-    let header: Vec<String> = r.headers().map_err(|e| csv_err(e.to_string()))?.iter().map(str::to_string).collect();
-    let status_at = header.iter().position(|h| h == "status").ok_or_else(|| csv_err("no status column".into()))?;
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| csv_err(e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let status_at = header
+        .iter()
+        .position(|h| h == "status")
+        .ok_or_else(|| csv_err("no status column".into()))?;
     let col = |name: &str| header.iter().position(|h| h == name);
     let params: Vec<String> = header[2..status_at].to_vec();
     let mut out = Vec::new();
@@ -190,7 +244,8 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
                 .filter(|(i, _)| !row.get(i + 2).unwrap_or("").is_empty())
                 .map(|(i, p)| (p.clone(), row.get(i + 2).unwrap_or("").to_string()))
                 .collect(),
-            status: Status::parse(get("status")).ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?,
+            status: Status::parse(get("status"))
+                .ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?,
             error: get("error").to_string(),
             stats,
             throughput: num("throughput"),
@@ -235,9 +290,14 @@ pub fn read_best(path: &Path) -> Result<Vec<BestRow>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let csv_err = |e: csv::Error| Error::Csv { path: path.to_path_buf(), why: e.to_string() };
+    let csv_err = |e: csv::Error| Error::Csv {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    };
     let mut r = csv::Reader::from_path(path).map_err(csv_err)?;
-    r.deserialize().collect::<std::result::Result<Vec<BestRow>, _>>().map_err(csv_err)
+    r.deserialize()
+        .collect::<std::result::Result<Vec<BestRow>, _>>()
+        .map_err(csv_err)
 }
 
 /// Inserts `row`, replacing the row of the same op, shape, dtype and GPU: the newer run wins.
@@ -247,11 +307,17 @@ pub fn upsert_best(path: &Path, row: BestRow) -> Result<()> {
     rows.push(row);
     rows.sort_by(|a, b| a.key().cmp(&b.key()));
     let mut w = csv::Writer::from_writer(Vec::new());
-    let csv_err = |e: csv::Error| Error::Csv { path: path.to_path_buf(), why: e.to_string() };
+    let csv_err = |e: csv::Error| Error::Csv {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    };
     for r in &rows {
         w.serialize(r).map_err(csv_err)?;
     }
-    let bytes = w.into_inner().map_err(|e| Error::Csv { path: path.to_path_buf(), why: e.to_string() })?;
+    let bytes = w.into_inner().map_err(|e| Error::Csv {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
     write_atomic(path, &bytes)
 }
 
@@ -278,7 +344,13 @@ mod tests {
     #[test]
     fn run_csv_round_trips() {
         let params = vec!["TILE_DIM".to_string(), "BOUNDS".to_string()];
-        let stats = Stats { median_ms: 0.0123, min_ms: 0.012, max_ms: 0.02, spread_pct: 3.5, samples: 30 };
+        let stats = Stats {
+            median_ms: 0.0123,
+            min_ms: 0.012,
+            max_ms: 0.02,
+            spread_pct: 3.5,
+            samples: 30,
+        };
         let records = vec![
             Record {
                 kind: "baseline".into(),
@@ -295,7 +367,10 @@ mod tests {
             Record {
                 kind: "variant".into(),
                 name: "v0001".into(),
-                params: vec![("TILE_DIM".into(), "32".into()), ("BOUNDS".into(), "edge".into())],
+                params: vec![
+                    ("TILE_DIM".into(), "32".into()),
+                    ("BOUNDS".into(), "edge".into()),
+                ],
                 status: Status::Failed,
                 error: "compile: error: expected a \";\", line 3\nsecond line".into(),
                 stats: None,
@@ -307,7 +382,10 @@ mod tests {
             Record {
                 kind: "variant".into(),
                 name: "v0002".into(),
-                params: vec![("TILE_DIM".into(), "8".into()), ("BOUNDS".into(), "none".into())],
+                params: vec![
+                    ("TILE_DIM".into(), "8".into()),
+                    ("BOUNDS".into(), "none".into()),
+                ],
                 status: Status::Pruned,
                 error: "BOUNDS=none needs both dimensions to be tile multiples".into(),
                 stats: None,

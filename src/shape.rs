@@ -18,7 +18,10 @@ pub struct Shape {
 impl Shape {
     /// Parses `AxB[xC...]`, expecting exactly `names.len()` dimensions.
     pub fn parse(input: &str, names: &[String]) -> Result<Shape> {
-        let bad = |why: String| Error::Shape { input: input.to_string(), why };
+        let bad = |why: String| Error::Shape {
+            input: input.to_string(),
+            why,
+        };
         let expected = names.join("x");
         let parts: Vec<&str> = input.trim().split(['x', 'X']).collect();
         if parts.len() != names.len() {
@@ -44,7 +47,9 @@ impl Shape {
                 return Err(bad(format!("{name} must be at least 1")));
             }
             if value > MAX_DIM {
-                return Err(bad(format!("{name}={value} exceeds the 32-bit kernel limit {MAX_DIM}")));
+                return Err(bad(format!(
+                    "{name}={value} exceeds the 32-bit kernel limit {MAX_DIM}"
+                )));
             }
             dims.push(value);
         }
@@ -57,7 +62,9 @@ impl Shape {
 
     /// Product of the dimensions, `None` on overflow.
     pub fn elements(&self) -> Option<u64> {
-        self.dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 }
 
@@ -78,14 +85,30 @@ mod tests {
 
     #[test]
     fn parses_valid_shapes() {
-        assert_eq!(Shape::parse("1000x1000", &names2()).unwrap().dims, vec![1000, 1000]);
+        assert_eq!(
+            Shape::parse("1000x1000", &names2()).unwrap().dims,
+            vec![1000, 1000]
+        );
         assert_eq!(Shape::parse("1X7", &names2()).unwrap().dims, vec![1, 7]);
-        assert_eq!(Shape::parse("8191x8191", &names2()).unwrap().to_string(), "8191x8191");
+        assert_eq!(
+            Shape::parse("8191x8191", &names2()).unwrap().to_string(),
+            "8191x8191"
+        );
     }
 
     #[test]
     fn rejects_malformed_shapes() {
-        for bad in ["1000", "0x10", "-5x3", "axb", "1000x1000x5", "x10", "10x", "", "2147483648x1"] {
+        for bad in [
+            "1000",
+            "0x10",
+            "-5x3",
+            "axb",
+            "1000x1000x5",
+            "x10",
+            "10x",
+            "",
+            "2147483648x1",
+        ] {
             let err = Shape::parse(bad, &names2()).unwrap_err();
             assert!(matches!(err, Error::Shape { .. }), "{bad}: {err}");
         }

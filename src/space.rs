@@ -43,7 +43,11 @@ pub struct Config {
 impl Config {
     /// `TILE_DIM=32 BLOCK_ROWS=8 ...`, the form printed in tables.
     pub fn label(&self) -> String {
-        let parts: Vec<String> = self.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parts: Vec<String> = self
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         parts.join(" ")
     }
 }
@@ -70,7 +74,10 @@ pub struct ParamOverride {
 
 /// Parses one `--param` argument against the op's parameters.
 pub fn parse_override(op: &Op, text: &str) -> Result<ParamOverride> {
-    let bad = |why: String| Error::ParamSyntax { input: text.to_string(), why };
+    let bad = |why: String| Error::ParamSyntax {
+        input: text.to_string(),
+        why,
+    };
     let (name, list) = text
         .split_once('=')
         .ok_or_else(|| bad("expected NAME=v1,v2,...".into()))?;
@@ -88,15 +95,28 @@ pub fn parse_override(op: &Op, text: &str) -> Result<ParamOverride> {
             values.push(value);
         }
     }
-    Ok(ParamOverride { name: name.to_string(), values })
+    Ok(ParamOverride {
+        name: name.to_string(),
+        values,
+    })
 }
 
 fn find_param<'a>(op: &'a Op, name: &str) -> Result<&'a ParamSpec> {
-    op.spec.params.iter().find(|p| p.name == name).ok_or_else(|| Error::UnknownParam {
-        op: op.name().to_string(),
-        name: name.to_string(),
-        known: op.spec.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
-    })
+    op.spec
+        .params
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| Error::UnknownParam {
+            op: op.name().to_string(),
+            name: name.to_string(),
+            known: op
+                .spec
+                .params
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// Numeric parameters accept any integer (users extend them); word parameters accept only
@@ -106,7 +126,11 @@ fn check_value(spec: &ParamSpec, value: &Value) -> std::result::Result<(), Strin
     if spec.is_text() {
         if !defaults.contains(value) {
             let known: Vec<String> = defaults.iter().map(Value::to_string).collect();
-            return Err(format!("{}={value} is not one of {}", spec.name, known.join(", ")));
+            return Err(format!(
+                "{}={value} is not one of {}",
+                spec.name,
+                known.join(", ")
+            ));
         }
     } else if !matches!(value, Value::Int(_)) {
         return Err(format!("{} takes integers, got '{value}'", spec.name));
@@ -136,17 +160,24 @@ pub fn eval_launch(
 ) -> Result<std::result::Result<LaunchDims, String>> {
     let mut dims = [0i64; 6];
     for (i, expr) in block.iter().chain(grid.iter()).enumerate() {
-        let axis = ["block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z"][i];
+        let axis = [
+            "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
+        ][i];
         dims[i] = vars.eval_int(expr, &format!("{context} {axis}"))?;
     }
-    let names = ["block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z"];
+    let names = [
+        "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
+    ];
     let max = [1024, 1024, 64, i32::MAX as i64, 65535, 65535];
     for i in 0..6 {
         if dims[i] < 1 {
             return Ok(Err(format!("{} = {} is below 1", names[i], dims[i])));
         }
         if dims[i] > max[i] {
-            return Ok(Err(format!("{} = {} exceeds the hardware limit {}", names[i], dims[i], max[i])));
+            return Ok(Err(format!(
+                "{} = {} exceeds the hardware limit {}",
+                names[i], dims[i], max[i]
+            )));
         }
     }
     let threads = dims[0] * dims[1] * dims[2];
@@ -157,7 +188,10 @@ pub fn eval_launch(
         )));
     }
     let d = dims.map(|v| v as u32);
-    Ok(Ok(LaunchDims { grid: (d[3], d[4], d[5]), block: (d[0], d[1], d[2]) }))
+    Ok(Ok(LaunchDims {
+        grid: (d[3], d[4], d[5]),
+        block: (d[0], d[1], d[2]),
+    }))
 }
 
 /// Enumerates the whole space (odometer order over the spec's parameters, first one slowest).
@@ -199,7 +233,13 @@ pub fn enumerate(
     Ok(out)
 }
 
-fn evaluate(op: &Op, base: &Vars, limits: &DeviceLimits, index: usize, config: Config) -> Result<Candidate> {
+fn evaluate(
+    op: &Op,
+    base: &Vars,
+    limits: &DeviceLimits,
+    index: usize,
+    config: Config,
+) -> Result<Candidate> {
     let origin = &op.origin;
     let mut vars = base.clone();
     for (name, value) in &config.values {
@@ -215,16 +255,31 @@ fn evaluate(op: &Op, base: &Vars, limits: &DeviceLimits, index: usize, config: C
         vars.set(name, &value);
         define_names.push(name.clone());
     }
-    let mut candidate = Candidate { index, config, vars, define_names, launch: None, pruned: None };
+    let mut candidate = Candidate {
+        index,
+        config,
+        vars,
+        define_names,
+        launch: None,
+        pruned: None,
+    };
     for (i, c) in op.spec.constraints.iter().enumerate() {
-        let ok = candidate.vars.eval_bool(&c.expr, &format!("{origin} constraints[{i}]"))?;
+        let ok = candidate
+            .vars
+            .eval_bool(&c.expr, &format!("{origin} constraints[{i}]"))?;
         if !ok {
             candidate.pruned = Some(c.reason());
             return Ok(candidate);
         }
     }
     let launch = &op.spec.launch;
-    match eval_launch(&candidate.vars, &launch.block, &launch.grid, limits, &format!("{origin} launch"))? {
+    match eval_launch(
+        &candidate.vars,
+        &launch.block,
+        &launch.grid,
+        limits,
+        &format!("{origin} launch"),
+    )? {
         Ok(dims) => candidate.launch = Some(dims),
         Err(why) => candidate.pruned = Some(why),
     }
@@ -257,7 +312,13 @@ mod tests {
     }
 
     fn value(c: &Candidate, name: &str) -> Value {
-        c.config.values.iter().find(|(n, _)| n == name).unwrap().1.clone()
+        c.config
+            .values
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+            .clone()
     }
 
     #[test]
@@ -268,7 +329,8 @@ mod tests {
         let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
         assert!(!live.is_empty());
         for c in &live {
-            let (Value::Int(t), Value::Int(b)) = (value(c, "TILE_DIM"), value(c, "BLOCK_ROWS")) else {
+            let (Value::Int(t), Value::Int(b)) = (value(c, "TILE_DIM"), value(c, "BLOCK_ROWS"))
+            else {
                 panic!("integer params")
             };
             assert!(b <= t && t % b == 0 && t * b <= 1024);
@@ -277,19 +339,30 @@ mod tests {
             }
         }
         // 1000 is a multiple of 8 only: BOUNDS=none survives only with TILE_DIM=8.
-        assert!(live.iter().any(|c| value(c, "BOUNDS") == Value::Str("none".into())));
+        assert!(live
+            .iter()
+            .any(|c| value(c, "BOUNDS") == Value::Str("none".into())));
         let reasons = prune_summary(&all);
         assert!(reasons.iter().any(|(r, _)| r.contains("BOUNDS=none")));
         assert!(reasons.iter().any(|(r, _)| r.contains("threads per block")));
-        assert_eq!(reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(), all.len());
+        assert_eq!(
+            reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(),
+            all.len()
+        );
     }
 
     #[test]
     fn shared_memory_limit_prunes() {
         let op = transpose();
-        let limits = DeviceLimits { max_shared_per_block: 8 * 1024, ..DeviceLimits::SM90_DEFAULT };
+        let limits = DeviceLimits {
+            max_shared_per_block: 8 * 1024,
+            ..DeviceLimits::SM90_DEFAULT
+        };
         let all = enumerate(&op, &shape("1024x1024"), &limits, &[]).unwrap();
-        let tile64: Vec<_> = all.iter().filter(|c| value(c, "TILE_DIM") == Value::Int(64)).collect();
+        let tile64: Vec<_> = all
+            .iter()
+            .filter(|c| value(c, "TILE_DIM") == Value::Int(64))
+            .collect();
         assert!(tile64.iter().all(|c| c.pruned.is_some()));
         let smem = "more shared memory per block than the device allows";
         assert!(tile64.iter().any(|c| c.pruned.as_deref() == Some(smem)));
@@ -314,7 +387,10 @@ mod tests {
     fn bad_overrides_are_rejected() {
         let op = transpose();
         let e = parse_override(&op, "TILES=4").unwrap_err().to_string();
-        assert!(e.contains("unknown parameter 'TILES'") && e.contains("TILE_DIM, BLOCK_ROWS"), "{e}");
+        assert!(
+            e.contains("unknown parameter 'TILES'") && e.contains("TILE_DIM, BLOCK_ROWS"),
+            "{e}"
+        );
         assert!(parse_override(&op, "TILE_DIM").is_err());
         assert!(parse_override(&op, "TILE_DIM=").is_err());
         assert!(parse_override(&op, "TILE_DIM=abc").is_err());

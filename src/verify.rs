@@ -30,7 +30,9 @@ pub fn random_input(n: usize, seed: u64) -> Vec<f32> {
 /// order.
 pub fn cpu_reference(name: &str, shape: &Shape, inputs: &[&[f32]]) -> Result<Vec<f32>> {
     match (name, shape.dims.as_slice(), inputs) {
-        ("transpose", &[rows, cols], &[input]) => Ok(transpose(input, rows as usize, cols as usize)),
+        ("transpose", &[rows, cols], &[input]) => {
+            Ok(transpose(input, rows as usize, cols as usize))
+        }
         _ => Err(Error::Usage(format!(
             "no CPU reference named '{name}' for a {}-dimensional shape with {} input(s)",
             shape.dims.len(),
@@ -140,7 +142,10 @@ impl Checker {
         gpu.fill_u32(&self.result, 0)?;
         let n = out.len.min(reference.len) as u64;
         let blocks = n.div_ceil(256).clamp(1, u64::from(self.num_sms) * 8) as u32;
-        let dims = LaunchDims { grid: (blocks, 1, 1), block: (256, 1, 1) };
+        let dims = LaunchDims {
+            grid: (blocks, 1, 1),
+            block: (256, 1, 1),
+        };
         let args = [
             Arg::Ptr(out.ptr),
             Arg::Ptr(reference.ptr),
@@ -150,11 +155,25 @@ impl Checker {
         ];
         gpu.launch(&self.kernel, dims, &args)?;
         let raw = gpu.download(&self.result)?;
-        let word = |i: usize| u64::from(raw[2 * i].to_bits()) | (u64::from(raw[2 * i + 1].to_bits()) << 32);
+        let word = |i: usize| {
+            u64::from(raw[2 * i].to_bits()) | (u64::from(raw[2 * i + 1].to_bits()) << 32)
+        };
         let (d2, r2) = (f64::from_bits(word(2)), f64::from_bits(word(3)));
-        let rel_err = if r2 > 0.0 { (d2 / r2).sqrt() } else { d2.sqrt() };
-        let mismatches = if out.len == reference.len { word(0) } else { u64::MAX };
-        Ok(Comparison { mismatches, nans: word(1), rel_err })
+        let rel_err = if r2 > 0.0 {
+            (d2 / r2).sqrt()
+        } else {
+            d2.sqrt()
+        };
+        let mismatches = if out.len == reference.len {
+            word(0)
+        } else {
+            u64::MAX
+        };
+        Ok(Comparison {
+            mismatches,
+            nans: word(1),
+            rel_err,
+        })
     }
 }
 
@@ -176,7 +195,9 @@ mod tests {
         // 2 x 3 → 3 x 2
         let out = transpose(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3);
         assert_eq!(out, vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
-        let shape = Shape { dims: vec![67, 131] };
+        let shape = Shape {
+            dims: vec![67, 131],
+        };
         let input = random_input(67 * 131, 1);
         let t = cpu_reference("transpose", &shape, &[&input]).unwrap();
         let back = transpose(&t, 131, 67);
@@ -185,15 +206,37 @@ mod tests {
 
     #[test]
     fn judging_exact_and_tolerance() {
-        let ok = Comparison { mismatches: 0, nans: 0, rel_err: 0.0 };
+        let ok = Comparison {
+            mismatches: 0,
+            nans: 0,
+            rel_err: 0.0,
+        };
         assert!(ok.judge(Compare::Exact, 0.0, 10).is_ok());
-        let bad = Comparison { mismatches: 3, nans: 3, rel_err: f64::NAN };
-        assert!(bad.judge(Compare::Exact, 0.0, 10).unwrap_err().contains("3 of 10"));
-        assert!(bad.judge(Compare::Tolerance, 1e-4, 10).is_err(), "NaN never passes");
-        let close = Comparison { mismatches: 10, nans: 0, rel_err: 5e-7 };
+        let bad = Comparison {
+            mismatches: 3,
+            nans: 3,
+            rel_err: f64::NAN,
+        };
+        assert!(bad
+            .judge(Compare::Exact, 0.0, 10)
+            .unwrap_err()
+            .contains("3 of 10"));
+        assert!(
+            bad.judge(Compare::Tolerance, 1e-4, 10).is_err(),
+            "NaN never passes"
+        );
+        let close = Comparison {
+            mismatches: 10,
+            nans: 0,
+            rel_err: 5e-7,
+        };
         assert!(close.judge(Compare::Tolerance, 1e-4, 10).is_ok());
         assert!(close.judge(Compare::Exact, 1e-4, 10).is_err());
-        let far = Comparison { mismatches: 10, nans: 0, rel_err: 2e-3 };
+        let far = Comparison {
+            mismatches: 10,
+            nans: 0,
+            rel_err: 2e-3,
+        };
         assert!(far.judge(Compare::Tolerance, 1e-4, 10).is_err());
     }
 }

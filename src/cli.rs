@@ -1,0 +1,119 @@
+//! Command-line definitions (clap). Turned into [`TuneOptions`] here; nothing deeper reads
+//! argv.
+
+use crate::bench::{BenchSettings, CacheState};
+use crate::tuner::TuneOptions;
+use clap::Parser;
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  tune --op transpose --shape 1000x1000
+      tune every default transpose configuration for a 1000x1000 float matrix
+  tune --op transpose --shape 8192x8192 --param TILE_DIM=32,64 --param BOUNDS=none,edge
+      narrow the space; --param replaces a parameter's default values
+  tune --op transpose --shape 4096x4096 --cache warm --reps 100
+      time with L2 kept warm between launches, 100 timed launches per variant
+  tune --op transpose --shape 1000x1000 --compile-only --arch sm_90 --emit gen/
+      render and compile every variant with NVRTC, no GPU needed, and keep the sources
+
+Shapes: transpose takes ROWSxCOLS. Results go to results/<op>_<shape>_<gpu>.csv (every
+configuration, with why it failed or was pruned) and results/best.csv (one row per op,
+shape, dtype and GPU; a new run of the same key replaces the row).";
+
+/// Finds the fastest correct CUDA kernel for an op and a shape on this GPU.
+#[derive(Debug, Parser)]
+#[command(name = "tune", version, about, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Op to tune (built in: transpose).
+    #[arg(long, default_value = "transpose")]
+    pub op: String,
+
+    /// Problem shape, e.g. 1000x1000 for transpose (ROWSxCOLS).
+    #[arg(long)]
+    pub shape: String,
+
+    /// Replace a parameter's values: NAME=v1,v2,... (repeatable).
+    #[arg(long = "param", short = 'p', value_name = "NAME=V1,V2")]
+    pub params: Vec<String>,
+
+    /// Timed launches per variant; the median is reported.
+    #[arg(long, default_value_t = 30)]
+    pub reps: usize,
+
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+
+    /// L2 state during timing: cold flushes L2 before every timed launch.
+    #[arg(long, value_enum, default_value_t = CacheState::Cold)]
+    pub cache: CacheState,
+
+    /// Folder for the CSV files.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+
+    /// Render and compile every variant, then stop (no GPU needed).
+    #[arg(long)]
+    pub compile_only: bool,
+
+    /// NVRTC target, e.g. sm_90 (default: the GPU's own, or sm_90 without a GPU).
+    #[arg(long)]
+    pub arch: Option<String>,
+
+    /// Write each variant's generated CUDA source to DIR/<op>_vNNNN.cu.
+    #[arg(long, value_name = "DIR")]
+    pub emit: Option<PathBuf>,
+
+    /// CUDA device index.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+
+    /// Do not read or write the on-disk cubin cache.
+    #[arg(long)]
+    pub no_cache: bool,
+
+    /// Relative-error tolerance for ops compared by tolerance (default: the op's).
+    #[arg(long)]
+    pub rtol: Option<f64>,
+
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// How many of the fastest configurations to print.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+
+    /// Print every failure and the prune reasons.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+
+    /// Read op specs and templates from DIR instead of the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+}
+
+impl Cli {
+    pub fn options(&self) -> TuneOptions {
+        TuneOptions {
+            op: self.op.clone(),
+            templates: self.templates.clone(),
+            shape: self.shape.clone(),
+            params: self.params.clone(),
+            bench: BenchSettings {
+                warmup: self.warmup,
+                reps: self.reps,
+                cache: self.cache,
+            },
+            out_dir: self.out.clone(),
+            compile_only: self.compile_only,
+            arch: self.arch.clone(),
+            emit: self.emit.clone(),
+            device: self.device,
+            cubin_cache: !self.no_cache,
+            rtol: self.rtol,
+            seed: self.seed,
+        }
+    }
+}
