@@ -332,3 +332,9 @@ pub fn reset_device(ordinal: usize) {
         }
     }
 }
+
+/// True when a CUDA driver is loadable and reports at least one device (for tests that skip).
+pub fn gpu_available() -> bool {
+    let present = unsafe { sys::is_culib_present() };
+    present && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
+}

@@ -71,10 +71,13 @@ pub struct TuneOutcome {
     pub phases: Phases,
 }
 
+/// A compiled image, or why there is none (render or compile error text).
+type CubinResult = std::result::Result<std::sync::Arc<Vec<u8>>, String>;
+
 /// The result of rendering and compiling one live candidate.
 struct Build {
     candidate: usize,
-    cubin: std::result::Result<std::sync::Arc<Vec<u8>>, String>,
+    cubin: CubinResult,
     compile_ms: f64,
 }
 
@@ -157,10 +160,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     // multiple) are compiled once.
     let t_compile = Instant::now();
     let pb = bar(live.len(), "compile");
-    let mut by_source: HashMap<
-        String,
-        (std::result::Result<std::sync::Arc<Vec<u8>>, String>, f64),
-    > = HashMap::new();
+    let mut by_source: HashMap<String, (CubinResult, f64)> = HashMap::new();
     let (mut compiled, mut from_cache) = (0, 0);
     let mut builds = Vec::with_capacity(live.len());
     for &i in &live {

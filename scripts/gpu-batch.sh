@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (no Rust there): GPU tests, then the tuning runs, from binaries
+# built here by scripts/gpu-build.sh into .gpu/. Logs and CSVs go to $OUT (default ./gpu-out).
+# Usage: bash scripts/gpu-batch.sh [quick]
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT/results"
+export CUDA_AUTOTUNE_CACHE=/tmp/ca-cache
+rm -rf "$CUDA_AUTOTUNE_CACHE"
+log="$OUT/runs.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$log"
+echo "== GPU tests" | tee -a "$log"
+./.gpu/gpu-tests --nocapture --test-threads=1 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 15 | tee -a "$log"
+run() {
+  echo | tee -a "$log"
+  echo "== tune $* (cubin cache: $(ls $CUDA_AUTOTUNE_CACHE/cubin 2>/dev/null | wc -l) entries)" | tee -a "$log"
+  local t0=$(date +%s.%N)
+  ./.gpu/tune "$@" --out "$OUT/results" 2>>"$OUT/stderr.log" | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  echo "exit $rc, wall $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$log"
+}
+run --op transpose --shape 1000x1000
+run --op transpose --shape 1000x1000
+[ "${1:-}" = quick ] && exit 0
+run --op transpose --shape 1024x1024
+run --op transpose --shape 8192x8192
+run --op transpose --shape 4096x4096
+run --op transpose --shape 8191x8191
+run --op transpose --shape 1000x3000
+tar -C "$OUT" -czf "$OUT/results.tar.gz" results && rm -rf "$OUT/results"
+grep -E "^== tune|^Best:|^exit|^Time:" "$log"

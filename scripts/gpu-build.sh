@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds the release binaries that scripts/gpu-batch.sh runs on the GPU machine, into .gpu/
+# (git-ignored; pass `carry: [".gpu"]` to the device tool).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --bin tune
+mkdir -p .gpu
+cp target/release/tune .gpu/tune
+bin=$(cargo test --release --test gpu --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="gpu"]')
+cp "$bin" .gpu/gpu-tests
+ls -la .gpu

@@ -1,0 +1,180 @@
+//! GPU integration tests: run the real pipeline on the GPU. Each test prints that it was
+//! skipped when no GPU is present. They share one process and the device's primary context,
+//! and the fault test resets that context, so they run one at a time under a lock.
+
+use cuda_autotune::bench::{BenchSettings, CacheState};
+use cuda_autotune::gpu::gpu_available;
+use cuda_autotune::results::{read_run_csv, Record, Status};
+use cuda_autotune::tuner::{tune, TuneOptions, TuneOutcome};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+static GPU: Mutex<()> = Mutex::new(());
+
+fn options(shape: &str, out: &Path) -> TuneOptions {
+    TuneOptions {
+        op: "transpose".into(),
+        templates: None,
+        shape: shape.into(),
+        params: vec![],
+        bench: BenchSettings {
+            warmup: 1,
+            reps: 3,
+            cache: CacheState::Warm,
+        },
+        out_dir: out.to_path_buf(),
+        compile_only: false,
+        arch: None,
+        emit: None,
+        device: 0,
+        cubin_cache: true,
+        rtol: None,
+        seed: 7,
+    }
+}
+
+fn skip(name: &str) -> bool {
+    if gpu_available() {
+        return false;
+    }
+    // Written to stderr directly so the note shows even when the harness captures output.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {name}: no CUDA GPU on this machine (run on the GPU machine)"
+    );
+    true
+}
+
+fn param<'a>(r: &'a Record, name: &str) -> &'a str {
+    r.params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("")
+}
+
+fn variants(o: &TuneOutcome) -> impl Iterator<Item = &Record> {
+    o.records.iter().filter(|r| r.kind == "variant")
+}
+
+/// A copy of templates/ with the variant template edited, for planted faults.
+fn templates_with(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if path.file_name().unwrap() == "transpose.cu.tera" {
+            text = edit(text);
+        }
+        std::fs::write(dir.path().join(path.file_name().unwrap()), text).unwrap();
+    }
+    let p = dir.path().to_path_buf();
+    (dir, p)
+}
+
+#[test]
+fn every_variant_verifies_on_multiple_and_odd_shapes() {
+    if skip("every_variant_verifies_on_multiple_and_odd_shapes") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for shape in ["1000x1000", "1024x1024", "999x1001", "33x4097"] {
+        let out = tempfile::tempdir().unwrap();
+        let o = tune(&options(shape, out.path())).unwrap();
+        let failed: Vec<String> = o
+            .records
+            .iter()
+            .filter(|r| r.status == Status::Failed)
+            .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{shape}: failures:\n{}",
+            failed.join("\n")
+        );
+        let ok = variants(&o).filter(|r| r.status == Status::Ok).count();
+        assert!(ok >= 200, "{shape}: only {ok} variants verified");
+        assert!(o
+            .records
+            .iter()
+            .filter(|r| r.kind == "baseline")
+            .all(|r| r.status == Status::Ok));
+        let best = &o.records[o.best.expect("a best variant")];
+        assert!(best.frac_of_roof.unwrap() > 0.0);
+        // The CSV on disk holds the same rows.
+        let back = read_run_csv(o.csv_path.as_ref().unwrap()).unwrap();
+        assert_eq!(back.len(), o.records.len());
+        println!(
+            "{shape}: {ok} verified, best {} at {:.1} GB/s",
+            best.label(),
+            best.throughput.unwrap()
+        );
+    }
+}
+
+#[test]
+fn wrong_results_are_failed_never_best() {
+    if skip("wrong_results_are_failed_never_best") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    // PAD=1 variants write a slightly wrong value: they must be caught by verification.
+    let (_keep, dir) = templates_with(|t| {
+        t.replace(
+            "out[oy * rows + ox] = tile[threadIdx.x][threadIdx.y + j];",
+            "out[oy * rows + ox] = tile[threadIdx.x][threadIdx.y + j]{% if PAD == 1 %} * 1.0001f{% endif %};",
+        )
+    });
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("512x768", out.path());
+    opts.templates = Some(dir);
+    opts.cubin_cache = false;
+    opts.params = vec!["TILE_DIM=16,32".into()];
+    let o = tune(&opts).unwrap();
+    for r in variants(&o).filter(|r| r.status != Status::Pruned) {
+        if param(r, "PAD") == "1" {
+            assert_eq!(r.status, Status::Failed, "{}", r.label());
+            assert!(r.error.contains("wrong result"), "{}", r.error);
+        } else {
+            assert_eq!(r.status, Status::Ok, "{}: {}", r.label(), r.error);
+        }
+    }
+    assert_eq!(param(&o.records[o.best.unwrap()], "PAD"), "0");
+}
+
+#[test]
+fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
+    if skip("a_faulting_kernel_is_recorded_and_the_run_goes_on") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    // UNROLL=on variants write far out of bounds: an illegal address that kills the context.
+    let (_keep, dir) = templates_with(|t| {
+        t.replace(
+            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n    const long long tiles_y",
+            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1.0f;\n{% endif %}    const long long tiles_y",
+        )
+    });
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("256x256", out.path());
+    opts.templates = Some(dir);
+    opts.cubin_cache = false;
+    opts.params = vec!["TILE_DIM=32".into(), "BLOCK_ROWS=8".into()];
+    let o = tune(&opts).unwrap();
+    let live: Vec<&Record> = variants(&o)
+        .filter(|r| r.status != Status::Pruned)
+        .collect();
+    assert!(live.len() >= 8);
+    for r in &live {
+        if param(r, "UNROLL") == "on" {
+            assert_eq!(r.status, Status::Failed, "{}", r.label());
+            assert!(r.error.contains("context lost"), "{}", r.error);
+        } else {
+            assert_eq!(r.status, Status::Ok, "{}: {}", r.label(), r.error);
+        }
+    }
+    assert!(o.context_restarts >= 1);
+    assert_eq!(param(&o.records[o.best.unwrap()], "UNROLL"), "off");
+}
