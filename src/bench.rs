@@ -6,7 +6,10 @@
 use crate::gpu::{elapsed_ms, Buffer, Gpu, GpuResult};
 
 /// Whether L2 is flushed between timed launches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum CacheState {
     /// Flush L2 before each timed launch (DRAM-bound numbers; the default).
     Cold,
@@ -23,7 +26,7 @@ impl CacheState {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct BenchSettings {
     pub warmup: usize,
     pub reps: usize,
@@ -31,7 +34,7 @@ pub struct BenchSettings {
 }
 
 /// Summary of one variant's timed launches.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     pub median_ms: f64,
     pub min_ms: f64,

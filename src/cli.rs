@@ -89,6 +89,19 @@ pub struct Cli {
     #[arg(long, short = 'v')]
     pub verbose: bool,
 
+    /// Compile worker processes (default: one per CPU core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+
+    /// Seconds one variant may run on the GPU before it is killed and recorded as hung.
+    #[arg(long, default_value_t = 20.0)]
+    pub watchdog: f64,
+
+    /// Run compiles and GPU work in this process: no worker processes, so a faulting kernel
+    /// ends the run (for debugging with cuda-gdb or compute-sanitizer).
+    #[arg(long)]
+    pub in_process: bool,
+
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
@@ -114,6 +127,17 @@ impl Cli {
             cubin_cache: !self.no_cache,
             rtol: self.rtol,
             seed: self.seed,
+            worker_exe: if self.in_process {
+                None
+            } else {
+                std::env::current_exe().ok()
+            },
+            jobs: self.jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            }),
+            watchdog_s: self.watchdog,
         }
     }
 }

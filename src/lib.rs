@@ -19,3 +19,4 @@ pub mod shape;
 pub mod space;
 pub mod tuner;
 pub mod verify;
+pub mod worker;

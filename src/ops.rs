@@ -28,7 +28,7 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
 pub const BUILTIN_OPS: &[&str] = &["transpose"];
 
 /// How a variant's output is compared with the expected output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compare {
     /// Bit-for-bit equality (data movement ops).

@@ -1,23 +1,24 @@
 //! The pipeline: space → render → compile → verify → time → record. Every configuration
 //! ends as a [`Record`] (ok, failed with the reason, or pruned with the reason); a failing
-//! variant never stops the run, and a fault that poisons the CUDA context is survived by
-//! opening a fresh context and carrying on with the next variant.
+//! variant never stops the run. GPU work runs in worker processes (see [`crate::worker`]), so
+//! a kernel that faults or hangs costs only its own record.
 
-use crate::bench::{BenchSettings, Stats, Timer};
+use crate::bench::BenchSettings;
 use crate::codegen::Renderer;
 use crate::compile::{default_cache_dir, Compiler};
 use crate::error::{Error, Result};
 use crate::expr::Vars;
-use crate::gpu::{reset_device, Arg, Buffer, DeviceInfo, Gpu, GpuFault};
-use crate::ops::{one_line, BaselineKind, Compare, Op, Role};
+use crate::gpu::{DeviceInfo, Gpu};
+use crate::ops::{one_line, BaselineKind, Op, Role};
 use crate::results::{self, BestRow, Record, RunInfo, Status};
 use crate::shape::Shape;
 use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
-use crate::verify::{self, Checker, NAN_BITS};
+use crate::verify;
+use crate::worker::{compile_parallel, run_tasks, ArgDesc, BufferDesc, Isolation, Job, Task, Work};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Everything a tuning run needs, as plain data (the CLI builds it; nothing below reads argv).
 #[derive(Debug, Clone)]
@@ -39,6 +40,13 @@ pub struct TuneOptions {
     pub cubin_cache: bool,
     pub rtol: Option<f64>,
     pub seed: u64,
+    /// The `tune` executable to run compile and GPU workers from; `None` runs everything in
+    /// this process (serial compiles, and a faulting kernel ends the run).
+    pub worker_exe: Option<PathBuf>,
+    /// Compile worker processes.
+    pub jobs: usize,
+    /// Seconds a GPU task may take before its worker is killed and it is recorded as hung.
+    pub watchdog_s: f64,
 }
 
 /// Wall time of each phase, in seconds.
@@ -71,8 +79,96 @@ pub struct TuneOutcome {
     pub phases: Phases,
 }
 
-/// A compiled image, or why there is none (render or compile error text).
-type CubinResult = std::result::Result<std::sync::Arc<Vec<u8>>, String>;
+/// A compiled image on disk, or why there is none (render or compile error text).
+type CubinResult = std::result::Result<PathBuf, String>;
+
+/// One unique source after compiling.
+struct CompiledSource {
+    result: CubinResult,
+    millis: f64,
+    from_cache: bool,
+}
+
+/// Compiles every unique source into `dir/sNNNN.cubin`: in parallel worker processes when an
+/// executable is known, else serially in this process.
+fn compile_all(
+    compiler: &Compiler,
+    opts: &TuneOptions,
+    sources: &[String],
+    dir: &Path,
+    cache: Option<&Path>,
+) -> Result<Vec<CompiledSource>> {
+    let pb = bar(sources.len(), "compile");
+    let mut paths = Vec::with_capacity(sources.len());
+    for (k, src) in sources.iter().enumerate() {
+        let path = dir.join(format!("s{k:04}.cu"));
+        std::fs::write(&path, src).map_err(|e| Error::io("cannot write", &path, e))?;
+        paths.push(path);
+    }
+    let out = match &opts.worker_exe {
+        Some(exe) if sources.len() > 1 && opts.jobs > 1 => {
+            let replies =
+                compile_parallel(exe, compiler.arch(), cache, &paths, opts.jobs, &|| {
+                    pb.inc(1)
+                })?;
+            replies
+                .into_iter()
+                .zip(&paths)
+                .map(|(r, p)| CompiledSource {
+                    result: if r.ok {
+                        Ok(p.with_extension("cubin"))
+                    } else {
+                        Err(format!("compile: {}", r.log))
+                    },
+                    millis: r.millis,
+                    from_cache: r.from_cache,
+                })
+                .collect()
+        }
+        _ => {
+            let mut out = Vec::with_capacity(sources.len());
+            for (src, path) in sources.iter().zip(&paths) {
+                let one = match compiler.compile(src) {
+                    Ok(done) => {
+                        let cubin = path.with_extension("cubin");
+                        std::fs::write(&cubin, &done.cubin)
+                            .map_err(|e| Error::io("cannot write", &cubin, e))?;
+                        CompiledSource {
+                            result: Ok(cubin),
+                            millis: done.millis,
+                            from_cache: done.from_cache,
+                        }
+                    }
+                    Err(f) => CompiledSource {
+                        result: Err(format!("compile: {}", f.log)),
+                        millis: f.millis,
+                        from_cache: false,
+                    },
+                };
+                out.push(one);
+                pb.inc(1);
+            }
+            out
+        }
+    };
+    pb.finish_and_clear();
+    Ok(out)
+}
+
+fn new_record(kind: &str, name: &str, params: Vec<(String, String)>) -> Record {
+    Record {
+        kind: kind.into(),
+        name: name.into(),
+        params,
+        status: Status::Pruned,
+        error: String::new(),
+        stats: None,
+        throughput: None,
+        frac_of_roof: None,
+        compile_ms: None,
+        registers: None,
+    }
+}
 
 /// The result of rendering and compiling one live candidate.
 struct Build {
@@ -153,47 +249,75 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     } else {
         None
     };
-    let compiler = Compiler::new(&arch, cache_dir)?;
+    let compiler = Compiler::new(&arch, cache_dir.clone())?;
     let setup_s = t0.elapsed().as_secs_f64();
 
-    // Render and compile. Identical sources (e.g. BOUNDS=specialized vs none on a tile
-    // multiple) are compiled once.
+    // Render every live candidate; identical sources (e.g. BOUNDS=specialized and none on a
+    // tile multiple) are compiled once.
     let t_compile = Instant::now();
-    let pb = bar(live.len(), "compile");
-    let mut by_source: HashMap<String, (CubinResult, f64)> = HashMap::new();
-    let (mut compiled, mut from_cache) = (0, 0);
-    let mut builds = Vec::with_capacity(live.len());
-    for &i in &live {
-        let c = &candidates[i];
-        let (cubin, compile_ms) = match renderer.render(c) {
-            Err(e) => (Err(e), 0.0),
-            Ok(source) => {
+    let work_dir = tempfile::Builder::new()
+        .prefix("cuda-autotune-")
+        .tempdir()
+        .map_err(|e| {
+            Error::io(
+                "cannot create a temporary folder in",
+                std::env::temp_dir(),
+                e,
+            )
+        })?;
+    let mut sources: Vec<String> = Vec::new();
+    let mut source_of: HashMap<usize, std::result::Result<usize, String>> = HashMap::new();
+    {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for &i in &live {
+            let c = &candidates[i];
+            let slot = renderer.render(c).map(|source| {
                 if let Some(dir) = &opts.emit {
                     let path = dir.join(format!("{}_v{:04}.cu", op.name(), c.index));
                     results::write_atomic(&path, source.as_bytes())?;
                 }
-                by_source
-                    .entry(source)
-                    .or_insert_with_key(|source| match compiler.compile(source) {
-                        Ok(done) => {
-                            compiled += 1;
-                            from_cache += usize::from(done.from_cache);
-                            (Ok(std::sync::Arc::new(done.cubin)), done.millis)
-                        }
-                        Err(fail) => (Err(format!("compile: {}", fail.log)), fail.millis),
-                    })
-                    .clone()
-            }
-        };
-        builds.push(Build {
-            candidate: i,
-            cubin,
-            compile_ms,
-        });
-        pb.inc(1);
+                let next = sources.len();
+                let k = *seen.entry(source.clone()).or_insert(next);
+                if k == next {
+                    sources.push(source);
+                }
+                Ok::<usize, Error>(k)
+            });
+            let slot = match slot {
+                Ok(Ok(k)) => Ok(k),
+                Ok(Err(e)) => return Err(e),
+                Err(e) => Err(e),
+            };
+            source_of.insert(i, slot);
+        }
     }
-    pb.finish_and_clear();
+    let compiled_sources = compile_all(
+        &compiler,
+        opts,
+        &sources,
+        work_dir.path(),
+        cache_dir.as_deref(),
+    )?;
     let compile_s = t_compile.elapsed().as_secs_f64();
+    let compiled = compiled_sources.len();
+    let from_cache = compiled_sources.iter().filter(|c| c.from_cache).count();
+    let builds: Vec<Build> = live
+        .iter()
+        .map(|&i| {
+            let (cubin, compile_ms) = match &source_of[&i] {
+                Err(e) => (Err(e.clone()), 0.0),
+                Ok(k) => {
+                    let c = &compiled_sources[*k];
+                    (c.result.clone(), c.millis)
+                }
+            };
+            Build {
+                candidate: i,
+                cubin,
+                compile_ms,
+            }
+        })
+        .collect();
 
     let param_names: Vec<String> = op.spec.params.iter().map(|p| p.name.clone()).collect();
     let mut outcome = TuneOutcome {
@@ -228,7 +352,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let (version_major, version_minor) = compiler.version();
     let (unit_expr, unit) = op.spec.metric.amount();
     let work = base.eval_int(unit_expr, &format!("{} metric", op.origin))? as f64;
-    let info = RunInfo {
+    let mut info = RunInfo {
         op: op.name().to_string(),
         shape: shape.to_string(),
         dtype: op.spec.dtype.clone(),
@@ -244,38 +368,26 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         driver: gpu.info.driver_string(),
         nvrtc: format!("{version_major}.{version_minor}"),
     };
-    let throughput = |stats: &Stats| work / (stats.median_ms * 1e-3) / 1e9;
+    // The workers open their own contexts; this one only read the device's properties.
+    drop(gpu);
 
-    // Reference data, made once and reused by every variant (and every fresh context).
-    let inputs = layout.random_inputs(opts.seed);
-    let input_refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let reference = verify::cpu_reference(&op.spec.reference, &shape, &input_refs)?;
-    let checker_cubin = compiler
+    // The job: baselines first (ids 0..), then the compiled variants (ids from 10000 +
+    // candidate index), all sharing the inputs and the expected output.
+    let checker_path = work_dir.path().join("checker.cubin");
+    let checker = compiler
         .compile(verify::COMPARE_SOURCE)
         .map_err(|f| Error::Cuda {
             during: "compiling the comparison kernel".into(),
             why: one_line(&f.log),
-        })?
-        .cubin;
-    let rtol = opts.rtol.or(op.spec.rtol).unwrap_or(0.0);
-    let ctx = RunContext {
-        op: &op,
-        layout: &layout,
-        inputs: &inputs,
-        reference: &reference,
-        checker_cubin: &checker_cubin,
-        bench: opts.bench,
-        rtol,
-    };
-
-    let mut session = Some(Session::open(gpu, &ctx)?);
-    let mut phases = outcome.phases;
-
-    // Baselines: the classic kernels and the copy roof.
-    let baseline_src = renderer.render_baselines(&op)?;
-    let baseline_cubin = match &baseline_src {
-        Some(src) => Some(compiler.compile(src).map_err(|f| {
-            Error::Template {
+        })?;
+    std::fs::write(&checker_path, &checker.cubin)
+        .map_err(|e| Error::io("cannot write", &checker_path, e))?;
+    let mut records: Vec<Record> = Vec::new();
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut task_record: HashMap<usize, usize> = HashMap::new();
+    let baseline_cubin = match renderer.render_baselines(&op)? {
+        Some(src) => {
+            let done = compiler.compile(&src).map_err(|f| Error::Template {
                 template: op
                     .spec
                     .baseline_source
@@ -283,160 +395,181 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     .map(|b| b.template.clone())
                     .unwrap_or_default(),
                 why: format!("baseline kernels do not compile: {}", one_line(&f.log)),
-            }
-        })?),
+            })?;
+            let path = work_dir.path().join("baselines.cubin");
+            std::fs::write(&path, &done.cubin).map_err(|e| Error::io("cannot write", &path, e))?;
+            Some(path)
+        }
         None => None,
     };
-    let mut records = Vec::new();
-    for b in &op.spec.baselines {
-        let s = session.as_ref().expect("session is open");
-        let expect = if b.expect == "reference" {
-            &s.expected
-        } else {
-            s.buffer(&b.expect)
-        };
-        let result = match b.kind {
-            BaselineKind::Memcpy => {
-                let (from, to) = (
-                    s.buffer(b.from.as_deref().unwrap_or("")),
-                    s.buffer(b.to.as_deref().unwrap_or("")),
-                );
-                let bytes = from.len.min(to.len) * 4;
-                let (src, dst) = (from.ptr, to.ptr);
-                s.check_and_time(&ctx, expect, &mut phases, &|| s.gpu.copy(dst, src, bytes))
-            }
+    for (i, b) in op.spec.baselines.iter().enumerate() {
+        let mut rec = new_record("baseline", &b.name, vec![]);
+        let work = match b.kind {
+            BaselineKind::Memcpy => Ok(Work::Memcpy {
+                from: b.from.clone().unwrap_or_default(),
+                to: b.to.clone().unwrap_or_default(),
+            }),
             BaselineKind::Kernel => {
-                let kernel = b.kernel.as_deref().unwrap_or_default();
-                let cubin = baseline_cubin
-                    .as_ref()
-                    .map(|c| c.cubin.as_slice())
-                    .unwrap_or_default();
-                match (
-                    s.gpu.load(cubin, kernel),
-                    baseline_launch(&base, b, &limits, &op)?,
-                ) {
-                    (Ok(k), Ok(dims)) => s.check_and_time(&ctx, expect, &mut phases, &|| {
-                        s.gpu.launch(&k, dims, &s.args)
-                    }),
-                    (Err(f), _) => Err(Failure::Fault(f)),
-                    (_, Err(why)) => Err(Failure::Wrong(why)),
-                }
+                baseline_launch(&base, b, &limits, &op)?.map(|dims| Work::Kernel {
+                    cubin: baseline_cubin.clone().unwrap_or_default(),
+                    kernel: b.kernel.clone().unwrap_or_default(),
+                    grid: [dims.grid.0, dims.grid.1, dims.grid.2],
+                    block: [dims.block.0, dims.block.1, dims.block.2],
+                })
             }
         };
-        let mut rec = Record {
-            kind: "baseline".into(),
-            name: b.name.clone(),
-            params: vec![],
-            status: Status::Ok,
-            error: String::new(),
-            stats: None,
-            throughput: None,
-            frac_of_roof: None,
-            compile_ms: None,
-            registers: None,
-        };
-        apply(
-            &mut rec,
-            result,
-            &throughput,
-            &mut session,
-            opts.device,
-            &mut outcome.context_restarts,
-        );
-        records.push(rec);
-        if session.is_none() {
-            session = Some(Session::open(Gpu::open(opts.device)?, &ctx)?);
+        match work {
+            Ok(work) => {
+                task_record.insert(i, records.len());
+                tasks.push(Task {
+                    id: i,
+                    work,
+                    expect: b.expect.clone(),
+                });
+                rec.status = Status::Failed;
+                rec.error = "not run".into();
+            }
+            Err(why) => {
+                rec.status = Status::Failed;
+                rec.error = why;
+            }
         }
+        records.push(rec);
     }
-    let roof = op
-        .spec
-        .baselines
-        .iter()
-        .zip(&records)
-        .filter(|(b, r)| b.roof && r.status == Status::Ok)
-        .filter_map(|(b, r)| r.stats.map(|s| (b.name.clone(), s.median_ms)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-
-    // The tuned space.
-    let pb = bar(builds.len(), "tune");
-    let mut best_ms = f64::INFINITY;
-    let mut pending: HashMap<usize, Build> = builds.into_iter().map(|b| (b.candidate, b)).collect();
-    let mut fatal: Option<Error> = None;
+    let n_baselines = records.len();
+    let builds: HashMap<usize, Build> = builds.into_iter().map(|b| (b.candidate, b)).collect();
     for c in &candidates {
-        let mut rec = Record {
-            kind: "variant".into(),
-            name: format!("v{:04}", c.index),
-            params: c
-                .config
-                .values
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
-                .collect(),
-            status: Status::Pruned,
-            error: c.pruned.clone().unwrap_or_default(),
-            stats: None,
-            throughput: None,
-            frac_of_roof: None,
-            compile_ms: None,
-            registers: None,
-        };
-        if let Some(build) = pending.remove(&c.index) {
+        let params = c
+            .config
+            .values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect();
+        let mut rec = new_record("variant", &format!("v{:04}", c.index), params);
+        rec.error = c.pruned.clone().unwrap_or_default();
+        if let Some(build) = builds.get(&c.index) {
             rec.compile_ms = Some(build.compile_ms);
-            rec.status = Status::Failed;
-            if let Some(e) = &fatal {
-                rec.error = format!("not run: {e}");
-            } else {
-                if session.is_none() {
-                    match Gpu::open(opts.device).and_then(|g| Session::open(g, &ctx)) {
-                        Ok(s) => session = Some(s),
-                        Err(e) => {
-                            rec.error = format!("not run: {e}");
-                            fatal = Some(e);
-                        }
-                    }
+            match &build.cubin {
+                Err(e) => {
+                    rec.status = Status::Failed;
+                    rec.error = one_line(e);
                 }
-                if let Some(s) = session.as_ref() {
-                    let result = match &build.cubin {
-                        Err(e) => Err(Failure::Wrong(e.clone())),
-                        Ok(cubin) => match s.gpu.load(cubin, &op.spec.kernel) {
-                            Err(f) => Err(Failure::Fault(f)),
-                            Ok(k) => {
-                                rec.registers = Some(k.registers);
-                                let dims = c.launch.expect("live candidates have launch dims");
-                                s.check_and_time(&ctx, &s.expected, &mut phases, &|| {
-                                    s.gpu.launch(&k, dims, &s.args)
-                                })
-                            }
+                Ok(path) => {
+                    let dims = c.launch.expect("live candidates have launch dims");
+                    let id = 10_000 + c.index;
+                    task_record.insert(id, records.len());
+                    tasks.push(Task {
+                        id,
+                        work: Work::Kernel {
+                            cubin: path.clone(),
+                            kernel: op.spec.kernel.clone(),
+                            grid: [dims.grid.0, dims.grid.1, dims.grid.2],
+                            block: [dims.block.0, dims.block.1, dims.block.2],
                         },
-                    };
-                    apply(
-                        &mut rec,
-                        result,
-                        &throughput,
-                        &mut session,
-                        opts.device,
-                        &mut outcome.context_restarts,
-                    );
+                        expect: "reference".into(),
+                    });
+                    rec.status = Status::Failed;
+                    rec.error = "not run".into();
                 }
             }
-            pb.inc(1);
-            if let Some(st) = rec.stats.filter(|_| rec.status == Status::Ok) {
-                if st.median_ms < best_ms {
-                    best_ms = st.median_ms;
+        }
+        records.push(rec);
+    }
+    let job = Job {
+        device: opts.device,
+        bench: opts.bench,
+        seed: opts.seed,
+        reference: op.spec.reference.clone(),
+        shape: shape.dims.clone(),
+        buffers: layout
+            .buffers
+            .iter()
+            .map(|(n, r, len)| BufferDesc {
+                name: n.clone(),
+                input: *r == Role::Input,
+                len: *len,
+            })
+            .collect(),
+        args: layout
+            .args
+            .iter()
+            .map(|a| match a {
+                ArgSpec::Buffer(n) => ArgDesc::Buffer(n.clone()),
+                ArgSpec::Int(v) => ArgDesc::Int(*v),
+            })
+            .collect(),
+        output: layout.output().0.to_string(),
+        compare: op.spec.compare,
+        rtol: opts.rtol.or(op.spec.rtol).unwrap_or(0.0),
+        checker_cubin: checker_path,
+        tasks,
+    };
+    let isolation = match &opts.worker_exe {
+        Some(exe) => Isolation::Subprocess {
+            exe: exe.clone(),
+            watchdog: Duration::from_secs_f64(opts.watchdog_s.max(1.0)),
+        },
+        None => Isolation::InProcess,
+    };
+
+    let pb = bar(job.tasks.len(), "tune");
+    let mut best_ms = f64::INFINITY;
+    let mut phases = outcome.phases;
+    let run = run_tasks(&job, &isolation, &mut |r| {
+        let Some(&at) = task_record.get(&r.id) else {
+            return;
+        };
+        let rec = &mut records[at];
+        rec.registers = r.registers.or(rec.registers);
+        phases.verify_s += r.verify_s;
+        phases.timing_s += r.timing_s;
+        match r.stats {
+            Some(stats) => {
+                rec.status = Status::Ok;
+                rec.error.clear();
+                rec.throughput = Some(work / (stats.median_ms * 1e-3) / 1e9);
+                rec.stats = Some(stats);
+                if rec.kind == "variant" && stats.median_ms < best_ms {
+                    best_ms = stats.median_ms;
                     pb.set_message(format!(
                         "best {:.1} {unit} ({})",
-                        work / (best_ms * 1e-3) / 1e9,
+                        rec.throughput.unwrap_or_default(),
                         rec.label()
                     ));
                 }
             }
+            None => {
+                rec.status = Status::Failed;
+                rec.error = one_line(&r.error);
+            }
         }
-        records.push(rec);
-    }
+        pb.inc(1);
+    });
     pb.finish_and_clear();
-    drop(session);
+    let fatal = match run {
+        Ok(restarts) => {
+            outcome.context_restarts = restarts;
+            None
+        }
+        Err(e) => {
+            for rec in records
+                .iter_mut()
+                .filter(|r| r.status == Status::Failed && r.error == "not run")
+            {
+                rec.error = format!("not run: {e}");
+            }
+            Some(e)
+        }
+    };
 
-    let mut info = info;
+    let roof = op
+        .spec
+        .baselines
+        .iter()
+        .zip(&records[..n_baselines])
+        .filter(|(b, r)| b.roof && r.status == Status::Ok)
+        .filter_map(|(b, r)| r.stats.map(|s| (b.name.clone(), s.median_ms)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((name, ms)) = &roof {
         info.roof = name.clone();
         outcome.roof_throughput = Some(work / (ms * 1e-3) / 1e9);
@@ -555,45 +688,6 @@ fn baseline_launch(
     )
 }
 
-/// Why a variant did not produce a time.
-enum Failure {
-    Wrong(String),
-    Fault(GpuFault),
-}
-
-/// Fills a record from a measurement; after a sticky fault it closes the session so the
-/// caller opens a fresh context for the next variant.
-fn apply(
-    rec: &mut Record,
-    result: std::result::Result<Stats, Failure>,
-    throughput: &dyn Fn(&Stats) -> f64,
-    session: &mut Option<Session>,
-    device: usize,
-    restarts: &mut usize,
-) {
-    match result {
-        Ok(stats) => {
-            rec.status = Status::Ok;
-            rec.error.clear();
-            rec.throughput = Some(throughput(&stats));
-            rec.stats = Some(stats);
-        }
-        Err(Failure::Wrong(why)) => {
-            rec.status = Status::Failed;
-            rec.error = one_line(&why);
-        }
-        Err(Failure::Fault(f)) => {
-            rec.status = Status::Failed;
-            rec.error = f.to_string();
-            if f.sticky {
-                *session = None;
-                reset_device(device);
-                *restarts += 1;
-            }
-        }
-    }
-}
-
 /// Sizes of the op's buffers for this shape.
 struct BufferLayout {
     buffers: Vec<(String, Role, usize)>,
@@ -660,131 +754,5 @@ impl BufferLayout {
             });
         }
         Ok(())
-    }
-
-    fn random_inputs(&self, seed: u64) -> Vec<Vec<f32>> {
-        self.buffers
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.1 == Role::Input)
-            .map(|(i, b)| verify::random_input(b.2, seed.wrapping_add(i as u64)))
-            .collect()
-    }
-}
-
-/// Read-only data of a run that a fresh context needs to be rebuilt.
-struct RunContext<'a> {
-    op: &'a Op,
-    layout: &'a BufferLayout,
-    inputs: &'a [Vec<f32>],
-    reference: &'a [f32],
-    checker_cubin: &'a [u8],
-    bench: BenchSettings,
-    rtol: f64,
-}
-
-/// One CUDA context with the inputs uploaded, the expected output, the checker and timer.
-struct Session {
-    gpu: Gpu,
-    buffers: Vec<(String, Buffer)>,
-    expected: Buffer,
-    output: usize,
-    args: Vec<Arg>,
-    checker: Checker,
-    timer: Timer,
-}
-
-impl Session {
-    fn open(gpu: Gpu, ctx: &RunContext) -> Result<Session> {
-        let mut buffers = Vec::new();
-        let mut inputs = ctx.inputs.iter();
-        for (name, role, len) in &ctx.layout.buffers {
-            let mut buf = gpu.alloc(*len, name)?;
-            if *role == Role::Input {
-                gpu.upload(
-                    inputs.next().expect("one host input per input buffer"),
-                    &mut buf,
-                )?;
-            }
-            buffers.push((name.clone(), buf));
-        }
-        let (out_name, out_len) = ctx.layout.output();
-        let mut expected = gpu.alloc(out_len, "the expected output")?;
-        gpu.upload(ctx.reference, &mut expected)?;
-        let output = buffers
-            .iter()
-            .position(|(n, _)| n == out_name)
-            .expect("output exists");
-        let args = ctx
-            .layout
-            .args
-            .iter()
-            .map(|a| match a {
-                ArgSpec::Buffer(name) => Arg::Ptr(
-                    buffers
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .expect("checked")
-                        .1
-                        .ptr,
-                ),
-                ArgSpec::Int(v) => Arg::I32(*v),
-            })
-            .collect();
-        let checker = Checker::new(&gpu, ctx.checker_cubin)?;
-        let timer = Timer::new(&gpu, ctx.bench)?;
-        gpu.synchronize("uploading inputs")?;
-        Ok(Session {
-            gpu,
-            buffers,
-            expected,
-            output,
-            args,
-            checker,
-            timer,
-        })
-    }
-
-    fn buffer(&self, name: &str) -> &Buffer {
-        &self
-            .buffers
-            .iter()
-            .find(|(n, _)| n == name)
-            .expect("spec names are checked")
-            .1
-    }
-
-    /// Poisons the output, runs once, verifies on the GPU, then times it.
-    fn check_and_time(
-        &self,
-        ctx: &RunContext,
-        expect: &Buffer,
-        phases: &mut Phases,
-        enqueue: &dyn Fn() -> crate::gpu::GpuResult<()>,
-    ) -> std::result::Result<Stats, Failure> {
-        let t = Instant::now();
-        let out = &self.buffers[self.output].1;
-        let verified = (|| {
-            self.gpu.fill_u32(out, NAN_BITS)?;
-            enqueue()?;
-            self.gpu.synchronize("running the kernel")?;
-            self.checker.compare(&self.gpu, out, expect)
-        })();
-        phases.verify_s += t.elapsed().as_secs_f64();
-        let cmp = verified.map_err(Failure::Fault)?;
-        let mode = if std::ptr::eq(expect, &self.expected) {
-            ctx.op.spec.compare
-        } else {
-            Compare::Exact
-        };
-        cmp.judge(mode, ctx.rtol, out.len as u64)
-            .map_err(Failure::Wrong)?;
-        let t = Instant::now();
-        let stats = self
-            .timer
-            .measure(&self.gpu, enqueue)
-            .map_err(Failure::Fault);
-        phases.timing_s += t.elapsed().as_secs_f64();
-        stats
     }
 }

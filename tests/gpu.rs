@@ -31,7 +31,18 @@ fn options(shape: &str, out: &Path) -> TuneOptions {
         cubin_cache: true,
         rtol: None,
         seed: 7,
+        worker_exe: Some(tune_exe()),
+        jobs: 4,
+        watchdog_s: 20.0,
     }
+}
+
+/// The `tune` binary for worker processes: `$TUNE_EXE` where the test binary was copied to
+/// another machine, else the one cargo built beside this test.
+fn tune_exe() -> PathBuf {
+    std::env::var_os("TUNE_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tune")))
 }
 
 fn skip(name: &str) -> bool {
@@ -177,4 +188,49 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
     }
     assert!(o.context_restarts >= 1);
     assert_eq!(param(&o.records[o.best.unwrap()], "UNROLL"), "off");
+}
+
+#[test]
+fn a_hanging_kernel_is_killed_by_the_watchdog() {
+    if skip("a_hanging_kernel_is_killed_by_the_watchdog") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    // UNROLL=on variants spin forever.
+    let (_keep, dir) = templates_with(|t| {
+        t.replace(
+            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n    const long long tiles_y",
+            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    volatile int spin = 1; while (spin) {}\n{% endif %}    const long long tiles_y",
+        )
+    });
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("256x256", out.path());
+    opts.templates = Some(dir);
+    opts.cubin_cache = false;
+    opts.watchdog_s = 2.0;
+    opts.params = vec![
+        "TILE_DIM=32".into(),
+        "BLOCK_ROWS=8".into(),
+        "BOUNDS=always".into(),
+    ];
+    let start = std::time::Instant::now();
+    let o = tune(&opts).unwrap();
+    let live: Vec<&Record> = variants(&o)
+        .filter(|r| r.status != Status::Pruned)
+        .collect();
+    assert_eq!(live.len(), 4);
+    for r in &live {
+        if param(r, "UNROLL") == "on" {
+            assert_eq!(r.status, Status::Failed, "{}", r.label());
+            assert!(r.error.contains("watchdog"), "{}", r.error);
+        } else {
+            assert_eq!(r.status, Status::Ok, "{}: {}", r.label(), r.error);
+        }
+    }
+    // Two hangs, each bounded by the watchdog (plus a worker start).
+    assert!(
+        start.elapsed().as_secs_f64() < 60.0,
+        "took {:?}",
+        start.elapsed()
+    );
 }

@@ -1,0 +1,667 @@
+//! Worker processes. A kernel that faults (illegal address, trap) poisons not only its CUDA
+//! context but, in practice, the whole process: the driver refuses new contexts afterwards.
+//! A kernel that never finishes blocks its process for good. So GPU work runs in a child
+//! process (`tune __gpu-worker`) that streams one JSON line per finished task; the parent
+//! records each result as it arrives and, when the child dies or hangs past the watchdog,
+//! records the task in flight as failed and starts a fresh child for the rest.
+//!
+//! NVRTC serializes compiles inside one process, so compiles also run in child processes
+//! (`tune __compile-worker`), one per core, fed from one queue.
+
+use crate::bench::{BenchSettings, Stats, Timer};
+use crate::compile::Compiler;
+use crate::error::{Error, Result};
+use crate::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult};
+use crate::ops::Compare;
+use crate::shape::Shape;
+use crate::verify::{self, Checker, NAN_BITS};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// First argument that turns the `tune` binary into a GPU worker.
+pub const GPU_WORKER_ARG: &str = "__gpu-worker";
+/// First argument that turns the `tune` binary into a compile worker.
+pub const COMPILE_WORKER_ARG: &str = "__compile-worker";
+
+/// A device buffer of the job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BufferDesc {
+    pub name: String,
+    pub input: bool,
+    pub len: usize,
+}
+
+/// A kernel argument: a buffer's address or a 32-bit integer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ArgDesc {
+    Buffer(String),
+    Int(i32),
+}
+
+/// What one task runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Work {
+    Kernel {
+        cubin: PathBuf,
+        kernel: String,
+        grid: [u32; 3],
+        block: [u32; 3],
+    },
+    Memcpy {
+        from: String,
+        to: String,
+    },
+}
+
+/// One thing to verify and time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Task {
+    pub id: usize,
+    pub work: Work,
+    /// "reference" or the name of an input buffer the output must equal (copies).
+    pub expect: String,
+}
+
+/// Everything a worker needs; inputs and the reference are re-made from the seed, so nothing
+/// large crosses the pipe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub device: usize,
+    pub bench: BenchSettings,
+    pub seed: u64,
+    pub reference: String,
+    pub shape: Vec<u64>,
+    pub buffers: Vec<BufferDesc>,
+    pub args: Vec<ArgDesc>,
+    pub output: String,
+    pub compare: Compare,
+    pub rtol: f64,
+    pub checker_cubin: PathBuf,
+    pub tasks: Vec<Task>,
+}
+
+/// A task's outcome, as streamed by the worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub id: usize,
+    pub stats: Option<Stats>,
+    pub error: String,
+    pub registers: Option<i32>,
+    /// The fault left the context (and the worker) unusable.
+    pub sticky: bool,
+    pub verify_s: f64,
+    pub timing_s: f64,
+}
+
+/// A line on the worker's stdout.
+#[derive(Debug, Serialize, Deserialize)]
+enum Line {
+    Result(TaskResult),
+    /// Setup failed before any task ran (no GPU, out of memory...).
+    Fatal(String),
+}
+
+/// Host-side data of a job: inputs and expected output.
+pub struct HostData {
+    pub inputs: Vec<Vec<f32>>,
+    pub reference: Vec<f32>,
+}
+
+impl HostData {
+    pub fn new(job: &Job) -> Result<HostData> {
+        let inputs: Vec<Vec<f32>> = job
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.input)
+            .map(|(i, b)| verify::random_input(b.len, job.seed.wrapping_add(i as u64)))
+            .collect();
+        let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let reference = verify::cpu_reference(
+            &job.reference,
+            &Shape {
+                dims: job.shape.clone(),
+            },
+            &refs,
+        )?;
+        Ok(HostData { inputs, reference })
+    }
+}
+
+/// One CUDA context with the inputs uploaded, the expected output, the checker and timer.
+struct Session {
+    gpu: Gpu,
+    buffers: Vec<(String, Buffer)>,
+    expected: Buffer,
+    output: usize,
+    args: Vec<Arg>,
+    checker: Checker,
+    timer: Timer,
+}
+
+impl Session {
+    fn open(job: &Job, host: &HostData) -> Result<Session> {
+        let gpu = Gpu::open(job.device)?;
+        let mut buffers = Vec::new();
+        let mut inputs = host.inputs.iter();
+        for b in &job.buffers {
+            let mut buf = gpu.alloc(b.len, &b.name)?;
+            if b.input {
+                gpu.upload(
+                    inputs.next().expect("one host input per input buffer"),
+                    &mut buf,
+                )?;
+            }
+            buffers.push((b.name.clone(), buf));
+        }
+        let output = buffers
+            .iter()
+            .position(|(n, _)| *n == job.output)
+            .ok_or_else(|| Error::Usage("job output buffer missing".into()))?;
+        let mut expected = gpu.alloc(host.reference.len(), "the expected output")?;
+        gpu.upload(&host.reference, &mut expected)?;
+        let find = |name: &str| buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b.ptr);
+        let args = job
+            .args
+            .iter()
+            .map(|a| match a {
+                ArgDesc::Buffer(name) => find(name)
+                    .map(Arg::Ptr)
+                    .ok_or_else(|| Error::Usage(format!("job names no buffer {name}"))),
+                ArgDesc::Int(v) => Ok(Arg::I32(*v)),
+            })
+            .collect::<Result<Vec<Arg>>>()?;
+        let cubin = std::fs::read(&job.checker_cubin)
+            .map_err(|e| Error::io("cannot read", &job.checker_cubin, e))?;
+        let checker = Checker::new(&gpu, &cubin)?;
+        let timer = Timer::new(&gpu, job.bench)?;
+        gpu.synchronize("uploading inputs")?;
+        Ok(Session {
+            gpu,
+            buffers,
+            expected,
+            output,
+            args,
+            checker,
+            timer,
+        })
+    }
+
+    fn buffer(&self, name: &str) -> Option<&Buffer> {
+        self.buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    fn run(&self, job: &Job, task: &Task) -> TaskResult {
+        let mut r = TaskResult {
+            id: task.id,
+            stats: None,
+            error: String::new(),
+            registers: None,
+            sticky: false,
+            verify_s: 0.0,
+            timing_s: 0.0,
+        };
+        let (expect, mode) = if task.expect == "reference" {
+            (&self.expected, job.compare)
+        } else {
+            match self.buffer(&task.expect) {
+                Some(b) => (b, Compare::Exact),
+                None => {
+                    r.error = format!("expect names no buffer {}", task.expect);
+                    return r;
+                }
+            }
+        };
+        let outcome = match &task.work {
+            Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
+                (Some(f), Some(t)) => {
+                    let (src, dst, bytes) = (f.ptr, t.ptr, f.len.min(t.len) * 4);
+                    self.check_and_time(job, expect, mode, &mut r, &|| {
+                        self.gpu.copy(dst, src, bytes)
+                    })
+                }
+                _ => Err(format!("memcpy names an unknown buffer ({from} → {to})")),
+            },
+            Work::Kernel {
+                cubin,
+                kernel,
+                grid,
+                block,
+            } => match std::fs::read(cubin) {
+                Err(e) => Err(format!("cannot read {}: {e}", cubin.display())),
+                Ok(image) => match self.gpu.load(&image, kernel) {
+                    Err(f) => Err(self.fault(&mut r, f)),
+                    Ok(k) => {
+                        r.registers = Some(k.registers);
+                        let dims = crate::space::LaunchDims {
+                            grid: (grid[0], grid[1], grid[2]),
+                            block: (block[0], block[1], block[2]),
+                        };
+                        self.check_and_time(job, expect, mode, &mut r, &|| {
+                            self.gpu.launch(&k, dims, &self.args)
+                        })
+                    }
+                },
+            },
+        };
+        match outcome {
+            Ok(stats) => r.stats = Some(stats),
+            Err(e) => r.error = e,
+        }
+        r
+    }
+
+    fn fault(&self, r: &mut TaskResult, f: GpuFault) -> String {
+        r.sticky |= f.sticky;
+        f.to_string()
+    }
+
+    /// Poisons the output, runs once, verifies on the GPU, then times it.
+    fn check_and_time(
+        &self,
+        job: &Job,
+        expect: &Buffer,
+        mode: Compare,
+        r: &mut TaskResult,
+        enqueue: &dyn Fn() -> GpuResult<()>,
+    ) -> std::result::Result<Stats, String> {
+        let t = Instant::now();
+        let out = &self.buffers[self.output].1;
+        let verified = (|| {
+            self.gpu.fill_u32(out, NAN_BITS)?;
+            enqueue()?;
+            self.gpu.synchronize("running the kernel")?;
+            self.checker.compare(&self.gpu, out, expect)
+        })();
+        r.verify_s = t.elapsed().as_secs_f64();
+        let cmp = verified.map_err(|f| self.fault(r, f))?;
+        cmp.judge(mode, job.rtol, out.len as u64)?;
+        let t = Instant::now();
+        let stats = self
+            .timer
+            .measure(&self.gpu, enqueue)
+            .map_err(|f| self.fault(r, f));
+        r.timing_s = t.elapsed().as_secs_f64();
+        stats
+    }
+}
+
+/// Runs `tasks` in this process, in order, handing each result to `sink`; stops after a
+/// fault that poisons the context. Fails only when the session cannot be set up.
+pub fn run_in_process(
+    job: &Job,
+    host: &HostData,
+    tasks: &[Task],
+    sink: &mut dyn FnMut(TaskResult),
+) -> Result<()> {
+    let session = Session::open(job, host)?;
+    for task in tasks {
+        let result = session.run(job, task);
+        let sticky = result.sticky;
+        sink(result);
+        if sticky {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Entry point of `tune __gpu-worker`: a [`Job`] as JSON on stdin, [`Line`]s on stdout.
+pub fn gpu_worker_main() -> i32 {
+    let mut text = String::new();
+    let stdout = std::io::stdout();
+    let emit = |line: &Line| {
+        let mut out = stdout.lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(line).expect("serializable")
+        );
+        let _ = out.flush();
+    };
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+        emit(&Line::Fatal(format!("reading the job: {e}")));
+        return 1;
+    }
+    let job: Job = match serde_json::from_str(&text) {
+        Ok(job) => job,
+        Err(e) => {
+            emit(&Line::Fatal(format!("parsing the job: {e}")));
+            return 1;
+        }
+    };
+    let setup = HostData::new(&job).and_then(|host| {
+        let mut sticky = false;
+        run_in_process(&job, &host, &job.tasks, &mut |r| {
+            sticky |= r.sticky;
+            emit(&Line::Result(r));
+        })?;
+        Ok(sticky)
+    });
+    match setup {
+        Ok(false) => 0,
+        Ok(true) => 3,
+        Err(e) => {
+            emit(&Line::Fatal(e.to_string()));
+            1
+        }
+    }
+}
+
+/// How GPU tasks are isolated from each other.
+#[derive(Debug, Clone)]
+pub enum Isolation {
+    /// In this process: fastest to start, but a fault ends the run (remaining tasks fail).
+    InProcess,
+    /// In child processes of this executable (`tune`): faults and hangs are survived.
+    Subprocess { exe: PathBuf, watchdog: Duration },
+}
+
+/// Runs every task of `job`, calling `on_result` as each finishes. Returns the number of
+/// worker restarts, or the error that stopped the run (results so far were delivered).
+pub fn run_tasks(
+    job: &Job,
+    isolation: &Isolation,
+    on_result: &mut dyn FnMut(TaskResult),
+) -> Result<usize> {
+    match isolation {
+        Isolation::InProcess => {
+            let host = HostData::new(job)?;
+            let mut done = std::collections::BTreeSet::new();
+            let mut lost = None;
+            run_in_process(job, &host, &job.tasks, &mut |r| {
+                done.insert(r.id);
+                if r.sticky {
+                    lost = Some(r.error.clone());
+                }
+                on_result(r);
+            })?;
+            if let Some(why) = lost {
+                for t in job.tasks.iter().filter(|t| !done.contains(&t.id)) {
+                    on_result(TaskResult {
+                        id: t.id,
+                        stats: None,
+                        error: format!("not run: an earlier variant faulted ({why}); in-process runs cannot recover"),
+                        registers: None,
+                        sticky: false,
+                        verify_s: 0.0,
+                        timing_s: 0.0,
+                    });
+                }
+            }
+            Ok(0)
+        }
+        Isolation::Subprocess { exe, watchdog } => run_subprocess(job, exe, *watchdog, on_result),
+    }
+}
+
+fn spawn(exe: &Path, arg: &str) -> Result<Child> {
+    Command::new(exe)
+        .arg(arg)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Error::io("cannot start worker", exe, e))
+}
+
+fn failed(id: usize, error: String) -> TaskResult {
+    TaskResult {
+        id,
+        stats: None,
+        error,
+        registers: None,
+        sticky: false,
+        verify_s: 0.0,
+        timing_s: 0.0,
+    }
+}
+
+fn run_subprocess(
+    job: &Job,
+    exe: &Path,
+    watchdog: Duration,
+    on_result: &mut dyn FnMut(TaskResult),
+) -> Result<usize> {
+    let mut remaining: std::collections::VecDeque<Task> = job.tasks.iter().cloned().collect();
+    let mut restarts = 0;
+    while !remaining.is_empty() {
+        let mut part = job.clone();
+        part.tasks = remaining.iter().cloned().collect();
+        let mut child = spawn(exe, GPU_WORKER_ARG)?;
+        let payload = serde_json::to_vec(&part).expect("serializable");
+        {
+            let mut stdin = child.stdin.take().expect("piped");
+            stdin
+                .write_all(&payload)
+                .map_err(|e| Error::io("cannot send the job to", exe, e))?;
+        }
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // The first task of a worker also pays for its start (context, inputs, reference).
+        let mut first = true;
+        let mut last_sticky = false;
+        while let Some(in_flight) = remaining.front().map(|t| t.id) {
+            let limit = if first {
+                watchdog + Duration::from_secs(60)
+            } else {
+                watchdog
+            };
+            match rx.recv_timeout(limit) {
+                Ok(text) => match serde_json::from_str::<Line>(&text) {
+                    Ok(Line::Result(r)) => {
+                        first = false;
+                        last_sticky = r.sticky;
+                        if remaining.front().map(|t| t.id) == Some(r.id) {
+                            remaining.pop_front();
+                        }
+                        on_result(r);
+                    }
+                    Ok(Line::Fatal(why)) => {
+                        let _ = child.wait();
+                        return Err(Error::NoGpu(format!("GPU worker could not start: {why}")));
+                    }
+                    Err(_) => {} // not ours: ignore stray output
+                },
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    remaining.pop_front();
+                    on_result(failed(
+                        in_flight,
+                        format!(
+                            "watchdog: no result after {:.0} s (kernel hung?); worker killed",
+                            limit.as_secs_f64()
+                        ),
+                    ));
+                    restarts += 1;
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = child
+                        .wait()
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|e| e.to_string());
+                    if !remaining.is_empty() {
+                        if !last_sticky {
+                            remaining.pop_front();
+                            on_result(failed(
+                                in_flight,
+                                format!("GPU worker died while running it ({status})"),
+                            ));
+                        }
+                        restarts += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        let _ = reader.join();
+        let _ = child.wait();
+    }
+    Ok(restarts)
+}
+
+/// Outcome of compiling one source file in a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompileReply {
+    pub ok: bool,
+    pub millis: f64,
+    pub from_cache: bool,
+    /// Compiler log when `ok` is false.
+    pub log: String,
+}
+
+/// Entry point of `tune __compile-worker ARCH CACHE_DIR|-`: reads source paths on stdin,
+/// writes `PATH.cubin` for each and answers one [`CompileReply`] line per path.
+pub fn compile_worker_main(args: &[String]) -> i32 {
+    let (Some(arch), Some(cache)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: tune {COMPILE_WORKER_ARG} ARCH CACHE_DIR|-");
+        return 2;
+    };
+    let cache = (cache != "-").then(|| PathBuf::from(cache));
+    let compiler = match Compiler::new(arch, cache) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let stdout = std::io::stdout();
+    for line in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
+        let path = PathBuf::from(line.trim());
+        let reply = match std::fs::read_to_string(&path) {
+            Err(e) => CompileReply {
+                ok: false,
+                millis: 0.0,
+                from_cache: false,
+                log: format!("cannot read {}: {e}", path.display()),
+            },
+            Ok(source) => match compiler.compile(&source) {
+                Ok(done) => match std::fs::write(path.with_extension("cubin"), &done.cubin) {
+                    Ok(()) => CompileReply {
+                        ok: true,
+                        millis: done.millis,
+                        from_cache: done.from_cache,
+                        log: done.log,
+                    },
+                    Err(e) => CompileReply {
+                        ok: false,
+                        millis: done.millis,
+                        from_cache: false,
+                        log: format!("cannot write the cubin: {e}"),
+                    },
+                },
+                Err(f) => CompileReply {
+                    ok: false,
+                    millis: f.millis,
+                    from_cache: false,
+                    log: f.log,
+                },
+            },
+        };
+        let mut out = stdout.lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&reply).expect("serializable")
+        );
+        let _ = out.flush();
+    }
+    0
+}
+
+/// Compiles the `.cu` files in `paths` with `workers` child processes pulling from one
+/// queue; each success leaves `X.cubin` beside `X.cu`. `progress` is called per file.
+pub fn compile_parallel(
+    exe: &Path,
+    arch: &str,
+    cache: Option<&Path>,
+    paths: &[PathBuf],
+    workers: usize,
+    progress: &(dyn Fn() + Sync),
+) -> Result<Vec<CompileReply>> {
+    let queue =
+        std::sync::Mutex::new((0..paths.len()).collect::<std::collections::VecDeque<usize>>());
+    let replies = std::sync::Mutex::new(vec![None::<CompileReply>; paths.len()]);
+    let cache_arg = cache
+        .map(|c| c.display().to_string())
+        .unwrap_or_else(|| "-".into());
+    let workers = workers.clamp(1, paths.len().max(1));
+    std::thread::scope(|scope| -> Result<()> {
+        let mut handles = Vec::new();
+        for _ in 0..workers {
+            let mut child = Command::new(exe)
+                .args([COMPILE_WORKER_ARG, arch, &cache_arg])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| Error::io("cannot start compile worker", exe, e))?;
+            let (queue, replies) = (&queue, &replies);
+            handles.push(scope.spawn(move || {
+                let mut stdin = child.stdin.take().expect("piped");
+                let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+                loop {
+                    let Some(i) = queue.lock().expect("queue lock").pop_front() else {
+                        break;
+                    };
+                    let mut line = String::new();
+                    let answered = writeln!(stdin, "{}", paths[i].display()).is_ok()
+                        && stdin.flush().is_ok()
+                        && stdout.read_line(&mut line).map(|n| n > 0).unwrap_or(false);
+                    let reply = if answered {
+                        serde_json::from_str(&line).unwrap_or_else(|e| CompileReply {
+                            ok: false,
+                            millis: 0.0,
+                            from_cache: false,
+                            log: format!("bad reply from compile worker: {e}"),
+                        })
+                    } else {
+                        CompileReply {
+                            ok: false,
+                            millis: 0.0,
+                            from_cache: false,
+                            log: "compile worker died (NVRTC crashed?)".into(),
+                        }
+                    };
+                    replies.lock().expect("replies lock")[i] = Some(reply);
+                    progress();
+                    if !answered {
+                        break;
+                    }
+                }
+                drop(stdin);
+                let _ = child.wait();
+            }));
+        }
+        for h in handles {
+            let _ = h.join();
+        }
+        Ok(())
+    })?;
+    Ok(replies
+        .into_inner()
+        .expect("replies lock")
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or(CompileReply {
+                ok: false,
+                millis: 0.0,
+                from_cache: false,
+                log: "not compiled: its worker died earlier".into(),
+            })
+        })
+        .collect())
+}

@@ -1,0 +1,627 @@
+//! End-to-end tests of the `tune` binary as a user runs it: bad input, a machine without a
+//! GPU, compiling the whole default space with NVRTC, `--emit`, the cubin cache, broken
+//! templates and `--help`.
+//!
+//! The compile tests need NVRTC and fail (they do not skip) when it cannot be loaded: run
+//! them through scripts/test.sh, or with `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`.
+//! No test needs a GPU. Every run points `CUDA_AUTOTUNE_CACHE` at a temporary folder, so the
+//! user's cubin cache is never read or written.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+/// The `tune` binary with its cubin cache and result folder inside `tmp`.
+fn tune(tmp: &TempDir) -> Command {
+    let mut cmd = Command::cargo_bin("tune").expect("the tune binary is built");
+    cmd.env("CUDA_AUTOTUNE_CACHE", tmp.path().join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .arg("--out")
+        .arg(tmp.path().join("results"));
+    cmd
+}
+
+fn tmp() -> TempDir {
+    tempfile::tempdir().expect("a temporary folder")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts that stderr is exactly one line `error: ...` and holds no panic; returns the line.
+fn one_error_line(stderr: &[u8]) -> String {
+    let stderr = text(stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "the binary panicked:\n{stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one error line on stderr, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].starts_with("error: "),
+        "stderr does not start with 'error: ':\n{stderr}"
+    );
+    lines[0].to_string()
+}
+
+/// Runs `tune` with `args`, expects exit code 2 and one `error:` line; returns that line.
+fn input_error(args: &[&str]) -> String {
+    let tmp = tmp();
+    let out = tune(&tmp).args(args).output().expect("tune runs");
+    let line = one_error_line(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "tune {args:?}: expected exit code 2 (bad input), stderr: {line}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "tune {args:?}: nothing belongs on stdout after bad input, got:\n{}",
+        text(&out.stdout)
+    );
+    line
+}
+
+/// Bad input is reported the same way whether or not the run would need a GPU, because it is
+/// checked before any GPU or compiler is touched: with `--compile-only`, without it (this
+/// exercises the GPU path on a machine without one), and without NVRTC on the library path.
+fn input_error_everywhere(args: &[&str]) -> String {
+    let line = input_error_compile_only(args);
+    assert_eq!(
+        input_error(args),
+        line,
+        "the message must not depend on --compile-only"
+    );
+    line
+}
+
+/// Like [`input_error_everywhere`], for input whose check needs the device limits (which
+/// come from the GPU in a tuning run): only with `--compile-only`, with and without NVRTC.
+fn input_error_compile_only(args: &[&str]) -> String {
+    let with = [args, &["--compile-only"]].concat();
+    let line = input_error(&with);
+    let tmp = tmp();
+    let out = tune(&tmp)
+        .args(&with)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("tune runs");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "without NVRTC, tune {with:?} must still fail as bad input: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(one_error_line(&out.stderr), line);
+    line
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Bad input: one line, exit code 2, no panic.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn malformed_shapes_are_rejected() {
+    for (shape, why) in [
+        ("1000", "expected 2 dimensions"),
+        ("0x10", "at least 1"),
+        ("-5x3", "must be positive"),
+        ("axb", "positive integer"),
+        ("1000x1000x5", "expected 2 dimensions"),
+        ("3000000000x2", "exceeds the 32-bit kernel limit"),
+        ("x10", "empty"),
+        ("10x", "empty"),
+    ] {
+        // `--shape=` so that `-5x3` reaches the shape parser instead of clap's flag parser.
+        let line = input_error_everywhere(&[&format!("--shape={shape}")]);
+        assert!(
+            line.contains(&format!("invalid shape '{shape}'")) && line.contains(why),
+            "shape {shape}: {line}"
+        );
+    }
+}
+
+#[test]
+fn negative_shape_after_a_space_is_a_usage_error_not_a_panic() {
+    // `--shape -5x3` (with a space) is parsed by clap as the flag `-5`; it must still be
+    // rejected as bad input without a panic.
+    let tmp = tmp();
+    let out = tune(&tmp)
+        .args(["--shape", "-5x3", "--compile-only"])
+        .output()
+        .expect("tune runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn unknown_op_lists_the_known_ops() {
+    let line = input_error_everywhere(&["--op", "fft", "--shape", "64x64"]);
+    assert!(line.contains("unknown op 'fft'"), "{line}");
+    assert!(
+        line.contains("transpose"),
+        "the known ops are listed: {line}"
+    );
+}
+
+#[test]
+fn unknown_parameter_lists_the_known_parameters() {
+    let line = input_error_everywhere(&["--shape", "64x64", "--param", "TILES=4"]);
+    assert!(line.contains("unknown parameter 'TILES'"), "{line}");
+    for known in ["TILE_DIM", "BLOCK_ROWS", "PAD", "UNROLL", "BOUNDS"] {
+        assert!(line.contains(known), "{known} is not listed: {line}");
+    }
+}
+
+#[test]
+fn bad_parameter_values_are_rejected() {
+    let line = input_error_everywhere(&["--shape", "64x64", "--param", "TILE_DIM="]);
+    assert!(
+        line.contains("TILE_DIM=") && line.contains("empty value"),
+        "{line}"
+    );
+
+    let line = input_error_everywhere(&["--shape", "64x64", "--param", "TILE_DIM=32,,64"]);
+    assert!(line.contains("empty value"), "{line}");
+
+    let line = input_error_everywhere(&["--shape", "64x64", "--param", "TILE_DIM"]);
+    assert!(line.contains("NAME=v1,v2"), "{line}");
+
+    let line = input_error_everywhere(&["--shape", "64x64", "--param", "TILE_DIM=big"]);
+    assert!(line.contains("integers"), "{line}");
+
+    let line = input_error_everywhere(&["--shape", "64x64", "--param", "BOUNDS=sometimes"]);
+    assert!(line.contains("BOUNDS=sometimes"), "{line}");
+    for known in ["none", "always", "specialized", "edge"] {
+        assert!(
+            line.contains(known),
+            "allowed word {known} not listed: {line}"
+        );
+    }
+}
+
+#[test]
+fn bad_arch_is_rejected() {
+    for arch in ["compute_90", "90", "sm_", "sm_9x"] {
+        let line = input_error_everywhere(&["--shape", "64x64", "--arch", arch]);
+        assert!(
+            line.contains(&format!("invalid --arch '{arch}'")) && line.contains("sm_90"),
+            "{arch}: {line}"
+        );
+    }
+}
+
+#[test]
+fn zero_reps_is_rejected() {
+    let line = input_error_everywhere(&["--shape", "64x64", "--reps", "0"]);
+    assert!(line.contains("--reps"), "{line}");
+}
+
+#[test]
+fn a_space_emptied_by_the_constraints_is_rejected() {
+    // 64 x 32 = 2048 threads per block: every configuration is over the limit. The limits
+    // are the GPU's in a tuning run, so only --compile-only (sm_90 limits) needs no GPU.
+    let line = input_error_compile_only(&[
+        "--shape",
+        "64x64",
+        "--param",
+        "TILE_DIM=64",
+        "--param",
+        "BLOCK_ROWS=32",
+    ]);
+    assert!(line.contains("pruned"), "{line}");
+    assert!(
+        line.contains("more threads per block than the device allows"),
+        "the reason is given: {line}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. No GPU.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn without_a_gpu_a_tuning_run_says_so_and_points_to_compile_only() {
+    if Path::new("/dev/nvidia0").exists() {
+        eprintln!(
+            "SKIPPED without_a_gpu_a_tuning_run_says_so_and_points_to_compile_only: \
+             this machine has a GPU (/dev/nvidia0)"
+        );
+        return;
+    }
+    let tmp = tmp();
+    let out = tune(&tmp)
+        .args(["--shape", "64x64"])
+        .output()
+        .expect("tune runs");
+    let line = one_error_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "environment error: {line}");
+    assert!(
+        line.contains("driver") || line.contains("GPU"),
+        "names the driver or the GPU: {line}"
+    );
+    assert!(
+        line.contains("--compile-only"),
+        "suggests --compile-only: {line}"
+    );
+    assert!(
+        !tmp.path().join("results").exists(),
+        "no results are written without a GPU"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 3.-5. NVRTC: compile the space, emit sources, the cubin cache.
+// ---------------------------------------------------------------------------------------
+
+/// The counts on the first line of a compile-only report:
+/// `compile-only for sm_90: N variants compiled (U unique sources, C from cache), F failed,
+/// P pruned, in S s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Summary {
+    compiled: usize,
+    unique: usize,
+    from_cache: usize,
+    failed: usize,
+    pruned: usize,
+}
+
+/// The integer just before `label` in `line`.
+fn count_before(line: &str, label: &str) -> usize {
+    let at = line
+        .find(label)
+        .unwrap_or_else(|| panic!("'{label}' not found in: {line}"));
+    let word = line[..at]
+        .rsplit(|c: char| c.is_whitespace() || c == '(')
+        .find(|w| !w.is_empty())
+        .unwrap_or_default();
+    word.parse()
+        .unwrap_or_else(|_| panic!("no count before '{label}' in: {line}"))
+}
+
+fn summary(stdout: &str) -> Summary {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("compile-only for "))
+        .unwrap_or_else(|| panic!("no compile-only summary on stdout:\n{stdout}"));
+    Summary {
+        compiled: count_before(line, " variants compiled"),
+        unique: count_before(line, " unique sources"),
+        from_cache: count_before(line, " from cache"),
+        failed: count_before(line, " failed"),
+        pruned: count_before(line, " pruned"),
+    }
+}
+
+/// What a compile-only run printed.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `tune --compile-only --arch sm_90 ARGS`. Fails the test, with what to do, when NVRTC
+/// cannot be loaded: these tests are the proof that every variant compiles and must not
+/// silently pass on a machine without NVRTC.
+fn compile_only(tmp: &TempDir, args: &[&str]) -> Run {
+    let out = tune(tmp)
+        .args(["--compile-only", "--arch", "sm_90"])
+        .args(args)
+        .output()
+        .expect("tune runs");
+    let run = Run {
+        code: out.status.code(),
+        stdout: text(&out.stdout),
+        stderr: text(&out.stderr),
+    };
+    if run.stderr.contains("NVRTC is not available") {
+        panic!(
+            "NVRTC could not be loaded, so the compile tests cannot prove that the kernels \
+             compile. Run the tests with scripts/test.sh (or `export \
+             LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)` first).\n{}",
+            run.stderr
+        );
+    }
+    assert!(!run.stderr.contains("panicked"), "panic:\n{}", run.stderr);
+    run
+}
+
+/// Runs compile-only and expects every live variant to compile.
+fn compiles_cleanly(tmp: &TempDir, args: &[&str]) -> Summary {
+    let run = compile_only(tmp, args);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "tune --compile-only {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains(", 0 failed,"),
+        "not all variants compiled:\n{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("FAILED"),
+        "failed variants listed:\n{}",
+        run.stdout
+    );
+    let s = summary(&run.stdout);
+    assert_eq!(s.failed, 0);
+    s
+}
+
+#[test]
+fn every_default_variant_compiles_for_a_tile_multiple_shape() {
+    let tmp = tmp();
+    let s = compiles_cleanly(&tmp, &["--shape", "1000x1000", "--no-cache"]);
+    assert!(s.compiled > 100, "too few variants compiled: {s:?}");
+    assert_eq!(s.from_cache, 0, "--no-cache reads no cache: {s:?}");
+    assert!(s.unique >= 1 && s.unique <= s.compiled, "{s:?}");
+    assert!(
+        !tmp.path().join("cache").exists(),
+        "--no-cache must not write the cache"
+    );
+}
+
+#[test]
+fn every_default_variant_compiles_for_a_non_multiple_shape() {
+    let tmp = tmp();
+    let s = compiles_cleanly(&tmp, &["--shape", "999x1001", "--no-cache"]);
+    assert!(s.compiled > 100, "too few variants compiled: {s:?}");
+    // BOUNDS=none needs tile multiples, so a ragged shape prunes every BOUNDS=none variant.
+    assert!(s.pruned > 0, "{s:?}");
+    assert_eq!(s.from_cache, 0, "{s:?}");
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn emit_writes_one_source_per_compiled_variant() {
+    let tmp = tmp();
+    // A folder that does not exist yet, as in `--emit gen/`.
+    let emit = tmp.path().join("gen").join("sources");
+    let emit_arg = emit.to_str().expect("a UTF-8 temp path");
+    let s = compiles_cleanly(
+        &tmp,
+        &[
+            "--shape",
+            "999x1001",
+            "--no-cache",
+            "--param",
+            "TILE_DIM=16",
+            "--param",
+            "BLOCK_ROWS=4,8",
+            "--emit",
+            emit_arg,
+        ],
+    );
+    // 2 BLOCK_ROWS x 2 PAD x 2 UNROLL x 3 BOUNDS (none is pruned on a ragged shape).
+    assert_eq!(s.compiled, 24, "{s:?}");
+    let files = files_in(&emit);
+    assert_eq!(
+        files.len(),
+        s.compiled,
+        "one .cu per compiled variant: {files:?}"
+    );
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            name.starts_with("transpose_v") && name.ends_with(".cu"),
+            "unexpected file {name}"
+        );
+        let src = std::fs::read_to_string(f).expect("emitted source is UTF-8");
+        for needle in [
+            "#define TILE_DIM 16",
+            "#define BLOCK_ROWS",
+            "#define PAD",
+            "__global__",
+        ] {
+            assert!(src.contains(needle), "{name} lacks '{needle}'");
+        }
+        assert!(
+            !src.contains("{{") && !src.contains("{%"),
+            "{name} is not fully rendered"
+        );
+    }
+}
+
+#[test]
+fn the_cubin_cache_is_reused_and_a_damaged_entry_is_rebuilt() {
+    let tmp = tmp();
+    let args = [
+        "--shape",
+        "1000x1000",
+        "--param",
+        "TILE_DIM=16,32",
+        "--param",
+        "BLOCK_ROWS=4,8",
+        "--param",
+        "UNROLL=on",
+        "--param",
+        "BOUNDS=always",
+    ];
+    let first = compiles_cleanly(&tmp, &args);
+    assert_eq!(first.compiled, 8, "{first:?}");
+    assert_eq!(first.from_cache, 0, "the cache starts empty: {first:?}");
+    let cubins = tmp.path().join("cache").join("cubin");
+    let entries = files_in(&cubins);
+    assert_eq!(
+        entries.len(),
+        first.unique,
+        "one cache entry per unique source: {entries:?}"
+    );
+
+    let second = compiles_cleanly(&tmp, &args);
+    assert_eq!(second.compiled, first.compiled);
+    assert_eq!(second.unique, first.unique);
+    assert_eq!(
+        second.from_cache, second.unique,
+        "the second run reads everything from the cache: {second:?}"
+    );
+
+    // Flip one byte of one entry: it must be detected and compiled again, not loaded.
+    let victim = &entries[0];
+    let mut bytes = std::fs::read(victim).expect("cache entry readable");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(victim, &bytes).expect("cache entry writable");
+
+    let third = compiles_cleanly(&tmp, &args);
+    assert_eq!(third.compiled, first.compiled);
+    assert_eq!(
+        third.from_cache,
+        third.unique - 1,
+        "exactly the damaged entry is rebuilt: {third:?}"
+    );
+
+    // The rebuilt entry was written back, so the next run is all from the cache again.
+    let fourth = compiles_cleanly(&tmp, &args);
+    assert_eq!(fourth.from_cache, fourth.unique, "{fourth:?}");
+    assert_eq!(files_in(&cubins).len(), first.unique, "no stray files left");
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. --templates with broken templates.
+// ---------------------------------------------------------------------------------------
+
+/// A copy of the built-in templates/ whose transpose.cu.tera is `edit`ed.
+fn templates_with(edit: impl Fn(&str) -> String) -> TempDir {
+    let dir = tmp();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+    for f in files_in(&src) {
+        let name = f.file_name().unwrap();
+        let text = std::fs::read_to_string(&f).expect("template readable");
+        let text = if name == "transpose.cu.tera" {
+            let edited = edit(&text);
+            assert_ne!(edited, text, "the edit must change the template");
+            edited
+        } else {
+            text
+        };
+        std::fs::write(dir.path().join(name), text).expect("template copy writable");
+    }
+    dir
+}
+
+#[test]
+fn a_tera_syntax_error_names_the_template() {
+    let templates = templates_with(|t| {
+        t.replacen(
+            "    __shared__ float tile",
+            "{% if %}\n    __shared__ float tile",
+            1,
+        )
+    });
+    let dir = templates.path().to_str().expect("a UTF-8 temp path");
+    let line = input_error_everywhere(&["--shape", "64x64", "--templates", dir]);
+    assert!(line.contains("transpose.cu.tera"), "{line}");
+}
+
+#[test]
+fn cuda_that_does_not_compile_for_one_value_fails_only_those_variants() {
+    let templates = templates_with(|t| {
+        t.replacen(
+            "    __shared__ float tile",
+            "{% if PAD == 1 %}this is not cuda;{% endif %}\n    __shared__ float tile",
+            1,
+        )
+    });
+    let tmp = tmp();
+    let run = compile_only(
+        &tmp,
+        &[
+            "--shape",
+            "64x64",
+            "--no-cache",
+            "--templates",
+            templates.path().to_str().expect("a UTF-8 temp path"),
+            "--param",
+            "TILE_DIM=32",
+            "--param",
+            "BLOCK_ROWS=8",
+            "--param",
+            "UNROLL=on",
+            "--param",
+            "BOUNDS=always,edge",
+        ],
+    );
+    assert_eq!(
+        run.code,
+        Some(1),
+        "a variant that does not compile fails the run:\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let line = one_error_line(run.stderr.as_bytes());
+    assert!(line.contains("2 variant(s) failed to compile"), "{line}");
+
+    let s = summary(&run.stdout);
+    assert_eq!((s.compiled, s.failed, s.pruned), (2, 2, 0), "{s:?}");
+    let failed: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("FAILED "))
+        .collect();
+    assert_eq!(failed.len(), 2, "two FAILED lines:\n{}", run.stdout);
+    for l in &failed {
+        assert!(l.contains("PAD=1"), "only PAD=1 fails: {l}");
+        assert!(!l.contains("PAD=0"), "{l}");
+        assert!(
+            l.contains("compile:") && l.contains("error"),
+            "the compiler's message is shown: {l}"
+        );
+    }
+    assert!(
+        failed.iter().any(|l| l.contains("BOUNDS=always")),
+        "{failed:?}"
+    );
+    assert!(
+        failed.iter().any(|l| l.contains("BOUNDS=edge")),
+        "{failed:?}"
+    );
+    assert!(
+        run.stdout.contains("this is not cuda"),
+        "the offending line is quoted:\n{}",
+        run.stdout
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. --help.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn help_shows_the_options_and_examples() {
+    Command::cargo_bin("tune")
+        .expect("the tune binary is built")
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("Examples:")
+                .and(predicate::str::contains("--param"))
+                .and(predicate::str::contains("--compile-only"))
+                .and(predicate::str::contains("--shape"))
+                .and(predicate::str::contains(
+                    "tune --op transpose --shape 1000x1000",
+                ))
+                .and(predicate::str::contains("results/best.csv")),
+        )
+        .stderr(predicate::str::is_empty());
+}
