@@ -10,7 +10,8 @@ rm -rf "$CUDA_AUTOTUNE_CACHE"
 log="$OUT/runs.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$log"
 echo "== GPU tests" | tee -a "$log"
-./.gpu/gpu-tests --nocapture --test-threads=1 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 15 | tee -a "$log"
+./.gpu/gpu-tests --nocapture --test-threads=1 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^test |test result|verified, best" | tee -a "$log"
+rm -rf "$CUDA_AUTOTUNE_CACHE"   # the first tuning run below starts with a cold cubin cache
 run() {
   echo | tee -a "$log"
   echo "== tune $* (cubin cache: $(ls $CUDA_AUTOTUNE_CACHE/cubin 2>/dev/null | wc -l) entries)" | tee -a "$log"

@@ -30,7 +30,7 @@ pub struct Cli {
     pub op: String,
 
     /// Problem shape, e.g. 1000x1000 for transpose (ROWSxCOLS).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub shape: String,
 
     /// Replace a parameter's values: NAME=v1,v2,... (repeatable).

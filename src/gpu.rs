@@ -141,10 +141,17 @@ impl Gpu {
                     .into(),
             ));
         }
-        let count = CudaContext::device_count()
-            .map_err(|e| Error::NoGpu(format!("cuInit failed with {:?}", e.0)))?;
+        let count = CudaContext::device_count().map_err(|e| {
+            Error::NoGpu(format!(
+                "cuInit failed with {:?} (use --compile-only to compile without a GPU)",
+                e.0
+            ))
+        })?;
         if count <= 0 {
-            return Err(Error::NoGpu("the driver reports no CUDA device".into()));
+            return Err(Error::NoGpu(
+                "the driver reports no CUDA device (use --compile-only to compile without a GPU)"
+                    .into(),
+            ));
         }
         if ordinal >= count as usize {
             return Err(Error::NoGpu(format!(

@@ -137,7 +137,7 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             .filter(|r| r.kind == "variant" && r.status == Status::Failed)
             .take(if verbose { usize::MAX } else { 5 })
         {
-            let err: String = r.error.chars().take(160).collect();
+            let err: String = crate::ops::one_line(&r.error).chars().take(160).collect();
             let _ = writeln!(s, "  {}: {err}", r.label());
         }
     }

@@ -252,8 +252,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let compiler = Compiler::new(&arch, cache_dir.clone())?;
     let setup_s = t0.elapsed().as_secs_f64();
 
-    // Render every live candidate; identical sources (e.g. BOUNDS=specialized and none on a
-    // tile multiple) are compiled once.
+    // Render every live candidate; identical sources are compiled once.
     let t_compile = Instant::now();
     let work_dir = tempfile::Builder::new()
         .prefix("cuda-autotune-")

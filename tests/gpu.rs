@@ -200,7 +200,7 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
     let (_keep, dir) = templates_with(|t| {
         t.replace(
             "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n    const long long tiles_y",
-            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    volatile int spin = 1; while (spin) {}\n{% endif %}    const long long tiles_y",
+            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    while (((volatile const float*)in)[0] < 2.0f) {}\n{% endif %}    const long long tiles_y",
         )
     });
     let out = tempfile::tempdir().unwrap();
