@@ -30,5 +30,9 @@ run --op transpose --shape 8192x8192
 run --op transpose --shape 4096x4096
 run --op transpose --shape 8191x8191
 run --op transpose --shape 1000x3000
+run --op matmul --shape 1024x1024x1024 --block-size 16,32
+run --op matmul --shape 4096x4096x4096 --block-size 16,32
+run --op matmul --shape 1000x1000x1000 --block-size 16,32
+run --op matmul --shape 1024x1024x1024
 tar -C "$OUT" -czf "$OUT/results.tar.gz" results && rm -rf "$OUT/results"
 grep -E "^== tune|^Best:|^exit|^Time:" "$log"

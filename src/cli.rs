@@ -14,10 +14,12 @@ Examples:
       narrow the space; --param replaces a parameter's default values
   tune --op transpose --shape 4096x4096 --cache warm --reps 100
       time with L2 kept warm between launches, 100 timed launches per variant
+  tune --op matmul --shape 1024x1024x1024 --block-size 16,32
+      tune the tiled matmul (C = A·B, MxNxK) at block sizes 16 and 32 against cuBLAS
   tune --op transpose --shape 1000x1000 --compile-only --arch sm_90 --emit gen/
       render and compile every variant with NVRTC, no GPU needed, and keep the sources
 
-Shapes: transpose takes ROWSxCOLS. Results go to results/<op>_<shape>_<gpu>.csv (every
+Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). Results go to results/<op>_<shape>_<gpu>.csv (every
 configuration, with why it failed or was pruned) and results/best.csv (one row per op,
 shape, dtype and GPU; a new run of the same key replaces the row).";
 
@@ -25,17 +27,21 @@ shape, dtype and GPU; a new run of the same key replaces the row).";
 #[derive(Debug, Parser)]
 #[command(name = "tune", version, about, after_help = EXAMPLES)]
 pub struct Cli {
-    /// Op to tune (built in: transpose).
+    /// Op to tune (built in: transpose, matmul).
     #[arg(long, default_value = "transpose")]
     pub op: String,
 
-    /// Problem shape, e.g. 1000x1000 for transpose (ROWSxCOLS).
+    /// Problem shape: ROWSxCOLS for transpose (1000x1000), MxNxK for matmul (1024x1024x1024).
     #[arg(long, allow_hyphen_values = true)]
     pub shape: String,
 
     /// Replace a parameter's values: NAME=v1,v2,... (repeatable).
     #[arg(long = "param", short = 'p', value_name = "NAME=V1,V2")]
     pub params: Vec<String>,
+
+    /// Shorthand for --param BLOCK_SIZE=LIST (matmul), e.g. --block-size 16,32.
+    #[arg(long, value_name = "LIST")]
+    pub block_size: Option<String>,
 
     /// Timed launches per variant; the median is reported.
     #[arg(long, default_value_t = 30)]
@@ -113,7 +119,12 @@ impl Cli {
             op: self.op.clone(),
             templates: self.templates.clone(),
             shape: self.shape.clone(),
-            params: self.params.clone(),
+            params: self
+                .params
+                .iter()
+                .cloned()
+                .chain(self.block_size.iter().map(|b| format!("BLOCK_SIZE={b}")))
+                .collect(),
             bench: BenchSettings {
                 warmup: self.warmup,
                 reps: self.reps,

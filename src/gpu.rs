@@ -345,3 +345,68 @@ pub fn gpu_available() -> bool {
     let present = unsafe { sys::is_culib_present() };
     present && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
+
+/// A cuBLAS handle on the GPU's stream, in pure FP32 mode (no TF32).
+pub struct Blas(cudarc::cublas::CudaBlas);
+
+impl Gpu {
+    /// Opens cuBLAS; `Err` says why it is not available (the caller goes on without it).
+    pub fn blas(&self) -> std::result::Result<Blas, String> {
+        // cudarc panics when the library is absent, so look for it first.
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err("cuBLAS (libcublas.so) could not be loaded".into());
+        }
+        let blas = cudarc::cublas::CudaBlas::new(self.stream.clone())
+            .map_err(|e| format!("cublasCreate: {e:?}"))?;
+        // The default math mode is already FP32; set it explicitly so TF32 never sneaks in.
+        unsafe {
+            cudarc::cublas::sys::cublasSetMathMode(
+                *blas.handle(),
+                cudarc::cublas::sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+            )
+        }
+        .result()
+        .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
+        Ok(Blas(blas))
+    }
+
+    /// Row-major C (m x n) = A (m x k) · B (k x n) with cublasSgemm, computed as the
+    /// column-major product Cᵀ = Bᵀ·Aᵀ so no transposes are needed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sgemm(
+        &self,
+        blas: &Blas,
+        a: u64,
+        b: u64,
+        c: u64,
+        m: i32,
+        n: i32,
+        k: i32,
+    ) -> GpuResult<()> {
+        use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        unsafe {
+            cudarc::cublas::result::sgemm(
+                *blas.0.handle(),
+                CUBLAS_OP_N,
+                CUBLAS_OP_N,
+                n,
+                m,
+                k,
+                &alpha,
+                b as *const f32,
+                n,
+                a as *const f32,
+                k,
+                &beta,
+                c as *mut f32,
+                n,
+            )
+        }
+        .map_err(|e| GpuFault {
+            during: format!("cublasSgemm ({e:?})"),
+            code: CUresult::CUDA_ERROR_UNKNOWN,
+            sticky: false,
+        })
+    }
+}

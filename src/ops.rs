@@ -22,10 +22,19 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
         "transpose_classic.cu.tera",
         include_str!("../templates/transpose_classic.cu.tera"),
     ),
+    ("matmul.toml", include_str!("../templates/matmul.toml")),
+    (
+        "matmul.cu.tera",
+        include_str!("../templates/matmul.cu.tera"),
+    ),
+    (
+        "matmul_baselines.cu.tera",
+        include_str!("../templates/matmul_baselines.cu.tera"),
+    ),
 ];
 
 /// Names of the built-in ops, in the order `--help` lists them.
-pub const BUILTIN_OPS: &[&str] = &["transpose"];
+pub const BUILTIN_OPS: &[&str] = &["transpose", "matmul"];
 
 /// How a variant's output is compared with the expected output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -152,6 +161,9 @@ pub enum BaselineKind {
     Kernel,
     /// A device-to-device memcpy from one buffer to another (the copy roof).
     Memcpy,
+    /// cuBLAS SGEMM, pure FP32 (TF32 off), on row-major `operands` A, B, C of the op's
+    /// M x N x K shape.
+    CublasSgemm,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -165,6 +177,8 @@ pub struct Baseline {
     pub grid: Option<[String; 3]>,
     pub from: Option<String>,
     pub to: Option<String>,
+    /// A, B, C buffers of a cublas_sgemm baseline.
+    pub operands: Option<[String; 3]>,
     /// "reference" (the op's reference output) or the name of an input buffer it must equal.
     pub expect: String,
     /// Marks the baselines whose best time is the roof that variants are compared with.
@@ -185,6 +199,12 @@ pub struct OpSpec {
     pub template: String,
     pub kernel: String,
     pub reference: String,
+    /// A kernel of the baseline template that computes the expected output on the GPU (for
+    /// shapes too large for a CPU reference); `reference` then names the CPU spot check.
+    #[serde(default)]
+    pub reference_kernel: Option<String>,
+    #[serde(default)]
+    pub reference_launch: Option<Launch>,
     pub compare: Compare,
     #[serde(default)]
     pub rtol: Option<f64>,
@@ -349,6 +369,15 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
                     )));
                 }
             }
+            BaselineKind::CublasSgemm => {
+                let ok = b
+                    .operands
+                    .as_ref()
+                    .is_some_and(|ops| ops.iter().all(|o| buffer(o).is_some()));
+                if !ok || spec.dims.len() != 3 {
+                    return Err(err(format!("{field}: cublas_sgemm needs operands = [A, B, C] naming buffers and an MxNxK op")));
+                }
+            }
             BaselineKind::Memcpy => {
                 for (what, name) in [("from", &b.from), ("to", &b.to)] {
                     match name.as_deref().and_then(buffer) {
@@ -358,6 +387,13 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
                 }
             }
         }
+    }
+    if spec.reference_kernel.is_some()
+        && (spec.reference_launch.is_none() || spec.baseline_source.is_none())
+    {
+        return Err(err(
+            "reference_kernel needs reference_launch and [baseline_source]".into(),
+        ));
     }
     let (amount, _) = spec.metric.amount();
     if amount == "0" {

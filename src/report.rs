@@ -43,12 +43,17 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
         },
         info.reps
     );
+    let _ = writeln!(
+        s,
+        "Every output verified before timing: {}; outputs poisoned with NaN first.",
+        o.verification
+    );
     let unit = &info.unit;
     let baselines: Vec<&Record> = o.records.iter().filter(|r| r.kind == "baseline").collect();
     if !baselines.is_empty() {
         let _ = writeln!(
             s,
-            "\nBaselines (roof = fastest copy: {}):",
+            "\nBaselines (roof = the fastest verified baseline marked as roof: {}):",
             if info.roof.is_empty() {
                 "none verified"
             } else {

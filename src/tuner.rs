@@ -14,7 +14,9 @@ use crate::results::{self, BestRow, Record, RunInfo, Status};
 use crate::shape::Shape;
 use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::verify;
-use crate::worker::{compile_parallel, run_tasks, ArgDesc, BufferDesc, Isolation, Job, Task, Work};
+use crate::worker::{
+    compile_parallel, run_tasks, ArgDesc, BufferDesc, Isolation, Job, ReferenceKernel, Task, Work,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -77,6 +79,8 @@ pub struct TuneOutcome {
     pub csv_path: Option<PathBuf>,
     pub best_path: Option<PathBuf>,
     pub phases: Phases,
+    /// How outputs were checked, for the report.
+    pub verification: String,
 }
 
 /// A compiled image on disk, or why there is none (render or compile error text).
@@ -338,6 +342,17 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             compile_s,
             ..Phases::default()
         },
+        verification: match (op.spec.compare, &op.spec.reference_kernel) {
+            (crate::ops::Compare::Exact, _) => format!("exact comparison with the CPU '{}' reference", op.spec.reference),
+            (_, Some(_)) => format!(
+                "relative error <= {:.0e} against a float64 GPU reference that is spot-checked against float64 CPU rows",
+                opts.rtol.or(op.spec.rtol).unwrap_or(0.0)
+            ),
+            (_, None) => format!(
+                "relative error <= {:.0e} against the float64 CPU reference",
+                opts.rtol.or(op.spec.rtol).unwrap_or(0.0)
+            ),
+        },
     };
     let Some(gpu) = gpu else {
         outcome.records = candidates
@@ -408,6 +423,18 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 from: b.from.clone().unwrap_or_default(),
                 to: b.to.clone().unwrap_or_default(),
             }),
+            BaselineKind::CublasSgemm => {
+                let ops = b.operands.clone().unwrap_or_default();
+                let dim = |i: usize| i32::try_from(shape.dims[i]).unwrap_or(i32::MAX);
+                Ok(Work::Sgemm {
+                    a: ops[0].clone(),
+                    b: ops[1].clone(),
+                    c: ops[2].clone(),
+                    m: dim(0),
+                    n: dim(1),
+                    k: dim(2),
+                })
+            }
             BaselineKind::Kernel => {
                 baseline_launch(&base, b, &limits, &op)?.map(|dims| Work::Kernel {
                     cubin: baseline_cubin.clone().unwrap_or_default(),
@@ -436,6 +463,32 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         records.push(rec);
     }
     let n_baselines = records.len();
+    let reference_kernel = match (
+        &op.spec.reference_kernel,
+        &op.spec.reference_launch,
+        &baseline_cubin,
+    ) {
+        (Some(kernel), Some(launch), Some(cubin)) => {
+            let dims = space::eval_launch(
+                &base,
+                &launch.block,
+                &launch.grid,
+                &limits,
+                &format!("{} reference_launch", op.origin),
+            )?
+            .map_err(|why| Error::Spec {
+                file: op.origin.clone(),
+                why: format!("reference_launch: {why}"),
+            })?;
+            Some(ReferenceKernel {
+                cubin: cubin.clone(),
+                kernel: kernel.clone(),
+                grid: [dims.grid.0, dims.grid.1, dims.grid.2],
+                block: [dims.block.0, dims.block.1, dims.block.2],
+            })
+        }
+        _ => None,
+    };
     let builds: HashMap<usize, Build> = builds.into_iter().map(|b| (b.candidate, b)).collect();
     for c in &candidates {
         let params = c
@@ -479,6 +532,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         bench: opts.bench,
         seed: opts.seed,
         reference: op.spec.reference.clone(),
+        reference_kernel,
         shape: shape.dims.clone(),
         buffers: layout
             .buffers

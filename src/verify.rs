@@ -41,6 +41,65 @@ pub fn cpu_reference(name: &str, shape: &Shape, inputs: &[&[f32]]) -> Result<Vec
     }
 }
 
+/// Rows `rows` of C = A·B in float64, concatenated (A is ? x k, B is k x n, row-major).
+pub fn matmul_rows_f64(a: &[f32], b: &[f32], n: usize, k: usize, rows: &[usize]) -> Vec<f64> {
+    let mut out = vec![0f64; rows.len() * n];
+    for (slot, &r) in rows.iter().enumerate() {
+        let c = &mut out[slot * n..(slot + 1) * n];
+        for (kk, &av) in a[r * k..(r + 1) * k].iter().enumerate() {
+            let av = f64::from(av);
+            for (cv, &bv) in c.iter_mut().zip(&b[kk * n..(kk + 1) * n]) {
+                *cv += av * f64::from(bv);
+            }
+        }
+    }
+    out
+}
+
+/// Checks a reference computed on the GPU against float64 rows computed on the CPU: the first
+/// and last row and `samples` seeded random ones. Returns a description of what was checked.
+pub fn spot_check(
+    name: &str,
+    shape: &Shape,
+    inputs: &[&[f32]],
+    gpu_reference: &[f32],
+    seed: u64,
+) -> Result<String> {
+    let (&[m, n, k], &[a, b], "matmul") = (shape.dims.as_slice(), inputs, name) else {
+        return Err(Error::Usage(format!(
+            "no CPU spot check named '{name}' for this shape"
+        )));
+    };
+    let (m, n, k) = (m as usize, n as usize, k as usize);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+    let mut rows = vec![0, m - 1];
+    rows.extend((0..6).map(|_| rng.random_range(0..m)));
+    rows.sort_unstable();
+    rows.dedup();
+    let cpu = matmul_rows_f64(a, b, n, k, &rows);
+    for (slot, &r) in rows.iter().enumerate() {
+        let want = &cpu[slot * n..(slot + 1) * n];
+        let got = &gpu_reference[r * n..(r + 1) * n];
+        let (mut d2, mut r2) = (0f64, 0f64);
+        for (g, w) in got.iter().zip(want) {
+            d2 += (f64::from(*g) - w).powi(2);
+            r2 += w * w;
+        }
+        let rel = (d2 / r2.max(f64::MIN_POSITIVE)).sqrt();
+        if rel.is_nan() || rel > 1e-6 {
+            return Err(Error::Cuda {
+                during: "checking the GPU float64 reference".into(),
+                why: format!(
+                    "row {r} differs from the CPU float64 result by relative error {rel:.2e}"
+                ),
+            });
+        }
+    }
+    Ok(format!(
+        "float64 GPU reference, spot-checked against float64 CPU rows {rows:?}"
+    ))
+}
+
 /// out (cols x rows) = in (rows x cols) transposed, row-major.
 pub fn transpose(input: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0f32; rows * cols];
@@ -202,6 +261,61 @@ mod tests {
         let t = cpu_reference("transpose", &shape, &[&input]).unwrap();
         let back = transpose(&t, 131, 67);
         assert_eq!(back, input);
+    }
+
+    #[test]
+    fn matmul_reference_on_known_matrices() {
+        // [1 2; 3 4] · [5 6; 7 8] = [19 22; 43 50]
+        let shape = Shape {
+            dims: vec![2, 2, 2],
+        };
+        let c = cpu_reference(
+            "matmul",
+            &shape,
+            &[&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0]],
+        )
+        .unwrap();
+        assert_eq!(c, vec![19.0, 22.0, 43.0, 50.0]);
+        // 2x3 · 3x1
+        let shape = Shape {
+            dims: vec![2, 1, 3],
+        };
+        let c = cpu_reference(
+            "matmul",
+            &shape,
+            &[&[1.0, 0.5, -1.0, 2.0, 0.0, 4.0], &[2.0, 4.0, 1.0]],
+        )
+        .unwrap();
+        assert_eq!(c, vec![3.0, 8.0]);
+        // Against the identity.
+        let n = 17;
+        let a = random_input(n * n, 3);
+        let mut eye = vec![0f32; n * n];
+        (0..n).for_each(|i| eye[i * n + i] = 1.0);
+        let c = cpu_reference(
+            "matmul",
+            &Shape {
+                dims: vec![n as u64; 3],
+            },
+            &[&a, &eye],
+        )
+        .unwrap();
+        assert_eq!(c, a);
+    }
+
+    #[test]
+    fn spot_check_accepts_the_truth_and_catches_an_error() {
+        let (m, n, k) = (40usize, 24usize, 33usize);
+        let a = random_input(m * k, 1);
+        let b = random_input(k * n, 2);
+        let shape = Shape {
+            dims: vec![m as u64, n as u64, k as u64],
+        };
+        let mut c = cpu_reference("matmul", &shape, &[&a, &b]).unwrap();
+        assert!(spot_check("matmul", &shape, &[&a, &b], &c, 9).is_ok());
+        // Corrupt the last row (always sampled).
+        c[(m - 1) * n + 3] += 0.5;
+        assert!(spot_check("matmul", &shape, &[&a, &b], &c, 9).is_err());
     }
 
     #[test]

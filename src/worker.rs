@@ -55,6 +55,25 @@ pub enum Work {
         from: String,
         to: String,
     },
+    /// cuBLAS SGEMM on row-major buffers: C (m x n) = A (m x k) · B (k x n).
+    Sgemm {
+        a: String,
+        b: String,
+        c: String,
+        m: i32,
+        n: i32,
+        k: i32,
+    },
+}
+
+/// A kernel that computes the expected output on the GPU (launched with the op's arguments,
+/// the output replaced by the expected buffer), spot-checked on the CPU before use.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReferenceKernel {
+    pub cubin: PathBuf,
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
 }
 
 /// One thing to verify and time.
@@ -74,6 +93,7 @@ pub struct Job {
     pub bench: BenchSettings,
     pub seed: u64,
     pub reference: String,
+    pub reference_kernel: Option<ReferenceKernel>,
     pub shape: Vec<u64>,
     pub buffers: Vec<BufferDesc>,
     pub args: Vec<ArgDesc>,
@@ -105,10 +125,10 @@ enum Line {
     Fatal(String),
 }
 
-/// Host-side data of a job: inputs and expected output.
+/// Host-side data of a job: inputs and, when computed on the CPU, the expected output.
 pub struct HostData {
     pub inputs: Vec<Vec<f32>>,
-    pub reference: Vec<f32>,
+    pub reference: Option<Vec<f32>>,
 }
 
 impl HostData {
@@ -120,14 +140,19 @@ impl HostData {
             .filter(|(_, b)| b.input)
             .map(|(i, b)| verify::random_input(b.len, job.seed.wrapping_add(i as u64)))
             .collect();
-        let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let reference = verify::cpu_reference(
-            &job.reference,
-            &Shape {
-                dims: job.shape.clone(),
-            },
-            &refs,
-        )?;
+        let reference = match job.reference_kernel {
+            Some(_) => None,
+            None => {
+                let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+                Some(verify::cpu_reference(
+                    &job.reference,
+                    &Shape {
+                        dims: job.shape.clone(),
+                    },
+                    &refs,
+                )?)
+            }
+        };
         Ok(HostData { inputs, reference })
     }
 }
@@ -141,6 +166,7 @@ struct Session {
     args: Vec<Arg>,
     checker: Checker,
     timer: Timer,
+    blas: std::result::Result<crate::gpu::Blas, String>,
 }
 
 impl Session {
@@ -162,8 +188,8 @@ impl Session {
             .iter()
             .position(|(n, _)| *n == job.output)
             .ok_or_else(|| Error::Usage("job output buffer missing".into()))?;
-        let mut expected = gpu.alloc(host.reference.len(), "the expected output")?;
-        gpu.upload(&host.reference, &mut expected)?;
+        let out_len = buffers[output].1.len;
+        let mut expected = gpu.alloc(out_len, "the expected output")?;
         let find = |name: &str| buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b.ptr);
         let args = job
             .args
@@ -179,7 +205,50 @@ impl Session {
             .map_err(|e| Error::io("cannot read", &job.checker_cubin, e))?;
         let checker = Checker::new(&gpu, &cubin)?;
         let timer = Timer::new(&gpu, job.bench)?;
+        match (&host.reference, &job.reference_kernel) {
+            (Some(reference), _) => gpu.upload(reference, &mut expected)?,
+            (None, Some(rk)) => {
+                let image =
+                    std::fs::read(&rk.cubin).map_err(|e| Error::io("cannot read", &rk.cubin, e))?;
+                let kernel = gpu.load(&image, &rk.kernel)?;
+                let out_ptr = buffers[output].1.ptr;
+                let ref_args: Vec<Arg> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Ptr(p) if *p == out_ptr => Arg::Ptr(expected.ptr),
+                        other => *other,
+                    })
+                    .collect();
+                let dims = crate::space::LaunchDims {
+                    grid: (rk.grid[0], rk.grid[1], rk.grid[2]),
+                    block: (rk.block[0], rk.block[1], rk.block[2]),
+                };
+                gpu.launch(&kernel, dims, &ref_args)?;
+                gpu.synchronize("computing the GPU reference")?;
+                let on_gpu = gpu.download(&expected)?;
+                let refs: Vec<&[f32]> = host.inputs.iter().map(Vec::as_slice).collect();
+                verify::spot_check(
+                    &job.reference,
+                    &Shape {
+                        dims: job.shape.clone(),
+                    },
+                    &refs,
+                    &on_gpu,
+                    job.seed,
+                )?;
+            }
+            (None, None) => return Err(Error::Usage("the job has no reference".into())),
+        }
         gpu.synchronize("uploading inputs")?;
+        let blas = if job
+            .tasks
+            .iter()
+            .any(|t| matches!(t.work, Work::Sgemm { .. }))
+        {
+            gpu.blas()
+        } else {
+            Err("not needed".into())
+        };
         Ok(Session {
             gpu,
             buffers,
@@ -188,6 +257,7 @@ impl Session {
             args,
             checker,
             timer,
+            blas,
         })
     }
 
@@ -226,6 +296,18 @@ impl Session {
                 }
                 _ => Err(format!("memcpy names an unknown buffer ({from} → {to})")),
             },
+            Work::Sgemm { a, b, c, m, n, k } => {
+                match (&self.blas, self.buffer(a), self.buffer(b), self.buffer(c)) {
+                    (Err(why), ..) => Err(why.clone()),
+                    (Ok(blas), Some(a), Some(b), Some(c)) => {
+                        let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
+                        self.check_and_time(job, expect, mode, &mut r, &|| {
+                            self.gpu.sgemm(blas, a, b, c, m, n, k)
+                        })
+                    }
+                    _ => Err("sgemm names an unknown buffer".into()),
+                }
+            }
             Work::Kernel {
                 cubin,
                 kernel,

@@ -625,3 +625,61 @@ fn help_shows_the_options_and_examples() {
         )
         .stderr(predicate::str::is_empty());
 }
+
+#[test]
+fn every_default_matmul_variant_compiles_for_multiple_and_odd_shapes() {
+    let tmp = tmp();
+    let s = compiles_cleanly(
+        &tmp,
+        &["--op", "matmul", "--shape", "1024x1024x1024", "--no-cache"],
+    );
+    assert_eq!(s.compiled, 3 * 2 * 2 * 4, "{s:?}");
+    let s = compiles_cleanly(
+        &tmp,
+        &["--op", "matmul", "--shape", "1000x999x1001", "--no-cache"],
+    );
+    // Not a multiple of any tile: every BOUNDS=none variant is pruned.
+    assert_eq!(s.pruned, 3 * 2 * 2, "{s:?}");
+    assert_eq!(s.compiled, 3 * 2 * 2 * 3, "{s:?}");
+}
+
+#[test]
+fn matmul_block_size_shorthand_and_bad_shapes() {
+    let tmp = tmp();
+    let s = compiles_cleanly(
+        &tmp,
+        &[
+            "--op",
+            "matmul",
+            "--shape",
+            "512x512x512",
+            "--block-size",
+            "16,32",
+            "--no-cache",
+        ],
+    );
+    assert_eq!(s.compiled, 2 * 2 * 2 * 4, "{s:?}");
+    for shape in ["1024x1024", "1024x1024x1024x2", "0x4x4", "4x-4x4", "axbxc"] {
+        let err = input_error_compile_only(&["--op", "matmul", "--shape", shape]);
+        assert!(err.contains("invalid shape"), "{shape}: {err}");
+    }
+    let err = input_error_compile_only(&[
+        "--op",
+        "matmul",
+        "--shape",
+        "64x64x64",
+        "--block-size",
+        "16,x",
+    ]);
+    assert!(err.contains("BLOCK_SIZE"), "{err}");
+    // 64 x 64 = 4096 threads per block exceed every device's limit: pruned, nothing left.
+    let err = input_error_compile_only(&[
+        "--op",
+        "matmul",
+        "--shape",
+        "64x64x64",
+        "--block-size",
+        "64",
+    ]);
+    assert!(err.contains("threads per block"), "{err}");
+}

@@ -234,3 +234,68 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
         start.elapsed()
     );
 }
+
+#[test]
+fn matmul_variants_verify_against_the_reference_and_cublas() {
+    if skip("matmul_variants_verify_against_the_reference_and_cublas") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for shape in ["256x128x192", "200x136x333"] {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options(shape, out.path());
+        opts.op = "matmul".into();
+        let o = tune(&opts).unwrap();
+        let failed: Vec<String> = o
+            .records
+            .iter()
+            .filter(|r| r.status == Status::Failed)
+            .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{shape}: failures:\n{}",
+            failed.join("\n")
+        );
+        let cublas = o.records.iter().find(|r| r.name == "cublas_sgemm").unwrap();
+        assert_eq!(cublas.status, Status::Ok);
+        assert_eq!(o.info.as_ref().unwrap().roof, "cublas_sgemm");
+        assert!(variants(&o).filter(|r| r.status == Status::Ok).count() >= 36);
+    }
+    // A variant that drops the last k-tile is caught by the tolerance check.
+    let (_keep, dir) = {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let path = entry.unwrap().path();
+            let mut text = std::fs::read_to_string(&path).unwrap();
+            if path.file_name().unwrap() == "matmul.cu.tera" {
+                text = text.replace(
+                    "const int tiles = (K + BS - 1) / BS;",
+                    "const int tiles = (K + BS - 1) / BS{% if UNROLL == \"on\" %} - 1{% endif %};",
+                );
+            }
+            std::fs::write(dir.path().join(path.file_name().unwrap()), text).unwrap();
+        }
+        let p = dir.path().to_path_buf();
+        (dir, p)
+    };
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("128x128x256", out.path());
+    opts.op = "matmul".into();
+    opts.templates = Some(dir);
+    opts.cubin_cache = false;
+    let o = tune(&opts).unwrap();
+    for r in variants(&o).filter(|r| r.status != Status::Pruned) {
+        if param(r, "UNROLL") == "on" {
+            assert!(
+                r.error.contains("relative error"),
+                "{}: {}",
+                r.label(),
+                r.error
+            );
+        } else {
+            assert_eq!(r.status, Status::Ok, "{}: {}", r.label(), r.error);
+        }
+    }
+}
