@@ -33,6 +33,11 @@ pub fn cpu_reference(name: &str, shape: &Shape, inputs: &[&[f32]]) -> Result<Vec
         ("transpose", &[rows, cols], &[input]) => {
             Ok(transpose(input, rows as usize, cols as usize))
         }
+        ("matmul", &[m, n, k], &[a, b]) => {
+            let rows: Vec<usize> = (0..m as usize).collect();
+            let c = matmul_rows_f64(a, b, n as usize, k as usize, &rows);
+            Ok(c.iter().map(|&x| x as f32).collect())
+        }
         _ => Err(Error::Usage(format!(
             "no CPU reference named '{name}' for a {}-dimensional shape with {} input(s)",
             shape.dims.len(),
