@@ -108,6 +108,11 @@ pub struct Cli {
     #[arg(long)]
     pub in_process: bool,
 
+    /// Reuse the results journaled by an earlier unfinished run of the same op, shape, GPU,
+    /// cache state and settings, and measure only what is missing.
+    #[arg(long)]
+    pub resume: bool,
+
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
@@ -149,6 +154,7 @@ impl Cli {
                     .unwrap_or(1)
             }),
             watchdog_s: self.watchdog,
+            resume: self.resume,
         }
     }
 }

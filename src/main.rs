@@ -18,9 +18,29 @@ fn main() -> ExitCode {
         _ => {}
     }
     let cli = Cli::parse();
+    // First Ctrl-C: finish the variant in flight, write what was measured, say how to resume.
+    // Second Ctrl-C: stop at once (the journal still holds every finished variant).
+    let _ = ctrlc::set_handler(|| {
+        if worker::interrupted() {
+            std::process::exit(130);
+        }
+        worker::request_stop();
+        eprintln!("\ninterrupted: stopping after the variant in flight (Ctrl-C again to quit now)");
+    });
     match tuner::tune(&cli.options()) {
         Ok(outcome) => {
             print!("{}", report::render(&outcome, cli.top, cli.verbose));
+            if outcome.interrupted {
+                let args: Vec<String> = std::env::args()
+                    .skip(1)
+                    .filter(|a| a != "--resume")
+                    .collect();
+                eprintln!(
+                    "interrupted: partial results written; resume with: tune {} --resume",
+                    args.join(" ")
+                );
+                return ExitCode::from(130);
+            }
             let failed_compiles = outcome
                 .records
                 .iter()

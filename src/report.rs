@@ -177,6 +177,17 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             );
         }
     }
+    if o.reused > 0 {
+        let _ = writeln!(
+            s,
+            "Resumed: {} results reused from {}.",
+            o.reused,
+            o.journal_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
+    }
     if o.context_restarts > 0 {
         let _ = writeln!(
             s,

@@ -15,7 +15,8 @@ use crate::shape::Shape;
 use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::verify;
 use crate::worker::{
-    compile_parallel, run_tasks, ArgDesc, BufferDesc, Isolation, Job, ReferenceKernel, Task, Work,
+    compile_parallel, run_tasks, ArgDesc, BufferDesc, Isolation, Job, ReferenceKernel, Task,
+    TaskResult, Work,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
@@ -49,6 +50,8 @@ pub struct TuneOptions {
     pub jobs: usize,
     /// Seconds a GPU task may take before its worker is killed and it is recorded as hung.
     pub watchdog_s: f64,
+    /// Reuse the results in a matching journal from an earlier, unfinished run.
+    pub resume: bool,
 }
 
 /// Wall time of each phase, in seconds.
@@ -81,6 +84,11 @@ pub struct TuneOutcome {
     pub phases: Phases,
     /// How outputs were checked, for the report.
     pub verification: String,
+    /// Stopped by Ctrl-C: the CSV holds what was measured, best.csv was not touched.
+    pub interrupted: bool,
+    /// Results taken from the journal of an earlier run (`--resume`).
+    pub reused: usize,
+    pub journal_path: Option<PathBuf>,
 }
 
 /// A compiled image on disk, or why there is none (render or compile error text).
@@ -353,6 +361,9 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 opts.rtol.or(op.spec.rtol).unwrap_or(0.0)
             ),
         },
+        interrupted: false,
+        reused: 0,
+        journal_path: None,
     };
     let Some(gpu) = gpu else {
         outcome.records = candidates
@@ -399,6 +410,13 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut records: Vec<Record> = Vec::new();
     let mut tasks: Vec<Task> = Vec::new();
     let mut task_record: HashMap<usize, usize> = HashMap::new();
+    // What identifies a task's result across runs (for the journal): the compiled source and
+    // its launch geometry; for baselines their name and source.
+    let mut task_key: HashMap<usize, String> = HashMap::new();
+    let baseline_key = renderer
+        .render_baselines(&op)?
+        .map(|s| compiler.key(&s))
+        .unwrap_or_default();
     let baseline_cubin = match renderer.render_baselines(&op)? {
         Some(src) => {
             let done = compiler.compile(&src).map_err(|f| Error::Template {
@@ -447,6 +465,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         match work {
             Ok(work) => {
                 task_record.insert(i, records.len());
+                task_key.insert(i, format!("baseline {} {baseline_key}", b.name));
                 tasks.push(Task {
                     id: i,
                     work,
@@ -510,6 +529,17 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     let dims = c.launch.expect("live candidates have launch dims");
                     let id = 10_000 + c.index;
                     task_record.insert(id, records.len());
+                    if let Some(Ok(k)) = source_of.get(&c.index) {
+                        task_key.insert(
+                            id,
+                            format!(
+                                "{} {:?} {:?}",
+                                compiler.key(&sources[*k]),
+                                dims.grid,
+                                dims.block
+                            ),
+                        );
+                    }
                     tasks.push(Task {
                         id,
                         work: Work::Kernel {
@@ -565,13 +595,48 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         None => Isolation::InProcess,
     };
 
-    let pb = bar(job.tasks.len(), "tune");
+    // The journal: every finished task is appended as it finishes; --resume reuses a matching
+    // journal's results instead of measuring again.
+    let journal_path = results::Journal::path_for(&opts.out_dir, &info);
+    let header = serde_json::json!({
+        "tool": env!("CARGO_PKG_VERSION"), "op": info.op, "shape": info.shape, "gpu": info.gpu,
+        "cache": info.cache, "reps": opts.bench.reps, "warmup": opts.bench.warmup, "seed": opts.seed,
+        "rtol": job.rtol, "device_uuid": outcome.device.as_ref().map(|d| d.uuid.clone()),
+    });
+    let (mut journal, earlier) =
+        results::Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
+    let earlier: HashMap<String, TaskResult> = earlier.into_iter().collect();
+    let mut job = job;
+    let mut reused = Vec::new();
+    job.tasks
+        .retain(|t| match task_key.get(&t.id).and_then(|k| earlier.get(k)) {
+            Some(r) => {
+                reused.push(TaskResult {
+                    id: t.id,
+                    ..r.clone()
+                });
+                false
+            }
+            None => true,
+        });
+    outcome.reused = reused.len();
+    outcome.journal_path = Some(journal_path);
+
+    let pb = bar(job.tasks.len() + reused.len(), "tune");
     let mut best_ms = f64::INFINITY;
     let mut phases = outcome.phases;
-    let run = run_tasks(&job, &isolation, &mut |r| {
+    let mut journal_error = None;
+    let mut handle = |r: TaskResult, fresh: bool| {
         let Some(&at) = task_record.get(&r.id) else {
             return;
         };
+        if fresh {
+            if let Some(key) = task_key.get(&r.id) {
+                if let Err(e) = journal.append(key, &r) {
+                    journal_error.get_or_insert(e);
+                }
+            }
+        }
         let rec = &mut records[at];
         rec.registers = r.registers.or(rec.registers);
         phases.verify_s += r.verify_s;
@@ -597,8 +662,28 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             }
         }
         pb.inc(1);
-    });
+    };
+    for r in reused {
+        handle(r, false);
+    }
+    let run = if job.tasks.is_empty() {
+        Ok(0)
+    } else {
+        run_tasks(&job, &isolation, &mut |r| handle(r, true))
+    };
     pb.finish_and_clear();
+    if let Some(e) = journal_error {
+        eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");
+    }
+    outcome.interrupted = crate::worker::interrupted();
+    if outcome.interrupted {
+        for rec in records
+            .iter_mut()
+            .filter(|r| r.status == Status::Failed && r.error == "not run")
+        {
+            rec.error = "not run: interrupted (Ctrl-C)".into();
+        }
+    }
     let fatal = match run {
         Ok(restarts) => {
             outcome.context_restarts = restarts;
@@ -655,7 +740,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         &results::run_csv(&info, &outcome.param_names, &outcome.records)?,
     )?;
     outcome.csv_path = Some(csv_path);
-    if let Some(i) = outcome.best {
+    if let Some(i) = outcome.best.filter(|_| !outcome.interrupted) {
         let r = &outcome.records[i];
         let best_path = opts.out_dir.join("best.csv");
         results::upsert_best(

@@ -22,6 +22,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks the run to stop after the variant in flight (Ctrl-C). Workers run in their own
+/// process group, so the terminal's SIGINT reaches only the parent, which ends them itself.
+pub fn request_stop() {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// True once [`request_stop`] was called.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// First argument that turns the `tune` binary into a GPU worker.
 pub const GPU_WORKER_ARG: &str = "__gpu-worker";
 /// First argument that turns the `tune` binary into a compile worker.
@@ -382,6 +395,9 @@ pub fn run_in_process(
 ) -> Result<()> {
     let session = Session::open(job, host)?;
     for task in tasks {
+        if interrupted() {
+            break;
+        }
         let result = session.run(job, task);
         let sticky = result.sticky;
         sink(result);
@@ -482,8 +498,10 @@ pub fn run_tasks(
 }
 
 fn spawn(exe: &Path, arg: &str) -> Result<Child> {
+    use std::os::unix::process::CommandExt;
     Command::new(exe)
         .arg(arg)
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -549,6 +567,12 @@ fn run_subprocess(
                             remaining.pop_front();
                         }
                         on_result(r);
+                        if interrupted() {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            let _ = reader.join();
+                            return Ok(restarts);
+                        }
                     }
                     Ok(Line::Fatal(why)) => {
                         let _ = child.wait();
@@ -684,8 +708,10 @@ pub fn compile_parallel(
     std::thread::scope(|scope| -> Result<()> {
         let mut handles = Vec::new();
         for _ in 0..workers {
+            use std::os::unix::process::CommandExt;
             let mut child = Command::new(exe)
                 .args([COMPILE_WORKER_ARG, arch, &cache_arg])
+                .process_group(0)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())

@@ -34,6 +34,7 @@ fn options(shape: &str, out: &Path) -> TuneOptions {
         worker_exe: Some(tune_exe()),
         jobs: 4,
         watchdog_s: 20.0,
+        resume: false,
     }
 }
 
@@ -162,8 +163,13 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     // UNROLL=on variants write far out of bounds: an illegal address that kills the context.
+    // PAD=1 variants declare __launch_bounds__(32) but launch 256 threads: the launch fails.
     let (_keep, dir) = templates_with(|t| {
         t.replace(
+            "__launch_bounds__(TILE_DIM * BLOCK_ROWS)",
+            "__launch_bounds__({% if PAD == 1 %}32{% else %}TILE_DIM * BLOCK_ROWS{% endif %})",
+        )
+        .replace(
             "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n    const long long tiles_y",
             "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1.0f;\n{% endif %}    const long long tiles_y",
         )
@@ -179,7 +185,10 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
         .collect();
     assert!(live.len() >= 8);
     for r in &live {
-        if param(r, "UNROLL") == "on" {
+        if param(r, "PAD") == "1" {
+            assert_eq!(r.status, Status::Failed, "{}", r.label());
+            assert!(r.error.contains("launching the kernel"), "{}", r.error);
+        } else if param(r, "UNROLL") == "on" {
             assert_eq!(r.status, Status::Failed, "{}", r.label());
             assert!(r.error.contains("context lost"), "{}", r.error);
         } else {
@@ -187,7 +196,8 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
         }
     }
     assert!(o.context_restarts >= 1);
-    assert_eq!(param(&o.records[o.best.unwrap()], "UNROLL"), "off");
+    let best = &o.records[o.best.unwrap()];
+    assert_eq!((param(best, "UNROLL"), param(best, "PAD")), ("off", "0"));
 }
 
 #[test]
@@ -298,4 +308,133 @@ fn matmul_variants_verify_against_the_reference_and_cublas() {
             assert_eq!(r.status, Status::Ok, "{}: {}", r.label(), r.error);
         }
     }
+}
+
+#[test]
+fn resume_reuses_the_journal_and_measures_only_what_is_missing() {
+    if skip("resume_reuses_the_journal_and_measures_only_what_is_missing") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("512x512", out.path());
+    opts.params = vec!["TILE_DIM=16,32".into(), "BOUNDS=none,edge".into()];
+    let first = tune(&opts).unwrap();
+    let journal = first.journal_path.clone().unwrap();
+    let lines = std::fs::read_to_string(&journal).unwrap().lines().count();
+    let tasks = first
+        .records
+        .iter()
+        .filter(|r| r.status != Status::Pruned)
+        .count();
+    assert_eq!(lines, 1 + tasks, "header + one line per finished task");
+
+    // Everything journaled: a resumed run measures nothing and reports the same numbers.
+    opts.resume = true;
+    let again = tune(&opts).unwrap();
+    assert_eq!(again.reused, tasks);
+    let stats = |o: &TuneOutcome| {
+        o.records
+            .iter()
+            .map(|r| r.stats.map(|s| s.median_ms))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(stats(&again), stats(&first));
+
+    // A run killed after 5 tasks: the journal keeps them, the rest is measured.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let kept: Vec<&str> = text.lines().take(6).collect();
+    std::fs::write(&journal, kept.join("\n") + "\n{\"key\":\"torn").unwrap();
+    let resumed = tune(&opts).unwrap();
+    assert_eq!(resumed.reused, 5);
+    assert_eq!(
+        resumed
+            .records
+            .iter()
+            .filter(|r| r.status == Status::Ok)
+            .count(),
+        tasks
+    );
+}
+
+#[test]
+fn ctrl_c_writes_what_was_measured_and_resume_finishes() {
+    if skip("ctrl_c_writes_what_was_measured_and_resume_finishes") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let args = [
+        "--op",
+        "transpose",
+        "--shape",
+        "4096x4096",
+        "--reps",
+        "200",
+        "--out",
+    ];
+    let child = std::process::Command::new(tune_exe())
+        .args(args)
+        .arg(out.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until a few variants are journaled, then press Ctrl-C.
+    let journal = out
+        .path()
+        .join("transpose_4096x4096_nvidia-h100-80gb-hbm3.journal.jsonl");
+    let start = std::time::Instant::now();
+    let journaled = |p: &Path| {
+        std::fs::read_to_string(p)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let pattern = out.path().to_path_buf();
+    let find = || {
+        std::fs::read_dir(&pattern)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".journal.jsonl"))
+    };
+    let journal = loop {
+        if let Some(p) = find().filter(|p| journaled(p) >= 12) {
+            break p;
+        }
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "no journal appeared; expected near {}",
+            journal.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr).to_string();
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let csv = journal.to_string_lossy().replace(".journal.jsonl", ".csv");
+    let rows = read_run_csv(Path::new(&csv)).unwrap();
+    let measured = rows.iter().filter(|r| r.status == Status::Ok).count();
+    assert!(measured >= 11, "{measured} measured before Ctrl-C");
+    assert!(rows.iter().any(|r| r.error.contains("interrupted")));
+    assert!(
+        !out.path().join("best.csv").exists(),
+        "an interrupted run does not touch best.csv"
+    );
+
+    let resumed = std::process::Command::new(tune_exe())
+        .args(args)
+        .arg(out.path())
+        .arg("--resume")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&resumed.stdout).to_string();
+    assert_eq!(resumed.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("Resumed:"), "{stdout}");
+    assert!(out.path().join("best.csv").exists());
 }
