@@ -3,7 +3,7 @@
 
 use crate::bench::{BenchSettings, CacheState};
 use crate::tuner::TuneOptions;
-use clap::Parser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
@@ -25,15 +25,100 @@ shape, dtype and GPU; a new run of the same key replaces the row).";
 
 /// Finds the fastest correct CUDA kernel for an op and a shape on this GPU.
 #[derive(Debug, Parser)]
-#[command(name = "tune", version, about, after_help = EXAMPLES)]
+#[command(
+    name = "tune",
+    version,
+    about,
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub tune: TuneArgs,
+}
+
+/// Commands that work on stored results instead of tuning.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the stored best configuration for an op and shape, without tuning.
+    Best(BestArgs),
+    /// Write the tuning database as CSV, JSON or Markdown, or as CUDA sources plus a header.
+    Export(ExportArgs),
+    /// Write a self-contained HTML report with plots of a tuning run.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BestArgs {
+    /// Op whose best configuration to print.
+    #[arg(long)]
+    pub op: String,
+    /// Shape as tuned, e.g. 1000x1000.
+    #[arg(long, allow_hyphen_values = true)]
+    pub shape: String,
+    /// GPU name to match (default: any; with several, every match is printed).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// The tuning database.
+    #[arg(long, default_value = "results/best.csv")]
+    pub db: PathBuf,
+}
+
+/// Output formats of `tune export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Json,
+    Markdown,
+    /// One specialized .cu per tuned entry plus a C/C++ header with a dispatch function.
+    Cuda,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Only entries of this op.
+    #[arg(long)]
+    pub op: Option<String>,
+    /// Only entries whose GPU name contains this text.
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// File to write (csv, json, markdown; default stdout) or folder (cuda, required).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// The tuning database.
+    #[arg(long, default_value = "results/best.csv")]
+    pub db: PathBuf,
+    /// Read op specs and templates from DIR instead of the built-in ones (for cuda).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run CSV written by `tune` (results/<op>_<shape>_<gpu>.csv).
+    #[arg(long)]
+    pub csv: PathBuf,
+    /// The HTML file to write.
+    #[arg(long, default_value = "report.html")]
+    pub output: PathBuf,
+}
+
+/// Arguments of a tuning run (the default command).
+#[derive(Debug, Args)]
+pub struct TuneArgs {
     /// Op to tune (built in: transpose, matmul).
     #[arg(long, default_value = "transpose")]
     pub op: String,
 
     /// Problem shape: ROWSxCOLS for transpose (1000x1000), MxNxK for matmul (1024x1024x1024).
-    #[arg(long, allow_hyphen_values = true)]
-    pub shape: String,
+    #[arg(long, allow_hyphen_values = true, required = true)]
+    pub shape: Option<String>,
 
     /// Replace a parameter's values: NAME=v1,v2,... (repeatable).
     #[arg(long = "param", short = 'p', value_name = "NAME=V1,V2")]
@@ -118,12 +203,12 @@ pub struct Cli {
     pub templates: Option<PathBuf>,
 }
 
-impl Cli {
+impl TuneArgs {
     pub fn options(&self) -> TuneOptions {
         TuneOptions {
             op: self.op.clone(),
             templates: self.templates.clone(),
-            shape: self.shape.clone(),
+            shape: self.shape.clone().unwrap_or_default(),
             params: self
                 .params
                 .iter()

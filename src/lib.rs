@@ -10,6 +10,7 @@ pub mod cli;
 pub mod codegen;
 pub mod compile;
 pub mod error;
+pub mod export;
 pub mod expr;
 pub mod gpu;
 pub mod ops;

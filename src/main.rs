@@ -2,9 +2,9 @@
 //! stderr and a non-zero exit code (2: bad input, 1: environment, GPU, or nothing verified).
 
 use clap::Parser;
-use cuda_autotune::cli::Cli;
+use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::results::Status;
-use cuda_autotune::{report, tuner, worker};
+use cuda_autotune::{export, report, tuner, worker};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -18,6 +18,21 @@ fn main() -> ExitCode {
         _ => {}
     }
     let cli = Cli::parse();
+    if let Some(command) = &cli.command {
+        let done = match command {
+            Command::Best(args) => export::best(args),
+            Command::Export(args) => export::export(args),
+            Command::Report(args) => export::report(args),
+        };
+        return match done {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(e.exit_code() as u8)
+            }
+        };
+    }
+    let cli = cli.tune;
     // First Ctrl-C: finish the variant in flight, write what was measured, say how to resume.
     // Second Ctrl-C: stop at once (the journal still holds every finished variant).
     let _ = ctrlc::set_handler(|| {
