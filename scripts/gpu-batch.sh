@@ -34,5 +34,7 @@ run --op matmul --shape 1024x1024x1024 --block-size 16,32
 run --op matmul --shape 4096x4096x4096 --block-size 16,32
 run --op matmul --shape 1000x1000x1000 --block-size 16,32
 run --op matmul --shape 1024x1024x1024
+OUT=$OUT bash scripts/bench-speed.sh > /dev/null
 tar -C "$OUT" -czf "$OUT/results.tar.gz" results && rm -rf "$OUT/results"
 grep -E "^== tune|^Best:|^exit|^Time:" "$log"
+cat "$OUT/tuning_speed.md"

@@ -72,6 +72,9 @@ impl Stats {
     }
 }
 
+/// Timed launches looked at before deciding that a variant is clearly slower than the best.
+pub const PROBE_REPS: usize = 5;
+
 /// Events and the flush buffer, made once per context and reused for every variant.
 pub struct Timer {
     settings: BenchSettings,
@@ -109,28 +112,41 @@ impl Timer {
     }
 
     /// Times `enqueue` (which must only enqueue work on the GPU's stream).
+    ///
+    /// With `cutoff_ms`, the first [`PROBE_REPS`] timed launches are checked first: when even
+    /// their fastest is slower than the cutoff, the variant is clearly not a contender and
+    /// its statistics come from those launches alone (`samples` says how many).
     pub fn measure(
         &self,
         gpu: &Gpu,
         mut enqueue: impl FnMut() -> GpuResult<()>,
+        cutoff_ms: Option<f64>,
     ) -> GpuResult<Stats> {
         for i in 0..self.settings.warmup {
             self.flush(gpu, i)?;
             enqueue()?;
         }
-        for (i, pair) in self.events.iter().enumerate().take(self.settings.reps) {
-            self.flush(gpu, i)?;
-            gpu.record(&pair.0)?;
-            enqueue()?;
-            gpu.record(&pair.1)?;
+        let reps = self.settings.reps;
+        let probe = if cutoff_ms.is_some() {
+            PROBE_REPS.min(reps)
+        } else {
+            reps
+        };
+        let mut run = |range: std::ops::Range<usize>| -> GpuResult<Vec<f64>> {
+            for (i, pair) in self.events[range.clone()].iter().enumerate() {
+                self.flush(gpu, range.start + i)?;
+                gpu.record(&pair.0)?;
+                enqueue()?;
+                gpu.record(&pair.1)?;
+            }
+            gpu.synchronize("timed launches")?;
+            self.events[range].iter().map(elapsed_ms).collect()
+        };
+        let mut samples = run(0..probe)?;
+        let fastest = samples.iter().copied().fold(f64::INFINITY, f64::min);
+        if probe < reps && cutoff_ms.is_none_or(|c| fastest <= c) {
+            samples.extend(run(probe..reps)?);
         }
-        gpu.synchronize("timed launches")?;
-        let samples = self
-            .events
-            .iter()
-            .take(self.settings.reps)
-            .map(elapsed_ms)
-            .collect::<GpuResult<Vec<f64>>>()?;
         Ok(Stats::from_samples(&samples).expect("reps >= 1"))
     }
 }

@@ -184,14 +184,20 @@ pub struct TuneArgs {
     #[arg(long)]
     pub jobs: Option<usize>,
 
-    /// Seconds one variant may run on the GPU before it is killed and recorded as hung.
-    #[arg(long, default_value_t = 20.0)]
+    /// Seconds one variant may run on the GPU before it is killed and recorded as hung,
+    /// on top of 100x the time its launches would take at the fastest speed seen so far.
+    #[arg(long, default_value_t = 10.0)]
     pub watchdog: f64,
 
     /// Run compiles and GPU work in this process: no worker processes, so a faulting kernel
     /// ends the run (for debugging with cuda-gdb or compute-sanitizer).
     #[arg(long)]
     pub in_process: bool,
+
+    /// Time every variant with all --reps launches, even those whose first 5 launches are
+    /// all over 1.5x slower than the best so far (by default those stop after 5).
+    #[arg(long)]
+    pub no_adaptive: bool,
 
     /// Reuse the results journaled by an earlier unfinished run of the same op, shape, GPU,
     /// cache state and settings, and measure only what is missing.
@@ -240,6 +246,7 @@ impl TuneArgs {
             }),
             watchdog_s: self.watchdog,
             resume: self.resume,
+            adaptive: !self.no_adaptive,
         }
     }
 }

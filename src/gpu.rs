@@ -71,7 +71,7 @@ pub fn fault(during: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverErr
 pub type GpuResult<T> = std::result::Result<T, GpuFault>;
 
 /// What the tuner records about the device.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     pub ordinal: usize,
     pub name: String,

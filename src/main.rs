@@ -11,7 +11,9 @@ fn main() -> ExitCode {
     // The same binary serves as its own compile and GPU worker processes.
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(worker::GPU_WORKER_ARG) => return ExitCode::from(worker::gpu_worker_main() as u8),
+        Some(worker::GPU_WORKER_ARG) => {
+            return ExitCode::from(worker::gpu_worker_main(&args[1..]) as u8)
+        }
         Some(worker::COMPILE_WORKER_ARG) => {
             return ExitCode::from(worker::compile_worker_main(&args[1..]) as u8)
         }

@@ -9,7 +9,7 @@ use crate::ops::{Op, ParamSpec};
 use crate::shape::Shape;
 
 /// Limits of the device the space is built for (from the GPU, or defaults for --compile-only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceLimits {
     pub max_threads_per_block: i64,
     /// Static shared memory a block may use, in bytes.

@@ -15,8 +15,8 @@ use crate::shape::Shape;
 use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::verify;
 use crate::worker::{
-    compile_parallel, run_tasks, ArgDesc, BufferDesc, Isolation, Job, ReferenceKernel, Task,
-    TaskResult, Work,
+    compile_parallel, run_tasks, ArgDesc, BufferDesc, GpuWorker, Isolation, Job, ReferenceKernel,
+    Task, TaskResult, Work,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
@@ -52,7 +52,13 @@ pub struct TuneOptions {
     pub watchdog_s: f64,
     /// Reuse the results in a matching journal from an earlier, unfinished run.
     pub resume: bool,
+    /// Cut timing short for variants clearly slower than the best so far.
+    pub adaptive: bool,
 }
+
+/// A variant whose first timed launches are all slower than this factor times the best
+/// median so far is not a contender: it is timed no further.
+pub const ADAPTIVE_CUTOFF: f64 = 1.5;
 
 /// Wall time of each phase, in seconds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -219,18 +225,26 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     }
     let renderer = Renderer::new(&op)?;
 
-    let gpu = if opts.compile_only {
-        None
+    // The device: described by the first GPU worker (started now, so the driver's start
+    // overlaps compiling; this process then needs no CUDA context), or opened here when
+    // running in-process.
+    let (device, free_mem, first_worker, local_gpu) = if opts.compile_only {
+        (None, 0, None, None)
+    } else if let Some(exe) = &opts.worker_exe {
+        let (w, info, free) = GpuWorker::start(exe, opts.device)?;
+        (Some(info), free, Some(w), None)
     } else {
-        Some(Gpu::open(opts.device)?)
+        let g = Gpu::open(opts.device)?;
+        let free = g.free_mem()? as u64;
+        (Some(g.info.clone()), free, None, Some(g))
     };
-    let limits = gpu
+    let limits = device
         .as_ref()
-        .map(|g| g.info.limits)
+        .map(|d| d.limits)
         .unwrap_or(DeviceLimits::SM90_DEFAULT);
-    let arch = match (&opts.arch, &gpu) {
+    let arch = match (&opts.arch, &device) {
         (Some(a), _) => a.clone(),
-        (None, Some(g)) => g.info.arch(),
+        (None, Some(g)) => g.arch(),
         (None, None) => "sm_90".to_string(),
     };
     let candidates = space::enumerate(&op, &shape, &limits, &overrides)?;
@@ -253,8 +267,8 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     }
     let base = space::base_vars(&op, &shape, &limits);
     let layout = BufferLayout::new(&op, &base)?;
-    if let Some(g) = &gpu {
-        layout.check_memory(g)?;
+    if let Some(d) = &device {
+        layout.check_memory(d, free_mem)?;
     }
     let cache_dir = if opts.cubin_cache {
         default_cache_dir()
@@ -333,7 +347,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let param_names: Vec<String> = op.spec.params.iter().map(|p| p.name.clone()).collect();
     let mut outcome = TuneOutcome {
         info: None,
-        device: gpu.as_ref().map(|g| g.info.clone()),
+        device: device.clone(),
         arch: arch.clone(),
         param_names,
         records: Vec::new(),
@@ -365,7 +379,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         reused: 0,
         journal_path: None,
     };
-    let Some(gpu) = gpu else {
+    let Some(dev) = device else {
         outcome.records = candidates
             .iter()
             .map(|c| compile_only_record(c, &builds))
@@ -381,20 +395,16 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         op: op.name().to_string(),
         shape: shape.to_string(),
         dtype: op.spec.dtype.clone(),
-        gpu: gpu.info.name.clone(),
-        compute_capability: format!(
-            "{}.{}",
-            gpu.info.compute_capability.0, gpu.info.compute_capability.1
-        ),
+        gpu: dev.name.clone(),
+        compute_capability: format!("{}.{}", dev.compute_capability.0, dev.compute_capability.1),
         cache: opts.bench.cache.as_str().to_string(),
         reps: opts.bench.reps,
         unit: unit.to_string(),
         roof: String::new(),
-        driver: gpu.info.driver_string(),
+        driver: dev.driver_string(),
         nvrtc: format!("{version_major}.{version_minor}"),
     };
     // The workers open their own contexts; this one only read the device's properties.
-    drop(gpu);
 
     // The job: baselines first (ids 0..), then the compiled variants (ids from 10000 +
     // candidate index), all sharing the inputs and the expected output.
@@ -470,6 +480,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     id: i,
                     work,
                     expect: b.expect.clone(),
+                    contender: false,
                 });
                 rec.status = Status::Failed;
                 rec.error = "not run".into();
@@ -549,6 +560,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                             block: [dims.block.0, dims.block.1, dims.block.2],
                         },
                         expect: "reference".into(),
+                        contender: true,
                     });
                     rec.status = Status::Failed;
                     rec.error = "not run".into();
@@ -585,14 +597,17 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         compare: op.spec.compare,
         rtol: opts.rtol.or(op.spec.rtol).unwrap_or(0.0),
         checker_cubin: checker_path,
+        adaptive_cutoff: opts.adaptive.then_some(ADAPTIVE_CUTOFF),
         tasks,
     };
-    let isolation = match &opts.worker_exe {
-        Some(exe) => Isolation::Subprocess {
+    let isolation = match (&opts.worker_exe, local_gpu) {
+        (Some(exe), _) => Isolation::Subprocess {
             exe: exe.clone(),
-            watchdog: Duration::from_secs_f64(opts.watchdog_s.max(1.0)),
+            watchdog: Duration::from_secs_f64(opts.watchdog_s.max(0.1)),
+            first: first_worker,
         },
-        None => Isolation::InProcess,
+        (None, Some(gpu)) => Isolation::InProcess(gpu),
+        (None, None) => unreachable!("a GPU run opens the device in-process or through a worker"),
     };
 
     // The journal: every finished task is appended as it finishes; --resume reuses a matching
@@ -669,7 +684,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let run = if job.tasks.is_empty() {
         Ok(0)
     } else {
-        run_tasks(&job, &isolation, &mut |r| handle(r, true))
+        run_tasks(&job, isolation, &mut |r| handle(r, true))
     };
     pb.finish_and_clear();
     if let Some(e) = journal_error {
@@ -881,10 +896,9 @@ impl BufferLayout {
     }
 
     /// Device bytes a run needs: the buffers, the expected output, and the L2 flush buffer.
-    fn check_memory(&self, gpu: &Gpu) -> Result<()> {
+    fn check_memory(&self, device: &DeviceInfo, free: u64) -> Result<()> {
         let elems: usize = self.buffers.iter().map(|b| b.2).sum::<usize>() + self.output().1;
-        let need = elems as u64 * 4 + (gpu.info.l2_bytes as u64 * 2).max(64 << 20) + (64 << 20);
-        let free = gpu.free_mem()? as u64;
+        let need = elems as u64 * 4 + (device.l2_bytes as u64 * 2).max(64 << 20) + (64 << 20);
         if need > free {
             return Err(Error::OutOfMemory {
                 need_mib: need >> 20,

@@ -11,7 +11,7 @@
 use crate::bench::{BenchSettings, Stats, Timer};
 use crate::compile::Compiler;
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult};
+use crate::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::ops::Compare;
 use crate::shape::Shape;
 use crate::verify::{self, Checker, NAN_BITS};
@@ -96,6 +96,10 @@ pub struct Task {
     pub work: Work,
     /// "reference" or the name of an input buffer the output must equal (copies).
     pub expect: String,
+    /// A variant of the tuned space (baselines are not): only these compete for best, and
+    /// only these may be cut short by adaptive repetitions.
+    #[serde(default)]
+    pub contender: bool,
 }
 
 /// Everything a worker needs; inputs and the reference are re-made from the seed, so nothing
@@ -114,6 +118,9 @@ pub struct Job {
     pub compare: Compare,
     pub rtol: f64,
     pub checker_cubin: PathBuf,
+    /// Stop timing a variant after a few launches when it is clearly slower than the best
+    /// variant so far (slower than `adaptive_cutoff` times its median).
+    pub adaptive_cutoff: Option<f64>,
     pub tasks: Vec<Task>,
 }
 
@@ -136,6 +143,8 @@ enum Line {
     Result(TaskResult),
     /// Setup failed before any task ran (no GPU, out of memory...).
     Fatal(String),
+    /// First line of every worker: the device it opened and its free memory in bytes.
+    Device(DeviceInfo, u64),
 }
 
 /// Host-side data of a job: inputs and, when computed on the CPU, the expected output.
@@ -180,11 +189,12 @@ struct Session {
     checker: Checker,
     timer: Timer,
     blas: std::result::Result<crate::gpu::Blas, String>,
+    /// Median of the fastest verified variant so far (for adaptive repetitions).
+    best_ms: std::cell::Cell<f64>,
 }
 
 impl Session {
-    fn open(job: &Job, host: &HostData) -> Result<Session> {
-        let gpu = Gpu::open(job.device)?;
+    fn open(gpu: Gpu, job: &Job, host: &HostData) -> Result<Session> {
         let mut buffers = Vec::new();
         let mut inputs = host.inputs.iter();
         for b in &job.buffers {
@@ -271,6 +281,7 @@ impl Session {
             checker,
             timer,
             blas,
+            best_ms: std::cell::Cell::new(f64::INFINITY),
         })
     }
 
@@ -303,7 +314,7 @@ impl Session {
             Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
                 (Some(f), Some(t)) => {
                     let (src, dst, bytes) = (f.ptr, t.ptr, f.len.min(t.len) * 4);
-                    self.check_and_time(job, expect, mode, &mut r, &|| {
+                    self.check_and_time(job, task, expect, mode, &mut r, &|| {
                         self.gpu.copy(dst, src, bytes)
                     })
                 }
@@ -314,7 +325,7 @@ impl Session {
                     (Err(why), ..) => Err(why.clone()),
                     (Ok(blas), Some(a), Some(b), Some(c)) => {
                         let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
-                        self.check_and_time(job, expect, mode, &mut r, &|| {
+                        self.check_and_time(job, task, expect, mode, &mut r, &|| {
                             self.gpu.sgemm(blas, a, b, c, m, n, k)
                         })
                     }
@@ -336,7 +347,7 @@ impl Session {
                             grid: (grid[0], grid[1], grid[2]),
                             block: (block[0], block[1], block[2]),
                         };
-                        self.check_and_time(job, expect, mode, &mut r, &|| {
+                        self.check_and_time(job, task, expect, mode, &mut r, &|| {
                             self.gpu.launch(&k, dims, &self.args)
                         })
                     }
@@ -344,7 +355,12 @@ impl Session {
             },
         };
         match outcome {
-            Ok(stats) => r.stats = Some(stats),
+            Ok(stats) => {
+                if task.contender && stats.median_ms < self.best_ms.get() {
+                    self.best_ms.set(stats.median_ms);
+                }
+                r.stats = Some(stats)
+            }
             Err(e) => r.error = e,
         }
         r
@@ -359,6 +375,7 @@ impl Session {
     fn check_and_time(
         &self,
         job: &Job,
+        task: &Task,
         expect: &Buffer,
         mode: Compare,
         r: &mut TaskResult,
@@ -375,10 +392,15 @@ impl Session {
         r.verify_s = t.elapsed().as_secs_f64();
         let cmp = verified.map_err(|f| self.fault(r, f))?;
         cmp.judge(mode, job.rtol, out.len as u64)?;
+        let best = self.best_ms.get();
+        let cutoff = match job.adaptive_cutoff {
+            Some(factor) if task.contender && best.is_finite() => Some(best * factor),
+            _ => None,
+        };
         let t = Instant::now();
         let stats = self
             .timer
-            .measure(&self.gpu, enqueue)
+            .measure(&self.gpu, enqueue, cutoff)
             .map_err(|f| self.fault(r, f));
         r.timing_s = t.elapsed().as_secs_f64();
         stats
@@ -388,12 +410,13 @@ impl Session {
 /// Runs `tasks` in this process, in order, handing each result to `sink`; stops after a
 /// fault that poisons the context. Fails only when the session cannot be set up.
 pub fn run_in_process(
+    gpu: Gpu,
     job: &Job,
     host: &HostData,
     tasks: &[Task],
     sink: &mut dyn FnMut(TaskResult),
 ) -> Result<()> {
-    let session = Session::open(job, host)?;
+    let session = Session::open(gpu, job, host)?;
     for task in tasks {
         if interrupted() {
             break;
@@ -408,9 +431,10 @@ pub fn run_in_process(
     Ok(())
 }
 
-/// Entry point of `tune __gpu-worker`: a [`Job`] as JSON on stdin, [`Line`]s on stdout.
-pub fn gpu_worker_main() -> i32 {
-    let mut text = String::new();
+/// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
+/// the parent never needs a CUDA context of its own, and the driver's start overlaps the
+/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams [`Line`]s.
+pub fn gpu_worker_main(args: &[String]) -> i32 {
     let stdout = std::io::stdout();
     let emit = |line: &Line| {
         let mut out = stdout.lock();
@@ -421,9 +445,23 @@ pub fn gpu_worker_main() -> i32 {
         );
         let _ = out.flush();
     };
+    let device = args.first().and_then(|d| d.parse().ok()).unwrap_or(0);
+    let gpu = match Gpu::open(device) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            emit(&Line::Fatal(e.to_string()));
+            return 1;
+        }
+    };
+    let free = gpu.free_mem().unwrap_or(0) as u64;
+    emit(&Line::Device(gpu.info.clone(), free));
+    let mut text = String::new();
     if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
         emit(&Line::Fatal(format!("reading the job: {e}")));
         return 1;
+    }
+    if text.trim().is_empty() {
+        return 0; // the parent only wanted the device's description
     }
     let job: Job = match serde_json::from_str(&text) {
         Ok(job) => job,
@@ -434,7 +472,7 @@ pub fn gpu_worker_main() -> i32 {
     };
     let setup = HostData::new(&job).and_then(|host| {
         let mut sticky = false;
-        run_in_process(&job, &host, &job.tasks, &mut |r| {
+        run_in_process(gpu, &job, &host, &job.tasks, &mut |r| {
             sticky |= r.sticky;
             emit(&Line::Result(r));
         })?;
@@ -450,28 +488,96 @@ pub fn gpu_worker_main() -> i32 {
     }
 }
 
+/// A started GPU worker process that has opened its device and waits for a job.
+pub struct GpuWorker {
+    child: Child,
+    rx: mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl GpuWorker {
+    /// Starts `exe __gpu-worker DEVICE` and waits for its device report.
+    pub fn start(exe: &Path, device: usize) -> Result<(GpuWorker, DeviceInfo, u64)> {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(exe)
+            .args([GPU_WORKER_ARG, &device.to_string()])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Error::io("cannot start worker", exe, e))?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let worker = GpuWorker { child, rx, reader };
+        loop {
+            match worker.rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(text) => match serde_json::from_str::<Line>(&text) {
+                    Ok(Line::Device(info, free)) => return Ok((worker, info, free)),
+                    Ok(Line::Fatal(why)) => {
+                        worker.finish();
+                        // The worker's message is already a whole error line; keep it as is.
+                        let why = why
+                            .strip_prefix("no CUDA GPU is usable: ")
+                            .unwrap_or(&why)
+                            .to_string();
+                        return Err(Error::NoGpu(why));
+                    }
+                    _ => {}
+                },
+                Err(_) => {
+                    worker.finish();
+                    return Err(Error::NoGpu(
+                        "the GPU worker did not report its device (driver hung or crashed?)".into(),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Kills the worker if it still runs and reaps it.
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = self.reader.join();
+    }
+}
+
 /// How GPU tasks are isolated from each other.
-#[derive(Debug, Clone)]
 pub enum Isolation {
-    /// In this process: fastest to start, but a fault ends the run (remaining tasks fail).
-    InProcess,
-    /// In child processes of this executable (`tune`): faults and hangs are survived.
-    Subprocess { exe: PathBuf, watchdog: Duration },
+    /// In this process, on this context: a fault ends the run (remaining tasks fail).
+    InProcess(Gpu),
+    /// In child processes of this executable (`tune`): faults and hangs are survived. The
+    /// first worker may already be running (started early to overlap its start).
+    Subprocess {
+        exe: PathBuf,
+        /// Floor of the per-task time limit, in seconds.
+        watchdog: Duration,
+        first: Option<GpuWorker>,
+    },
 }
 
 /// Runs every task of `job`, calling `on_result` as each finishes. Returns the number of
 /// worker restarts, or the error that stopped the run (results so far were delivered).
 pub fn run_tasks(
     job: &Job,
-    isolation: &Isolation,
+    isolation: Isolation,
     on_result: &mut dyn FnMut(TaskResult),
 ) -> Result<usize> {
     match isolation {
-        Isolation::InProcess => {
+        Isolation::InProcess(gpu) => {
             let host = HostData::new(job)?;
             let mut done = std::collections::BTreeSet::new();
             let mut lost = None;
-            run_in_process(job, &host, &job.tasks, &mut |r| {
+            run_in_process(gpu, job, &host, &job.tasks, &mut |r| {
                 done.insert(r.id);
                 if r.sticky {
                     lost = Some(r.error.clone());
@@ -480,33 +586,20 @@ pub fn run_tasks(
             })?;
             if let Some(why) = lost {
                 for t in job.tasks.iter().filter(|t| !done.contains(&t.id)) {
-                    on_result(TaskResult {
-                        id: t.id,
-                        stats: None,
-                        error: format!("not run: an earlier variant faulted ({why}); in-process runs cannot recover"),
-                        registers: None,
-                        sticky: false,
-                        verify_s: 0.0,
-                        timing_s: 0.0,
-                    });
+                    on_result(failed(
+                        t.id,
+                        format!("not run: an earlier variant faulted ({why}); in-process runs cannot recover"),
+                    ));
                 }
             }
             Ok(0)
         }
-        Isolation::Subprocess { exe, watchdog } => run_subprocess(job, exe, *watchdog, on_result),
+        Isolation::Subprocess {
+            exe,
+            watchdog,
+            first,
+        } => run_subprocess(job, &exe, watchdog, first, on_result),
     }
-}
-
-fn spawn(exe: &Path, arg: &str) -> Result<Child> {
-    use std::os::unix::process::CommandExt;
-    Command::new(exe)
-        .arg(arg)
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| Error::io("cannot start worker", exe, e))
 }
 
 fn failed(id: usize, error: String) -> TaskResult {
@@ -521,73 +614,82 @@ fn failed(id: usize, error: String) -> TaskResult {
     }
 }
 
+/// The time a task may take before the watchdog fires: the floor, plus a hundred times what
+/// its launches would take at the speed of the fastest task so far, plus a minute for the
+/// first task of a worker (it also builds the inputs, the reference and the context).
+fn task_limit(job: &Job, floor: Duration, fastest_ms: f64, first: bool) -> Duration {
+    let launches = (job.bench.warmup + job.bench.reps + 2) as f64;
+    let scaled = if fastest_ms.is_finite() {
+        100.0 * launches * fastest_ms / 1e3
+    } else {
+        0.0
+    };
+    floor
+        + Duration::from_secs_f64(scaled)
+        + if first {
+            Duration::from_secs(60)
+        } else {
+            Duration::ZERO
+        }
+}
+
 fn run_subprocess(
     job: &Job,
     exe: &Path,
     watchdog: Duration,
+    mut next: Option<GpuWorker>,
     on_result: &mut dyn FnMut(TaskResult),
 ) -> Result<usize> {
     let mut remaining: std::collections::VecDeque<Task> = job.tasks.iter().cloned().collect();
     let mut restarts = 0;
+    let mut fastest_ms = f64::INFINITY;
     while !remaining.is_empty() {
+        let mut worker = match next.take() {
+            Some(w) => w,
+            None => GpuWorker::start(exe, job.device)?.0,
+        };
         let mut part = job.clone();
         part.tasks = remaining.iter().cloned().collect();
-        let mut child = spawn(exe, GPU_WORKER_ARG)?;
-        let payload = serde_json::to_vec(&part).expect("serializable");
         {
-            let mut stdin = child.stdin.take().expect("piped");
+            let payload = serde_json::to_vec(&part).expect("serializable");
+            let mut stdin = worker.child.stdin.take().expect("piped");
             stdin
                 .write_all(&payload)
                 .map_err(|e| Error::io("cannot send the job to", exe, e))?;
         }
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // The first task of a worker also pays for its start (context, inputs, reference).
         let mut first = true;
         let mut last_sticky = false;
         while let Some(in_flight) = remaining.front().map(|t| t.id) {
-            let limit = if first {
-                watchdog + Duration::from_secs(60)
-            } else {
-                watchdog
-            };
-            match rx.recv_timeout(limit) {
+            let limit = task_limit(job, watchdog, fastest_ms, first);
+            match worker.rx.recv_timeout(limit) {
                 Ok(text) => match serde_json::from_str::<Line>(&text) {
                     Ok(Line::Result(r)) => {
                         first = false;
                         last_sticky = r.sticky;
+                        if let Some(s) = r.stats {
+                            fastest_ms = fastest_ms.min(s.median_ms);
+                        }
                         if remaining.front().map(|t| t.id) == Some(r.id) {
                             remaining.pop_front();
                         }
                         on_result(r);
                         if interrupted() {
-                            let _ = child.kill();
-                            let _ = child.wait();
-                            let _ = reader.join();
+                            worker.finish();
                             return Ok(restarts);
                         }
                     }
                     Ok(Line::Fatal(why)) => {
-                        let _ = child.wait();
+                        worker.finish();
                         return Err(Error::NoGpu(format!("GPU worker could not start: {why}")));
                     }
-                    Err(_) => {} // not ours: ignore stray output
+                    _ => {} // a device report, or stray output
                 },
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
                     remaining.pop_front();
                     on_result(failed(
                         in_flight,
                         format!(
-                            "watchdog: no result after {:.0} s (kernel hung?); worker killed",
+                            "watchdog: no result after {:.1} s (kernel hung?); worker killed",
                             limit.as_secs_f64()
                         ),
                     ));
@@ -595,7 +697,8 @@ fn run_subprocess(
                     break;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = child
+                    let status = worker
+                        .child
                         .wait()
                         .map(|s| s.to_string())
                         .unwrap_or_else(|e| e.to_string());
@@ -613,8 +716,10 @@ fn run_subprocess(
                 }
             }
         }
-        let _ = reader.join();
-        let _ = child.wait();
+        worker.finish();
+    }
+    if let Some(w) = next {
+        w.finish();
     }
     Ok(restarts)
 }

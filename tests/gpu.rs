@@ -35,6 +35,7 @@ fn options(shape: &str, out: &Path) -> TuneOptions {
         jobs: 4,
         watchdog_s: 20.0,
         resume: false,
+        adaptive: true,
     }
 }
 
