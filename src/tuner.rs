@@ -125,22 +125,52 @@ fn compile_all(
     }
     let out = match &opts.worker_exe {
         Some(exe) if sources.len() > 1 && opts.jobs > 1 => {
-            let replies =
-                compile_parallel(exe, compiler.arch(), cache, &paths, opts.jobs, &|| {
-                    pb.inc(1)
-                })?;
-            replies
-                .into_iter()
-                .zip(&paths)
-                .map(|(r, p)| CompiledSource {
-                    result: if r.ok {
-                        Ok(p.with_extension("cubin"))
-                    } else {
-                        Err(format!("compile: {}", r.log))
-                    },
-                    millis: r.millis,
-                    from_cache: r.from_cache,
-                })
+            // Cache hits are read here: starting worker processes costs more than reading a
+            // few hundred small files. Only the misses go to the workers.
+            let mut out: Vec<Option<CompiledSource>> = Vec::with_capacity(sources.len());
+            let mut misses = Vec::new();
+            for (k, (src, path)) in sources.iter().zip(&paths).enumerate() {
+                let t = Instant::now();
+                let hit = cache.and_then(|dir| crate::compile::read_cache(dir, &compiler.key(src)));
+                match hit {
+                    Some(cubin) => {
+                        let file = path.with_extension("cubin");
+                        std::fs::write(&file, cubin)
+                            .map_err(|e| Error::io("cannot write", &file, e))?;
+                        let millis = t.elapsed().as_secs_f64() * 1e3;
+                        out.push(Some(CompiledSource {
+                            result: Ok(file),
+                            millis,
+                            from_cache: true,
+                        }));
+                        pb.inc(1);
+                    }
+                    None => {
+                        out.push(None);
+                        misses.push(k);
+                    }
+                }
+            }
+            if !misses.is_empty() {
+                let miss_paths: Vec<PathBuf> = misses.iter().map(|&k| paths[k].clone()).collect();
+                let replies =
+                    compile_parallel(exe, compiler.arch(), cache, &miss_paths, opts.jobs, &|| {
+                        pb.inc(1)
+                    })?;
+                for (&k, r) in misses.iter().zip(replies) {
+                    out[k] = Some(CompiledSource {
+                        result: if r.ok {
+                            Ok(paths[k].with_extension("cubin"))
+                        } else {
+                            Err(format!("compile: {}", r.log))
+                        },
+                        millis: r.millis,
+                        from_cache: r.from_cache,
+                    });
+                }
+            }
+            out.into_iter()
+                .map(|c| c.expect("every source is a hit or a compiled miss"))
                 .collect()
         }
         _ => {
