@@ -16,6 +16,8 @@ Examples:
       time with L2 kept warm between launches, 100 timed launches per variant
   tune --op matmul --shape 1024x1024x1024 --block-size 16,32
       tune the tiled matmul (C = A·B, MxNxK) at block sizes 16 and 32 against cuBLAS
+  tune --spec examples/vector_add --shape 10000000
+      tune your own kernel: a spec (parameters, constraints, launch, buffers) + a Tera template
   tune --op transpose --shape 1000x1000 --compile-only --arch sm_90 --emit gen/
       render and compile every variant with NVRTC, no GPU needed, and keep the sources
 
@@ -207,6 +209,15 @@ pub struct TuneArgs {
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
+
+    /// Tune your own kernel: its spec (.toml), or a folder holding one spec and its template.
+    /// The op's name comes from the spec; --op is ignored.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub spec: Option<PathBuf>,
+
+    /// The kernel template (.cu.tera) to use instead of the one the spec names.
+    #[arg(long, value_name = "FILE", requires = "spec")]
+    pub template: Option<PathBuf>,
 }
 
 impl TuneArgs {
@@ -214,6 +225,8 @@ impl TuneArgs {
         TuneOptions {
             op: self.op.clone(),
             templates: self.templates.clone(),
+            spec: self.spec.clone(),
+            template: self.template.clone(),
             shape: self.shape.clone().unwrap_or_default(),
             params: self
                 .params

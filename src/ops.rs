@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::expr::Value;
 use serde::Deserialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Files of the built-in ops, embedded from `templates/`.
 const BUILTIN_FILES: &[(&str, &str)] = &[
@@ -97,7 +97,7 @@ impl ParamSpec {
     }
 }
 
-fn toml_to_value(v: &toml::Value) -> Value {
+pub(crate) fn toml_to_value(v: &toml::Value) -> Value {
     match v {
         toml::Value::Integer(i) => Value::Int(*i),
         toml::Value::Boolean(b) => Value::Bool(*b),
@@ -143,6 +143,25 @@ pub struct BufferSpec {
     /// Expression for the number of float elements.
     pub elements: String,
     pub role: Role,
+    /// Element type; only "f32" is supported (checked when the spec is read).
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    /// How an input is filled before the run.
+    #[serde(default)]
+    pub fill: Fill,
+}
+
+/// How an input buffer is filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fill {
+    /// Uniform in [-1, 1], never exactly zero (the default: hides nothing).
+    #[default]
+    Uniform,
+    /// All ones (e.g. to count with a reduction).
+    Ones,
+    /// 0, 1, 2, ... modulo 1024 (exactly representable, easy to eyeball).
+    Iota,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -199,6 +218,10 @@ pub struct OpSpec {
     pub template: String,
     pub kernel: String,
     pub reference: String,
+    /// With `reference = "config"`: the parameter values of the configuration that runs
+    /// first and whose output is taken as the answer for every other variant.
+    #[serde(default)]
+    pub reference_config: Option<toml::Table>,
     /// A kernel of the baseline template that computes the expected output on the GPU (for
     /// shapes too large for a CPU reference); `reference` then names the CPU spot check.
     #[serde(default)]
@@ -235,9 +258,75 @@ pub struct Op {
     pub baseline_template: Option<String>,
     /// Where the spec came from, for error messages.
     pub origin: String,
+    /// The spec's text, to point errors at a line.
+    pub spec_text: String,
 }
 
 impl Op {
+    /// Loads a user-written op from its spec file (or a folder holding one `.toml`). The
+    /// template is the spec's `template`, relative to the spec's folder, unless `template`
+    /// names another file.
+    pub fn load_spec(path: &Path, template: Option<&Path>) -> Result<Op> {
+        let spec_path = if path.is_dir() {
+            let specs: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| Error::io("cannot read", path, e))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            match specs.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    return Err(Error::Usage(format!(
+                        "{} holds no .toml spec",
+                        path.display()
+                    )))
+                }
+                _ => {
+                    return Err(Error::Usage(format!(
+                        "{} holds several .toml specs; name one with --spec FILE",
+                        path.display()
+                    )))
+                }
+            }
+        } else {
+            path.to_path_buf()
+        };
+        let origin = spec_path.display().to_string();
+        let spec_text = std::fs::read_to_string(&spec_path)
+            .map_err(|e| Error::io("cannot read", &spec_path, e))?;
+        let spec = parse_spec(&spec_text, &origin)?;
+        let dir = spec_path.parent().unwrap_or(Path::new("."));
+        let read = |file: &Path| {
+            std::fs::read_to_string(file).map_err(|e| Error::io("cannot read template", file, e))
+        };
+        let template = read(
+            &template
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| dir.join(&spec.template)),
+        )?;
+        let baseline_template = match &spec.baseline_source {
+            Some(src) => Some(read(&dir.join(&src.template))?),
+            None => None,
+        };
+        Ok(Op {
+            spec,
+            template,
+            baseline_template,
+            origin,
+            spec_text,
+        })
+    }
+
+    /// `file:line` of the first line of the spec that contains `needle` (an expression), or
+    /// the file alone: where an error in that expression should send the user.
+    pub fn at(&self, needle: &str) -> String {
+        match self.spec_text.lines().position(|l| l.contains(needle)) {
+            Some(i) => format!("{}:{}", self.origin, i + 1),
+            None => self.origin.clone(),
+        }
+    }
+
     /// Loads an op by name: built-in, or from `dir` when given.
     pub fn load(name: &str, dir: Option<&Path>) -> Result<Op> {
         let read = |file: &str| -> Result<Option<String>> {
@@ -286,6 +375,7 @@ impl Op {
             template,
             baseline_template,
             origin,
+            spec_text,
         })
     }
 
@@ -394,6 +484,44 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         return Err(err(
             "reference_kernel needs reference_launch and [baseline_source]".into(),
         ));
+    }
+    for b in &spec.buffers {
+        if b.dtype != "f32" {
+            return Err(err(format!(
+                "buffers.{}.dtype: '{}' is not supported (only f32)",
+                b.name, b.dtype
+            )));
+        }
+    }
+    match (spec.reference.as_str(), &spec.reference_config) {
+        ("config", None) => {
+            return Err(err(
+                "reference = \"config\" needs reference_config = { NAME = value, ... }".into(),
+            ))
+        }
+        ("config", Some(cfg)) => {
+            for key in cfg.keys() {
+                if !spec.params.iter().any(|p| &p.name == key) {
+                    return Err(err(format!(
+                        "reference_config.{key}: not a parameter of this op"
+                    )));
+                }
+            }
+            for p in &spec.params {
+                if !cfg.contains_key(&p.name) {
+                    return Err(err(format!(
+                        "reference_config: no value for parameter {}",
+                        p.name
+                    )));
+                }
+            }
+        }
+        (_, Some(_)) => {
+            return Err(err(
+                "reference_config is only used with reference = \"config\"".into(),
+            ))
+        }
+        _ => {}
     }
     let (amount, _) = spec.metric.amount();
     if amount == "0" {

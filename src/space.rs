@@ -251,7 +251,7 @@ fn evaluate(
             file: origin.clone(),
             why: format!("defines.{name}: must be an expression string"),
         })?;
-        let value = vars.eval(expr, &format!("{origin} defines.{name}"))?;
+        let value = vars.eval(expr, &format!("{} defines.{name}", op.at(expr)))?;
         vars.set(name, &value);
         define_names.push(name.clone());
     }
@@ -266,7 +266,7 @@ fn evaluate(
     for (i, c) in op.spec.constraints.iter().enumerate() {
         let ok = candidate
             .vars
-            .eval_bool(&c.expr, &format!("{origin} constraints[{i}]"))?;
+            .eval_bool(&c.expr, &format!("{} constraints[{i}]", op.at(&c.expr)))?;
         if !ok {
             candidate.pruned = Some(c.reason());
             return Ok(candidate);
@@ -278,7 +278,7 @@ fn evaluate(
         &launch.block,
         &launch.grid,
         limits,
-        &format!("{origin} launch"),
+        &format!("{} launch", op.at("[launch]")),
     )? {
         Ok(dims) => candidate.launch = Some(dims),
         Err(why) => candidate.pruned = Some(why),

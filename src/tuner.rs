@@ -29,6 +29,10 @@ pub struct TuneOptions {
     pub op: String,
     /// Read op specs and templates from here instead of the built-in ones.
     pub templates: Option<PathBuf>,
+    /// A user-written op: spec file or folder (overrides `op` and `templates`).
+    pub spec: Option<PathBuf>,
+    /// A template file that replaces the one the spec names.
+    pub template: Option<PathBuf>,
     pub shape: String,
     /// `NAME=v1,v2,...` overrides.
     pub params: Vec<String>,
@@ -54,6 +58,41 @@ pub struct TuneOptions {
     pub resume: bool,
     /// Cut timing short for variants clearly slower than the best so far.
     pub adaptive: bool,
+}
+
+impl Default for TuneOptions {
+    /// The CLI's defaults, with work in this process (`worker_exe: None`): a library user
+    /// sets `op`, `shape` and, to survive faulting kernels, `worker_exe` to a `tune` binary.
+    fn default() -> Self {
+        TuneOptions {
+            op: "transpose".into(),
+            templates: None,
+            spec: None,
+            template: None,
+            shape: String::new(),
+            params: Vec::new(),
+            bench: BenchSettings {
+                warmup: 3,
+                reps: 30,
+                cache: crate::bench::CacheState::Cold,
+            },
+            out_dir: PathBuf::from("results"),
+            compile_only: false,
+            arch: None,
+            emit: None,
+            device: 0,
+            cubin_cache: true,
+            rtol: None,
+            seed: 1,
+            worker_exe: None,
+            jobs: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            watchdog_s: 10.0,
+            resume: false,
+            adaptive: true,
+        }
+    }
 }
 
 /// A variant whose first timed launches are all slower than this factor times the best
@@ -240,7 +279,10 @@ fn bar(len: usize, prefix: &'static str) -> ProgressBar {
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let t0 = Instant::now();
     // Everything the user typed is checked before any GPU or compiler is touched.
-    let op = Op::load(&opts.op, opts.templates.as_deref())?;
+    let op = match &opts.spec {
+        Some(spec) => Op::load_spec(spec, opts.template.as_deref())?,
+        None => Op::load(&opts.op, opts.templates.as_deref())?,
+    };
     let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
     let overrides = opts
         .params
@@ -420,7 +462,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
 
     let (version_major, version_minor) = compiler.version();
     let (unit_expr, unit) = op.spec.metric.amount();
-    let work = base.eval_int(unit_expr, &format!("{} metric", op.origin))? as f64;
+    let work = base.eval_int(unit_expr, &format!("{} metric", op.at(unit_expr)))? as f64;
     let mut info = RunInfo {
         op: op.name().to_string(),
         shape: shape.to_string(),
@@ -549,6 +591,20 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         }
         _ => None,
     };
+    // A user's op may name a configuration whose output is the answer: it is rendered and
+    // compiled on its own (it may lie outside a --param-narrowed space) and runs first.
+    let reference_kernel = match &op.spec.reference_config {
+        None => reference_kernel,
+        Some(cfg) => Some(reference_config_kernel(
+            &op,
+            &shape,
+            &limits,
+            cfg,
+            &renderer,
+            &compiler,
+            work_dir.path(),
+        )?),
+    };
     let builds: HashMap<usize, Build> = builds.into_iter().map(|b| (b.candidate, b)).collect();
     for c in &candidates {
         let params = c
@@ -609,10 +665,11 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         buffers: layout
             .buffers
             .iter()
-            .map(|(n, r, len)| BufferDesc {
+            .map(|(n, r, len, fill)| BufferDesc {
                 name: n.clone(),
                 input: *r == Role::Input,
                 len: *len,
+                fill: *fill,
             })
             .collect(),
         args: layout
@@ -827,6 +884,55 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     }
 }
 
+/// Renders and compiles the spec's `reference_config` into a [`ReferenceKernel`].
+fn reference_config_kernel(
+    op: &Op,
+    shape: &Shape,
+    limits: &DeviceLimits,
+    cfg: &toml::Table,
+    renderer: &Renderer,
+    compiler: &Compiler,
+    dir: &Path,
+) -> Result<ReferenceKernel> {
+    let bad = |why: String| Error::Spec {
+        file: op.at("reference_config"),
+        why: format!("reference_config: {why}"),
+    };
+    let overrides: Vec<space::ParamOverride> = cfg
+        .iter()
+        .map(|(k, v)| space::ParamOverride {
+            name: k.clone(),
+            values: vec![crate::ops::toml_to_value(v)],
+        })
+        .collect();
+    let candidates = space::enumerate(op, shape, limits, &overrides)?;
+    let [c] = candidates.as_slice() else {
+        return Err(bad(format!(
+            "names {} configurations, expected one",
+            candidates.len()
+        )));
+    };
+    if let Some(reason) = &c.pruned {
+        return Err(bad(format!(
+            "{} is pruned for this shape: {reason}",
+            c.config.label()
+        )));
+    }
+    let source = renderer.render(c).map_err(bad)?;
+    let done = compiler
+        .compile(&source)
+        .map_err(|f| bad(format!("does not compile: {}", one_line(&f.log))))?;
+    let path = dir.join("reference_config.cubin");
+    std::fs::write(&path, &done.cubin).map_err(|e| Error::io("cannot write", &path, e))?;
+    let dims = c.launch.expect("live candidates have launch dims");
+    Ok(ReferenceKernel {
+        cubin: path,
+        kernel: op.spec.kernel.clone(),
+        grid: [dims.grid.0, dims.grid.1, dims.grid.2],
+        block: [dims.block.0, dims.block.1, dims.block.2],
+    })
+}
+
 fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
     let build = builds.iter().find(|b| b.candidate == c.index);
     let (status, error) = match (&c.pruned, build.map(|b| &b.cubin)) {
@@ -873,7 +979,7 @@ fn baseline_launch(
 
 /// Sizes of the op's buffers for this shape.
 struct BufferLayout {
-    buffers: Vec<(String, Role, usize)>,
+    buffers: Vec<(String, Role, usize, crate::ops::Fill)>,
     args: Vec<ArgSpec>,
 }
 
@@ -888,7 +994,7 @@ impl BufferLayout {
         for b in &op.spec.buffers {
             let n = base.eval_int(
                 &b.elements,
-                &format!("{} buffers.{}.elements", op.origin, b.name),
+                &format!("{} buffers.{}.elements", op.at(&b.elements), b.name),
             )?;
             let n = usize::try_from(n)
                 .ok()
@@ -898,11 +1004,11 @@ impl BufferLayout {
                     context: format!("{} buffers.{}", op.origin, b.name),
                     why: format!("{n} elements is not a valid buffer size"),
                 })?;
-            buffers.push((b.name.clone(), b.role, n));
+            buffers.push((b.name.clone(), b.role, n, b.fill));
         }
         let mut args = Vec::new();
         for a in &op.spec.args {
-            if buffers.iter().any(|(n, _, _)| n == a) {
+            if buffers.iter().any(|(n, ..)| n == a) {
                 args.push(ArgSpec::Buffer(a.clone()));
             } else {
                 let v = base.eval_int(a, &format!("{} args", op.origin))?;
@@ -920,8 +1026,8 @@ impl BufferLayout {
     fn output(&self) -> (&str, usize) {
         self.buffers
             .iter()
-            .find(|(_, r, _)| *r == Role::Output)
-            .map(|(n, _, len)| (n.as_str(), *len))
+            .find(|(_, r, ..)| *r == Role::Output)
+            .map(|(n, _, len, _)| (n.as_str(), *len))
             .expect("specs are checked to have an output")
     }
 

@@ -26,6 +26,15 @@ pub fn random_input(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Fills an input buffer as its spec says.
+pub fn fill_input(fill: crate::ops::Fill, n: usize, seed: u64) -> Vec<f32> {
+    match fill {
+        crate::ops::Fill::Uniform => random_input(n, seed),
+        crate::ops::Fill::Ones => vec![1.0; n],
+        crate::ops::Fill::Iota => (0..n).map(|i| (i % 1024) as f32).collect(),
+    }
+}
+
 /// Computes an op's expected output on the CPU. `inputs` are the op's input buffers in spec
 /// order.
 pub fn cpu_reference(name: &str, shape: &Shape, inputs: &[&[f32]]) -> Result<Vec<f32>> {

@@ -16,6 +16,8 @@ fn options(shape: &str, out: &Path) -> TuneOptions {
     TuneOptions {
         op: "transpose".into(),
         templates: None,
+        spec: None,
+        template: None,
         shape: shape.into(),
         params: vec![],
         bench: BenchSettings {
@@ -438,4 +440,25 @@ fn ctrl_c_writes_what_was_measured_and_resume_finishes() {
     assert_eq!(resumed.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("Resumed:"), "{stdout}");
     assert!(out.path().join("best.csv").exists());
+}
+
+#[test]
+fn the_vector_add_example_tunes_end_to_end_from_its_spec() {
+    if skip("the_vector_add_example_tunes_end_to_end_from_its_spec") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("1000003", out.path());
+    opts.spec = Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vector_add"));
+    let o = tune(&opts).unwrap();
+    let failed: Vec<String> = o
+        .records
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .map(|r| format!("{}: {}", r.label(), r.error))
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    assert!(variants(&o).filter(|r| r.status == Status::Ok).count() >= 80);
+    assert!(o.best.is_some());
 }
