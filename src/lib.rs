@@ -21,3 +21,4 @@ pub mod space;
 pub mod tuner;
 pub mod verify;
 pub mod worker;
+pub mod stats;

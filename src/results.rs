@@ -145,9 +145,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io("cannot write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("cannot replace", path, e))
+    // Unique per process and per call, so concurrent writers never share a temporary file.
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{serial}.tmp", std::process::id()));
+    let written = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        // On disk before the rename: after a power loss the name shows old or new, never short.
+        f.sync_all()
+    })();
+    let result = written
+        .map_err(|e| Error::io("cannot write", &tmp, e))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).map_err(|e| Error::io("cannot replace", path, e))
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// Serializes a run's records (parameter columns from the first variant row).

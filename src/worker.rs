@@ -147,6 +147,8 @@ enum Line {
     Fatal(String),
     /// First line of every worker: the device it opened and its free memory in bytes.
     Device(DeviceInfo, u64),
+    /// The session is set up (inputs, reference, context): task clocks start now.
+    Ready,
 }
 
 /// Host-side data of a job: inputs and, when computed on the CPU, the expected output.
@@ -420,9 +422,11 @@ pub fn run_in_process(
     job: &Job,
     host: &HostData,
     tasks: &[Task],
+    ready: &mut dyn FnMut(),
     sink: &mut dyn FnMut(TaskResult),
 ) -> Result<()> {
     let session = Session::open(gpu, job, host)?;
+    ready();
     for task in tasks {
         if interrupted() {
             break;
@@ -478,10 +482,17 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
     };
     let setup = HostData::new(&job).and_then(|host| {
         let mut sticky = false;
-        run_in_process(gpu, &job, &host, &job.tasks, &mut |r| {
-            sticky |= r.sticky;
-            emit(&Line::Result(r));
-        })?;
+        run_in_process(
+            gpu,
+            &job,
+            &host,
+            &job.tasks,
+            &mut || emit(&Line::Ready),
+            &mut |r| {
+                sticky |= r.sticky;
+                emit(&Line::Result(r));
+            },
+        )?;
         Ok(sticky)
     });
     match setup {
@@ -583,7 +594,7 @@ pub fn run_tasks(
             let host = HostData::new(job)?;
             let mut done = std::collections::BTreeSet::new();
             let mut lost = None;
-            run_in_process(gpu, job, &host, &job.tasks, &mut |r| {
+            run_in_process(gpu, job, &host, &job.tasks, &mut || {}, &mut |r| {
                 done.insert(r.id);
                 if r.sticky {
                     lost = Some(r.error.clone());
@@ -663,6 +674,8 @@ fn run_subprocess(
                 .write_all(&payload)
                 .map_err(|e| Error::io("cannot send the job to", exe, e))?;
         }
+        // Until the worker is set up, its first task also pays for the inputs, the reference
+        // and the context: the watchdog allows a minute more for that phase only.
         let mut first = true;
         let mut last_sticky = false;
         while let Some(in_flight) = remaining.front().map(|t| t.id) {
@@ -684,6 +697,7 @@ fn run_subprocess(
                             return Ok(restarts);
                         }
                     }
+                    Ok(Line::Ready) => first = false,
                     Ok(Line::Fatal(why)) => {
                         worker.finish();
                         return Err(Error::NoGpu(format!("GPU worker could not start: {why}")));
