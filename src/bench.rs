@@ -104,7 +104,8 @@ impl Timer {
         self.settings
     }
 
-    fn flush(&self, gpu: &Gpu, round: usize) -> GpuResult<()> {
+    /// Writes the flush buffer (cold cache) or does nothing (warm).
+    pub fn flush(&self, gpu: &Gpu, round: usize) -> GpuResult<()> {
         match &self.flush {
             Some(buf) => gpu.fill_u32(buf, round as u32),
             None => Ok(()),

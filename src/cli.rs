@@ -201,6 +201,11 @@ pub struct TuneArgs {
     #[arg(long)]
     pub no_adaptive: bool,
 
+    /// Interleaved rounds that re-time the leading configurations (up to 5 within 10 % of
+    /// the fastest) to put a confidence interval on the winner; 0 skips it.
+    #[arg(long, default_value_t = 50)]
+    pub confirm_rounds: usize,
+
     /// Reuse the results journaled by an earlier unfinished run of the same op, shape, GPU,
     /// cache state and settings, and measure only what is missing.
     #[arg(long)]
@@ -260,6 +265,7 @@ impl TuneArgs {
             watchdog_s: self.watchdog,
             resume: self.resume,
             adaptive: !self.no_adaptive,
+            confirm_rounds: self.confirm_rounds,
         }
     }
 }

@@ -177,6 +177,32 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             );
         }
     }
+    if let Some(c) = &o.confidence {
+        let label = |at: usize| o.records[at].label();
+        if c.tied_with.is_empty() {
+            if let Some((at, cmp)) = c.runner_up {
+                let _ = writeln!(
+                    s,
+                    "Confidence: re-timed interleaved ({} rounds, {} leaders): {:.1}% faster than the runner-up {} (95% CI {:.1}..{:.1}%)",
+                    c.rounds,
+                    c.candidates.len(),
+                    cmp.slower_pct,
+                    label(at),
+                    cmp.ci_low_pct,
+                    cmp.ci_high_pct
+                );
+            }
+        } else {
+            let others: Vec<String> = c.tied_with.iter().map(|&at| label(at)).collect();
+            let _ = writeln!(
+                s,
+                "Confidence: statistically tied with {} other(s) over {} interleaved rounds (95% intervals span zero): {}; picked by the tie rule (fewest registers, then first in the space)",
+                c.tied_with.len(),
+                c.rounds,
+                others.join(" | ")
+            );
+        }
+    }
     if o.reused > 0 {
         let _ = writeln!(
             s,

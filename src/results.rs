@@ -52,6 +52,21 @@ pub struct Record {
     pub frac_of_roof: Option<f64>,
     pub compile_ms: Option<f64>,
     pub registers: Option<i32>,
+    /// The interleaved re-timing of the leading candidates, for those that took part.
+    pub confirm: Option<Confirmed>,
+}
+
+/// A leading candidate re-timed interleaved with the others, against the chosen winner.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Confirmed {
+    pub median_ms: f64,
+    /// How much slower than the winner (negative: faster), in percent, with its 95 % interval.
+    pub vs_winner_pct: f64,
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    /// Statistically tied with the fastest candidate (its interval spans zero).
+    pub tied: bool,
+    pub winner: bool,
 }
 
 impl Record {
@@ -86,6 +101,15 @@ pub struct RunInfo {
 }
 
 const FIXED_BEFORE: [&str; 2] = ["kind", "name"];
+const CONFIRM_COLUMNS: [&str; 6] = [
+    "confirm_median_ms",
+    "vs_winner_pct",
+    "vs_winner_ci_low_pct",
+    "vs_winner_ci_high_pct",
+    "tied",
+    "winner",
+];
+
 const FIXED_AFTER: [&str; 18] = [
     "status",
     "error",
@@ -179,6 +203,7 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         .copied()
         .chain(param_names.iter().map(String::as_str))
         .chain(FIXED_AFTER.iter().copied())
+        .chain(CONFIRM_COLUMNS.iter().copied())
         .collect();
     w.write_record(&header).map_err(csv_err)?;
     for r in records {
@@ -212,6 +237,15 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
             info.dtype.clone(),
             info.gpu.clone(),
             info.cache.clone(),
+        ]);
+        let c = r.confirm;
+        row.extend([
+            opt(c.map(|c| c.median_ms)),
+            opt(c.map(|c| c.vs_winner_pct)),
+            opt(c.map(|c| c.ci_low_pct)),
+            opt(c.map(|c| c.ci_high_pct)),
+            c.map(|c| c.tied.to_string()).unwrap_or_default(),
+            c.map(|c| c.winner.to_string()).unwrap_or_default(),
         ]);
         w.write_record(&row).map_err(csv_err)?;
     }
@@ -269,6 +303,14 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
             frac_of_roof: num("frac_of_roof"),
             compile_ms: num("compile_ms"),
             registers: get("registers").parse().ok(),
+            confirm: num("confirm_median_ms").map(|median_ms| Confirmed {
+                median_ms,
+                vs_winner_pct: num("vs_winner_pct").unwrap_or(0.0),
+                ci_low_pct: num("vs_winner_ci_low_pct").unwrap_or(0.0),
+                ci_high_pct: num("vs_winner_ci_high_pct").unwrap_or(0.0),
+                tied: get("tied") == "true",
+                winner: get("winner") == "true",
+            }),
         });
     }
     Ok(out)
@@ -380,6 +422,7 @@ mod tests {
                 frac_of_roof: Some(1.0),
                 compile_ms: None,
                 registers: None,
+                confirm: None,
             },
             Record {
                 kind: "variant".into(),
@@ -395,6 +438,14 @@ mod tests {
                 frac_of_roof: None,
                 compile_ms: Some(12.5),
                 registers: Some(32),
+                confirm: Some(Confirmed {
+                    median_ms: 0.0125,
+                    vs_winner_pct: 1.5,
+                    ci_low_pct: -0.25,
+                    ci_high_pct: 3.0,
+                    tied: true,
+                    winner: false,
+                }),
             },
             Record {
                 kind: "variant".into(),
@@ -410,6 +461,7 @@ mod tests {
                 frac_of_roof: None,
                 compile_ms: None,
                 registers: None,
+                confirm: None,
             },
         ];
         let dir = tempfile::tempdir().unwrap();

@@ -58,6 +58,8 @@ pub struct TuneOptions {
     pub resume: bool,
     /// Cut timing short for variants clearly slower than the best so far.
     pub adaptive: bool,
+    /// Interleaved rounds re-timing the leading candidates (0: none).
+    pub confirm_rounds: usize,
 }
 
 impl Default for TuneOptions {
@@ -91,6 +93,7 @@ impl Default for TuneOptions {
             watchdog_s: 10.0,
             resume: false,
             adaptive: true,
+            confirm_rounds: 50,
         }
     }
 }
@@ -134,6 +137,138 @@ pub struct TuneOutcome {
     /// Results taken from the journal of an earlier run (`--resume`).
     pub reused: usize,
     pub journal_path: Option<PathBuf>,
+    /// The interleaved re-timing of the leaders, when it ran.
+    pub confidence: Option<Confidence>,
+}
+
+/// How sure the run is of its winner.
+#[derive(Debug, Clone)]
+pub struct Confidence {
+    pub rounds: usize,
+    /// Records (indices) that took part, the winner included.
+    pub candidates: Vec<usize>,
+    /// Record index of the chosen winner.
+    pub winner: usize,
+    /// Records statistically tied with the fastest candidate, other than the winner.
+    pub tied_with: Vec<usize>,
+    /// The fastest other candidate and how much slower it is than the winner.
+    pub runner_up: Option<(usize, crate::stats::Comparison)>,
+}
+
+/// At most this many leading variants are re-timed interleaved ...
+pub const CONFIRM_TOP: usize = 5;
+/// ... and only those within this fraction of the fastest (the runner-up always).
+pub const CONFIRM_WITHIN: f64 = 0.10;
+
+/// Re-times the leading variants interleaved, computes each one's interval against the
+/// fastest, and picks the winner: the fastest, unless others are statistically tied with it,
+/// in which case the tie rule decides (fewest registers, then the first in the space), so
+/// repeated runs pick the same configuration whenever the data cannot tell them apart.
+fn confirm(
+    job: &Job,
+    isolation: Isolation,
+    task_record: &HashMap<usize, usize>,
+    records: &mut [Record],
+    opts: &TuneOptions,
+) -> Result<Option<Confidence>> {
+    let median = |at: usize| {
+        records[at]
+            .stats
+            .map(|s| s.median_ms)
+            .unwrap_or(f64::INFINITY)
+    };
+    let mut leaders: Vec<(usize, usize)> = task_record
+        .iter()
+        .filter(|(_, &at)| records[at].kind == "variant" && records[at].status == Status::Ok)
+        .map(|(&id, &at)| (id, at))
+        .collect();
+    leaders.sort_by(|a, b| median(a.1).total_cmp(&median(b.1)).then(a.1.cmp(&b.1)));
+    let Some(&(_, first)) = leaders.first() else {
+        return Ok(None);
+    };
+    let limit = median(first) * (1.0 + CONFIRM_WITHIN);
+    let picked: Vec<(usize, usize)> = leaders
+        .iter()
+        .enumerate()
+        .filter(|(rank, (_, at))| *rank < 2 || median(*at) <= limit)
+        .map(|(_, x)| *x)
+        .take(CONFIRM_TOP)
+        .collect();
+    if picked.len() < 2 {
+        return Ok(None);
+    }
+    let mut cjob = job.clone();
+    cjob.tasks = job
+        .tasks
+        .iter()
+        .filter(|t| picked.iter().any(|(id, _)| *id == t.id))
+        .cloned()
+        .collect();
+    cjob.confirm_rounds = opts.confirm_rounds;
+    cjob.adaptive_cutoff = None;
+    let mut samples: HashMap<usize, Vec<f64>> = HashMap::new();
+    let (_, idle) = run_tasks(&cjob, isolation, &mut |r| {
+        if r.samples.len() >= 2 {
+            samples.insert(r.id, r.samples);
+        }
+    })?;
+    if let Some(w) = idle {
+        w.finish();
+    }
+    let timed: Vec<(usize, Vec<f64>)> = picked
+        .iter()
+        .filter_map(|(id, at)| samples.remove(id).map(|s| (*at, s)))
+        .collect();
+    if timed.len() < 2 {
+        return Ok(None);
+    }
+    let seed = opts.seed ^ 0xC0_FFEE;
+    let med = |s: &Vec<f64>| crate::stats::median(s);
+    let leader = timed
+        .iter()
+        .min_by(|a, b| med(&a.1).total_cmp(&med(&b.1)))
+        .expect("two or more");
+    let tied: Vec<usize> = timed
+        .iter()
+        .filter(|(at, s)| *at == leader.0 || crate::stats::compare(&leader.1, s, 2000, seed).tied())
+        .map(|(at, _)| *at)
+        .collect();
+    // The tie rule: fewest registers, then the configuration that comes first in the space.
+    let winner = *tied
+        .iter()
+        .min_by_key(|&&at| (records[at].registers.unwrap_or(i32::MAX), at))
+        .expect("the leader is tied with itself");
+    let winner_samples = &timed.iter().find(|(at, _)| *at == winner).expect("timed").1;
+    let mut runner_up: Option<(usize, crate::stats::Comparison)> = None;
+    for (at, s) in &timed {
+        let cmp = crate::stats::compare(winner_samples, s, 2000, seed);
+        records[*at].confirm = Some(crate::results::Confirmed {
+            median_ms: med(s),
+            vs_winner_pct: if *at == winner { 0.0 } else { cmp.slower_pct },
+            ci_low_pct: if *at == winner { 0.0 } else { cmp.ci_low_pct },
+            ci_high_pct: if *at == winner { 0.0 } else { cmp.ci_high_pct },
+            tied: tied.contains(at),
+            winner: *at == winner,
+        });
+        if *at != winner
+            && runner_up.is_none_or(|(r, _)| {
+                med(s)
+                    < records[r]
+                        .confirm
+                        .map(|c| c.median_ms)
+                        .unwrap_or(f64::INFINITY)
+            })
+        {
+            runner_up = Some((*at, cmp));
+        }
+    }
+    Ok(Some(Confidence {
+        rounds: opts.confirm_rounds,
+        candidates: timed.iter().map(|(at, _)| *at).collect(),
+        winner,
+        tied_with: tied.into_iter().filter(|&at| at != winner).collect(),
+        runner_up,
+    }))
 }
 
 /// A compiled image on disk, or why there is none (render or compile error text).
@@ -254,6 +389,7 @@ fn new_record(kind: &str, name: &str, params: Vec<(String, String)>) -> Record {
         frac_of_roof: None,
         compile_ms: None,
         registers: None,
+        confirm: None,
     }
 }
 
@@ -450,6 +586,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         interrupted: false,
         reused: 0,
         journal_path: None,
+        confidence: None,
     };
     let Some(dev) = device else {
         outcome.records = candidates
@@ -685,6 +822,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         rtol: opts.rtol.or(op.spec.rtol).unwrap_or(0.0),
         checker_cubin: checker_path,
         adaptive_cutoff: opts.adaptive.then_some(ADAPTIVE_CUTOFF),
+        confirm_rounds: 0,
         tasks,
     };
     let isolation = match (&opts.worker_exe, local_gpu) {
@@ -709,6 +847,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         results::Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
     let earlier: HashMap<String, TaskResult> = earlier.into_iter().collect();
     let mut job = job;
+    let all_tasks = job.tasks.clone();
     let mut reused = Vec::new();
     job.tasks
         .retain(|t| match task_key.get(&t.id).and_then(|k| earlier.get(k)) {
@@ -769,7 +908,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         handle(r, false);
     }
     let run = if job.tasks.is_empty() {
-        Ok(0)
+        Ok((0, None))
     } else {
         run_tasks(&job, isolation, &mut |r| handle(r, true))
     };
@@ -786,10 +925,10 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             rec.error = "not run: interrupted (Ctrl-C)".into();
         }
     }
-    let fatal = match run {
-        Ok(restarts) => {
+    let (fatal, idle_worker) = match run {
+        Ok((restarts, idle)) => {
             outcome.context_restarts = restarts;
-            None
+            (None, idle)
         }
         Err(e) => {
             for rec in records
@@ -798,9 +937,28 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             {
                 rec.error = format!("not run: {e}");
             }
-            Some(e)
+            (Some(e), None)
         }
     };
+
+    // How sure are we? Re-time the leaders interleaved and pick the winner with intervals.
+    if opts.confirm_rounds > 0 && fatal.is_none() && !outcome.interrupted {
+        let isolation = match &opts.worker_exe {
+            Some(exe) => Some(Isolation::Subprocess {
+                exe: exe.clone(),
+                watchdog: Duration::from_secs_f64(opts.watchdog_s.max(0.1)),
+                first: idle_worker,
+            }),
+            None => Gpu::open(opts.device).ok().map(Isolation::InProcess),
+        };
+        if let Some(isolation) = isolation {
+            let mut cjob = job.clone();
+            cjob.tasks = all_tasks;
+            outcome.confidence = confirm(&cjob, isolation, &task_record, &mut records, opts)?;
+        }
+    } else if let Some(w) = idle_worker {
+        w.finish();
+    }
 
     let roof = op
         .spec
@@ -820,7 +978,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 .map(|s| ms / s.median_ms);
         }
     }
-    outcome.best = records
+    let fastest = records
         .iter()
         .enumerate()
         .filter(|(_, r)| r.kind == "variant" && r.status == Status::Ok)
@@ -833,6 +991,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 .total_cmp(&y.unwrap_or(f64::INFINITY))
         })
         .map(|(i, _)| i);
+    outcome.best = outcome.confidence.as_ref().map(|c| c.winner).or(fastest);
     outcome.records = records;
 
     // Results: the run CSV always, best.csv when something verified.
@@ -956,6 +1115,7 @@ fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
         frac_of_roof: None,
         compile_ms: build.map(|b| b.compile_ms),
         registers: None,
+        confirm: None,
     }
 }
 

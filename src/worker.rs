@@ -123,6 +123,10 @@ pub struct Job {
     /// Stop timing a variant after a few launches when it is clearly slower than the best
     /// variant so far (slower than `adaptive_cutoff` times its median).
     pub adaptive_cutoff: Option<f64>,
+    /// When non-zero, the tasks are not timed one after another but interleaved (A B C A B
+    /// C ...) for this many rounds, and every launch time comes back in `samples`.
+    #[serde(default)]
+    pub confirm_rounds: usize,
     pub tasks: Vec<Task>,
 }
 
@@ -137,6 +141,9 @@ pub struct TaskResult {
     pub sticky: bool,
     pub verify_s: f64,
     pub timing_s: f64,
+    /// Every timed launch, in order (interleaved confirmation rounds only).
+    #[serde(default)]
+    pub samples: Vec<f64>,
 }
 
 /// A line on the worker's stdout.
@@ -293,8 +300,102 @@ impl Session {
         })
     }
 
+    /// Gives the device back, releasing the session's buffers.
+    fn into_gpu(self) -> Gpu {
+        self.gpu
+    }
+
     fn buffer(&self, name: &str) -> Option<&Buffer> {
         self.buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    /// Verifies each task, then times them interleaved, one launch of each per round, so
+    /// clock drift and other slow changes hit every candidate alike.
+    fn run_interleaved(&self, job: &Job, tasks: &[Task]) -> Vec<TaskResult> {
+        let mut results: Vec<TaskResult> = Vec::new();
+        let mut loaded = Vec::new();
+        for task in tasks {
+            let Work::Kernel {
+                cubin,
+                kernel,
+                grid,
+                block,
+            } = &task.work
+            else {
+                results.push(failed(
+                    task.id,
+                    "only kernels are re-timed interleaved".into(),
+                ));
+                continue;
+            };
+            let dims = crate::space::LaunchDims {
+                grid: (grid[0], grid[1], grid[2]),
+                block: (block[0], block[1], block[2]),
+            };
+            let out = &self.buffers[self.output].1;
+            let ready = std::fs::read(cubin)
+                .map_err(|e| e.to_string())
+                .and_then(|image| {
+                    let k = self.gpu.load(&image, kernel).map_err(|f| f.to_string())?;
+                    self.gpu
+                        .fill_u32(out, NAN_BITS)
+                        .map_err(|f| f.to_string())?;
+                    self.gpu
+                        .launch(&k, dims, &self.args)
+                        .map_err(|f| f.to_string())?;
+                    self.gpu
+                        .synchronize("running the kernel")
+                        .map_err(|f| f.to_string())?;
+                    let cmp = self
+                        .checker
+                        .compare(&self.gpu, out, &self.expected)
+                        .map_err(|f| f.to_string())?;
+                    cmp.judge(job.compare, job.rtol, out.len as u64)?;
+                    Ok(k)
+                });
+            match ready {
+                Ok(k) => loaded.push((task.id, k, dims)),
+                Err(e) => results.push(failed(task.id, e)),
+            }
+        }
+        let rounds = job.confirm_rounds;
+        let timed = (|| -> GpuResult<Vec<Vec<f64>>> {
+            let events = self.gpu.timing_events(loaded.len())?;
+            let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
+            // One untimed round first: every kernel warm, the clocks up.
+            for round in 0..=rounds {
+                for (i, (_, k, dims)) in loaded.iter().enumerate() {
+                    self.timer.flush(&self.gpu, round * loaded.len() + i)?;
+                    self.gpu.record(&events[i].0)?;
+                    self.gpu.launch(k, *dims, &self.args)?;
+                    self.gpu.record(&events[i].1)?;
+                }
+                self.gpu.synchronize("interleaved launches")?;
+                if round > 0 {
+                    for (i, pair) in events.iter().enumerate() {
+                        samples[i].push(crate::gpu::elapsed_ms(pair)?);
+                    }
+                }
+            }
+            Ok(samples)
+        })();
+        match timed {
+            Ok(samples) => {
+                for ((id, k, _), s) in loaded.iter().zip(samples) {
+                    let mut r = failed(*id, String::new());
+                    r.registers = Some(k.registers);
+                    r.stats = Stats::from_samples(&s);
+                    r.samples = s;
+                    results.push(r);
+                }
+            }
+            Err(f) => {
+                for (id, ..) in &loaded {
+                    results.push(failed(*id, format!("interleaved timing: {f}")));
+                }
+            }
+        }
+        results
     }
 
     fn run(&self, job: &Job, task: &Task) -> TaskResult {
@@ -306,6 +407,7 @@ impl Session {
             sticky: false,
             verify_s: 0.0,
             timing_s: 0.0,
+            samples: Vec::new(),
         };
         let (expect, mode) = if task.expect == "reference" {
             (&self.expected, job.compare)
@@ -415,18 +517,15 @@ impl Session {
     }
 }
 
-/// Runs `tasks` in this process, in order, handing each result to `sink`; stops after a
-/// fault that poisons the context. Fails only when the session cannot be set up.
-pub fn run_in_process(
-    gpu: Gpu,
-    job: &Job,
-    host: &HostData,
-    tasks: &[Task],
-    ready: &mut dyn FnMut(),
-    sink: &mut dyn FnMut(TaskResult),
-) -> Result<()> {
-    let session = Session::open(gpu, job, host)?;
-    ready();
+/// Runs `tasks` on an open session, in order (or interleaved, for a confirmation job),
+/// handing each result to `sink`. Returns true when a fault poisoned the context.
+fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(TaskResult)) -> bool {
+    if job.confirm_rounds > 0 {
+        for result in session.run_interleaved(job, tasks) {
+            sink(result);
+        }
+        return false;
+    }
     for task in tasks {
         if interrupted() {
             break;
@@ -435,10 +534,36 @@ pub fn run_in_process(
         let sticky = result.sticky;
         sink(result);
         if sticky {
-            break;
+            return true;
         }
     }
+    false
+}
+
+/// Runs `tasks` in this process on `gpu`; stops after a fault that poisons the context.
+/// Fails only when the session cannot be set up.
+pub fn run_in_process(
+    gpu: Gpu,
+    job: &Job,
+    host: &HostData,
+    tasks: &[Task],
+    sink: &mut dyn FnMut(TaskResult),
+) -> Result<()> {
+    let session = Session::open(gpu, job, host)?;
+    run_on(&session, job, tasks, sink);
     Ok(())
+}
+
+impl Job {
+    /// Everything but the tasks and how they are timed: consecutive jobs with the same data
+    /// share one session (inputs, expected output, buffers) in a worker.
+    fn data_key(&self) -> String {
+        let mut j = self.clone();
+        j.tasks.clear();
+        j.confirm_rounds = 0;
+        j.adaptive_cutoff = None;
+        serde_json::to_string(&j).expect("serializable")
+    }
 }
 
 /// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
@@ -465,44 +590,42 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
     };
     let free = gpu.free_mem().unwrap_or(0) as u64;
     emit(&Line::Device(gpu.info.clone(), free));
-    let mut text = String::new();
-    if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
-        emit(&Line::Fatal(format!("reading the job: {e}")));
-        return 1;
-    }
-    if text.trim().is_empty() {
-        return 0; // the parent only wanted the device's description
-    }
-    let job: Job = match serde_json::from_str(&text) {
-        Ok(job) => job,
-        Err(e) => {
-            emit(&Line::Fatal(format!("parsing the job: {e}")));
-            return 1;
+    // One job per line; jobs with the same data reuse the session. EOF ends the worker.
+    let mut idle = Some(gpu);
+    let mut session: Option<(String, Session)> = None;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
         }
-    };
-    let setup = HostData::new(&job).and_then(|host| {
-        let mut sticky = false;
-        run_in_process(
-            gpu,
-            &job,
-            &host,
-            &job.tasks,
-            &mut || emit(&Line::Ready),
-            &mut |r| {
-                sticky |= r.sticky;
-                emit(&Line::Result(r));
-            },
-        )?;
-        Ok(sticky)
-    });
-    match setup {
-        Ok(false) => 0,
-        Ok(true) => 3,
-        Err(e) => {
-            emit(&Line::Fatal(e.to_string()));
-            1
+        let job: Job = match serde_json::from_str(&line) {
+            Ok(job) => job,
+            Err(e) => {
+                emit(&Line::Fatal(format!("parsing the job: {e}")));
+                return 1;
+            }
+        };
+        let key = job.data_key();
+        if session.as_ref().is_none_or(|(k, _)| *k != key) {
+            let gpu = match session.take() {
+                Some((_, s)) => s.into_gpu(),
+                None => idle.take().expect("the device is idle or in a session"),
+            };
+            match HostData::new(&job).and_then(|host| Session::open(gpu, &job, &host)) {
+                Ok(s) => session = Some((key, s)),
+                Err(e) => {
+                    emit(&Line::Fatal(e.to_string()));
+                    return 1;
+                }
+            }
+        }
+        emit(&Line::Ready);
+        let (_, s) = session.as_ref().expect("opened above");
+        if run_on(s, &job, &job.tasks, &mut |r| emit(&Line::Result(r))) {
+            return 3;
         }
     }
+    0
 }
 
 /// A started GPU worker process that has opened its device and waits for a job.
@@ -559,8 +682,21 @@ impl GpuWorker {
         }
     }
 
-    /// Kills the worker if it still runs and reaps it.
-    fn finish(mut self) {
+    /// Sends one job (one JSON line); the worker answers with [`Line`]s.
+    fn send(&mut self, job: &Job) -> std::io::Result<()> {
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or(std::io::ErrorKind::BrokenPipe)?;
+        let mut line = serde_json::to_vec(job).expect("serializable");
+        line.push(b'\n');
+        stdin.write_all(&line)?;
+        stdin.flush()
+    }
+
+    /// Ends the worker (closing its stdin ends an idle one) and reaps it.
+    pub fn finish(mut self) {
         drop(self.child.stdin.take());
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -588,13 +724,13 @@ pub fn run_tasks(
     job: &Job,
     isolation: Isolation,
     on_result: &mut dyn FnMut(TaskResult),
-) -> Result<usize> {
+) -> Result<(usize, Option<GpuWorker>)> {
     match isolation {
         Isolation::InProcess(gpu) => {
             let host = HostData::new(job)?;
             let mut done = std::collections::BTreeSet::new();
             let mut lost = None;
-            run_in_process(gpu, job, &host, &job.tasks, &mut || {}, &mut |r| {
+            run_in_process(gpu, job, &host, &job.tasks, &mut |r| {
                 done.insert(r.id);
                 if r.sticky {
                     lost = Some(r.error.clone());
@@ -609,7 +745,7 @@ pub fn run_tasks(
                     ));
                 }
             }
-            Ok(0)
+            Ok((0, None))
         }
         Isolation::Subprocess {
             exe,
@@ -628,6 +764,7 @@ fn failed(id: usize, error: String) -> TaskResult {
         sticky: false,
         verify_s: 0.0,
         timing_s: 0.0,
+        samples: Vec::new(),
     }
 }
 
@@ -656,7 +793,7 @@ fn run_subprocess(
     watchdog: Duration,
     mut next: Option<GpuWorker>,
     on_result: &mut dyn FnMut(TaskResult),
-) -> Result<usize> {
+) -> Result<(usize, Option<GpuWorker>)> {
     let mut remaining: std::collections::VecDeque<Task> = job.tasks.iter().cloned().collect();
     let mut restarts = 0;
     let mut fastest_ms = f64::INFINITY;
@@ -667,37 +804,34 @@ fn run_subprocess(
         };
         let mut part = job.clone();
         part.tasks = remaining.iter().cloned().collect();
-        {
-            let payload = serde_json::to_vec(&part).expect("serializable");
-            let mut stdin = worker.child.stdin.take().expect("piped");
-            stdin
-                .write_all(&payload)
-                .map_err(|e| Error::io("cannot send the job to", exe, e))?;
-        }
+        worker
+            .send(&part)
+            .map_err(|e| Error::io("cannot send the job to", exe, e))?;
         // Until the worker is set up, its first task also pays for the inputs, the reference
         // and the context: the watchdog allows a minute more for that phase only.
-        let mut first = true;
+        let mut setting_up = true;
         let mut last_sticky = false;
+        let mut alive = true;
         while let Some(in_flight) = remaining.front().map(|t| t.id) {
-            let limit = task_limit(job, watchdog, fastest_ms, first);
+            let limit = task_limit(job, watchdog, fastest_ms, setting_up);
             match worker.rx.recv_timeout(limit) {
                 Ok(text) => match serde_json::from_str::<Line>(&text) {
                     Ok(Line::Result(r)) => {
-                        first = false;
+                        setting_up = false;
                         last_sticky = r.sticky;
                         if let Some(s) = r.stats {
                             fastest_ms = fastest_ms.min(s.median_ms);
                         }
-                        if remaining.front().map(|t| t.id) == Some(r.id) {
-                            remaining.pop_front();
+                        if let Some(at) = remaining.iter().position(|t| t.id == r.id) {
+                            remaining.remove(at);
                         }
                         on_result(r);
                         if interrupted() {
                             worker.finish();
-                            return Ok(restarts);
+                            return Ok((restarts, None));
                         }
                     }
-                    Ok(Line::Ready) => first = false,
+                    Ok(Line::Ready) => setting_up = false,
                     Ok(Line::Fatal(why)) => {
                         worker.finish();
                         return Err(Error::NoGpu(format!("GPU worker could not start: {why}")));
@@ -714,6 +848,7 @@ fn run_subprocess(
                         ),
                     ));
                     restarts += 1;
+                    alive = false;
                     break;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -722,26 +857,26 @@ fn run_subprocess(
                         .wait()
                         .map(|s| s.to_string())
                         .unwrap_or_else(|e| e.to_string());
-                    if !remaining.is_empty() {
-                        if !last_sticky {
-                            remaining.pop_front();
-                            on_result(failed(
-                                in_flight,
-                                format!("GPU worker died while running it ({status})"),
-                            ));
-                        }
-                        restarts += 1;
+                    if !last_sticky {
+                        remaining.pop_front();
+                        on_result(failed(
+                            in_flight,
+                            format!("GPU worker died while running it ({status})"),
+                        ));
                     }
+                    restarts += 1;
+                    alive = false;
                     break;
                 }
             }
         }
-        worker.finish();
+        if alive && !last_sticky {
+            next = Some(worker); // idle, with its session: reused for the next job
+        } else {
+            worker.finish();
+        }
     }
-    if let Some(w) = next {
-        w.finish();
-    }
-    Ok(restarts)
+    Ok((restarts, next))
 }
 
 /// Outcome of compiling one source file in a worker.

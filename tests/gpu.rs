@@ -14,30 +14,19 @@ static GPU: Mutex<()> = Mutex::new(());
 
 fn options(shape: &str, out: &Path) -> TuneOptions {
     TuneOptions {
-        op: "transpose".into(),
-        templates: None,
-        spec: None,
-        template: None,
         shape: shape.into(),
-        params: vec![],
         bench: BenchSettings {
             warmup: 1,
             reps: 3,
             cache: CacheState::Warm,
         },
         out_dir: out.to_path_buf(),
-        compile_only: false,
-        arch: None,
-        emit: None,
-        device: 0,
-        cubin_cache: true,
-        rtol: None,
-        seed: 7,
         worker_exe: Some(tune_exe()),
         jobs: 4,
         watchdog_s: 20.0,
-        resume: false,
-        adaptive: true,
+        seed: 7,
+        confirm_rounds: 10,
+        ..TuneOptions::default()
     }
 }
 
@@ -461,4 +450,32 @@ fn the_vector_add_example_tunes_end_to_end_from_its_spec() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     assert!(variants(&o).filter(|r| r.status == Status::Ok).count() >= 80);
     assert!(o.best.is_some());
+}
+
+#[test]
+fn the_winner_comes_with_a_confidence_interval() {
+    if skip("the_winner_comes_with_a_confidence_interval") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("2048x2048", out.path());
+    opts.params = vec!["TILE_DIM=8,32".into(), "BOUNDS=none".into(), "PAD=1".into()];
+    opts.confirm_rounds = 30;
+    let o = tune(&opts).unwrap();
+    let c = o.confidence.as_ref().expect("leaders were re-timed");
+    assert_eq!(o.best, Some(c.winner));
+    assert!(c.candidates.len() >= 2);
+    let w = o.records[c.winner].confirm.unwrap();
+    assert!(w.winner && w.tied);
+    for &at in &c.candidates {
+        let conf = o.records[at].confirm.unwrap();
+        assert!(conf.ci_low_pct <= conf.vs_winner_pct && conf.vs_winner_pct <= conf.ci_high_pct);
+    }
+    // The CSV carries the interval.
+    let back = read_run_csv(o.csv_path.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        back.iter().filter(|r| r.confirm.is_some()).count(),
+        c.candidates.len()
+    );
 }
