@@ -11,6 +11,7 @@ log="$OUT/runs.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$log"
 echo "== GPU tests" | tee -a "$log"
 ./.gpu/gpu-tests --nocapture --test-threads=1 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^test |test result|verified, best" | tee -a "$log"
+./.gpu/faults-tests --nocapture --test-threads=1 2>&1 | tee -a "$OUT/gpu-tests.log" | grep -E "^test |test result" | tee -a "$log"
 rm -rf "$CUDA_AUTOTUNE_CACHE"   # the first tuning run below starts with a cold cubin cache
 run() {
   echo | tee -a "$log"
@@ -35,6 +36,17 @@ run --op matmul --shape 4096x4096x4096 --block-size 16,32
 run --op matmul --shape 1000x1000x1000 --block-size 16,32
 run --op matmul --shape 1024x1024x1024
 OUT=$OUT bash scripts/bench-speed.sh > /dev/null
+# Same winner on repeated runs? Five runs each, without and with the interleaved confirmation.
+for shape in 1000x1000 4096x4096; do
+  for rounds in 0 50; do
+    for i in 1 2 3 4 5; do
+      echo "== repeat $shape --confirm-rounds $rounds #$i" >> "$OUT/repeat.log"
+      ./.gpu/tune --op transpose --shape $shape --confirm-rounds $rounds --out /tmp/repeat 2>/dev/null \
+        | grep -E "^Best:|^Confidence:" >> "$OUT/repeat.log"
+    done
+  done
+done
 tar -C "$OUT" -czf "$OUT/results.tar.gz" results && rm -rf "$OUT/results"
 grep -E "^== tune|^Best:|^exit|^Time:" "$log"
 cat "$OUT/tuning_speed.md"
+grep -E "^== repeat|^Best:" "$OUT/repeat.log" | sed 's/  [0-9.]* GB.*//' 

@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 cargo build --release --bin tune
 mkdir -p .gpu
 cp target/release/tune .gpu/tune
-bin=$(cargo test --release --test gpu --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="gpu"]')
-cp "$bin" .gpu/gpu-tests
+for t in gpu faults; do
+  bin=$(cargo test --release --test $t --no-run --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["kind"]==["test"]]')
+  cp "$bin" .gpu/$t-tests
+done
 ls -la .gpu
