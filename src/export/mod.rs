@@ -1,20 +1,263 @@
 //! Tuned configurations out of the database and into users' builds: `tune best`,
-//! `tune export`, `tune report`.
+//! `tune export`, `tune report`, and the same as a Rust API ([`TunedDb`], [`tuned_source`]).
+//!
+//! # The database
+//!
+//! `results/best.csv` (the default `--db`) holds **one row per (op, shape, dtype, GPU)**: the
+//! fastest *verified* configuration of the most recent run of that key, with its parameters
+//! (`K=V;K=V`), median time, throughput, fraction of the same run's roof, L2 state, the tool,
+//! driver and NVRTC versions and when it was tuned. A new tuning run of the same key
+//! **replaces** the row ([`crate::results::upsert_best`]): the newer run wins, even when it
+//! measured a slower best (another L2 state, a narrowed `--param` space, a busier GPU). Rows of
+//! other keys are never touched. Rows are kept sorted by key and the file is replaced
+//! atomically; two runs finishing at the same moment may still lose one of their rows (there
+//! is no lock). Keeping the faster of the old and new row (a `--keep-best` option) and a lock
+//! would belong to the tuner, which writes the file; nothing here writes `best.csv`.
+//!
+//! Reading it: [`TunedDb::best`] (exact op and shape), [`TunedDb::nearest`] (by
+//! [`shape_distance`], Σ |ln(dᵢ / tᵢ)|), [`TunedDb::select`] (exact, else the nearest tuned
+//! shape whose kernel may run on the shape, see [`Applicability`]) and [`tuned_source`] (the
+//! kernel of a row, rendered from the op's template as the tuner compiled it).
+//!
+//! # Formats
+//!
+//! One file per format, each behind [`Exporter`] (CSV, JSON, Markdown) or writing a folder
+//! (CUDA sources plus a header, [`cuda`]); [`mod@report`] writes an HTML report of one run CSV.
 
-use crate::cli::{BestArgs, ExportArgs, ReportArgs};
+pub mod csv;
+pub mod cuda;
+mod db;
+pub mod json;
+mod kernel;
+pub mod markdown;
+pub mod report;
+
+pub use db::{gpu_matches, parse_dims, parse_params, row_dims, shape_distance, TunedDb};
+pub use kernel::{
+    applicability, applicability_of, candidate_for, rename_identifier, specialize, tuned_source,
+    valid_for, Applicability, TunedKernel,
+};
+
+use crate::cli::{BestArgs, ExportArgs, ExportFormat, ReportArgs};
 use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::results::{write_atomic, BestRow};
+use crate::shape::Shape;
+use std::io::Write;
 
-/// `tune best`: prints the stored best configuration of an op and shape.
-pub fn best(_args: &BestArgs) -> Result<()> {
-    Err(Error::Usage("tune best is not implemented yet".into()))
+/// A single-file format of the database rows.
+pub trait Exporter {
+    /// The whole file for `rows`, in their order.
+    fn serialize(&self, rows: &[&BestRow]) -> Result<Vec<u8>>;
 }
 
-/// `tune export`: writes the database in the requested format.
-pub fn export(_args: &ExportArgs) -> Result<()> {
-    Err(Error::Usage("tune export is not implemented yet".into()))
+/// The exporter of a single-file format; `None` for [`ExportFormat::Cuda`] (a folder, see
+/// [`cuda::render`]).
+pub fn exporter(format: ExportFormat) -> Option<Box<dyn Exporter>> {
+    match format {
+        ExportFormat::Csv => Some(Box::new(csv::CsvExporter)),
+        ExportFormat::Json => Some(Box::new(json::JsonExporter)),
+        ExportFormat::Markdown => Some(Box::new(markdown::MarkdownExporter)),
+        ExportFormat::Cuda => None,
+    }
 }
 
-/// `tune report`: writes an HTML report of a run CSV.
-pub fn report(_args: &ReportArgs) -> Result<()> {
-    Err(Error::Usage("tune report is not implemented yet".into()))
+/// `0.0076` ms → `7.648 µs`; a millisecond and more in ms.
+pub fn format_ms(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.3} µs", ms * 1e3)
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+/// The dimensions of `shape` for `op`: checked against the op's spec when the op is known
+/// (built in), else parsed as `AxB...` for ops that only the database knows.
+fn query_dims(db: &TunedDb, op: &str, shape: &str) -> Result<Vec<u64>> {
+    match Op::load(op, None) {
+        Ok(op) => Ok(Shape::parse(shape, &op.spec.dims)?.dims),
+        Err(_) if db.ops().contains(&op) => parse_dims(shape).ok_or_else(|| Error::Shape {
+            input: shape.to_string(),
+            why: "expected positive integers separated by x, e.g. 1000x1000".into(),
+        }),
+        Err(_) => Err(Error::Usage(format!(
+            "no op '{op}' in {} (tuned ops: {})",
+            db.path().display(),
+            list_or_none(&db.ops())
+        ))),
+    }
+}
+
+fn list_or_none(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// The one-line error for a shape that was never tuned, naming the nearest tuned shapes.
+fn never_tuned(db: &TunedDb, op: &str, dims: &[u64], gpu: Option<&str>) -> Error {
+    let shape = Shape {
+        dims: dims.to_vec(),
+    };
+    let on = gpu
+        .map(|g| format!(" on a GPU matching '{g}'"))
+        .unwrap_or_default();
+    let elsewhere: Vec<&str> = db
+        .exact(op, dims, None)
+        .iter()
+        .map(|r| r.gpu.as_str())
+        .collect();
+    if !elsewhere.is_empty() {
+        return Error::Usage(format!(
+            "{op} {shape} was never tuned{on} in {}; it was tuned on: {} (leave out --gpu to see it)",
+            db.path().display(),
+            elsewhere.join(", ")
+        ));
+    }
+    let mut nearest: Vec<&str> = Vec::new();
+    for (_, r) in db.ranked(op, dims, gpu) {
+        if !nearest.contains(&r.shape.as_str()) {
+            nearest.push(&r.shape);
+        }
+    }
+    let hint = format!("tune it with: tune --op {op} --shape {shape}");
+    if nearest.is_empty() {
+        return Error::Usage(format!(
+            "{op} {shape} was never tuned{on} in {}, nor any other {op} shape; {hint}",
+            db.path().display()
+        ));
+    }
+    nearest.truncate(3);
+    Error::Usage(format!(
+        "{op} {shape} was never tuned{on} in {}; nearest tuned {op} shapes: {}; {hint}",
+        db.path().display(),
+        nearest.join(", ")
+    ))
+}
+
+/// A row as `tune best` prints it.
+pub fn describe(r: &BestRow) -> String {
+    let params: Vec<String> = parse_params(&r.params)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let roof = match r.frac_of_roof {
+        Some(f) => format!(", {:.1} % of the roof ({})", f * 100.0, r.roof),
+        None => String::new(),
+    };
+    format!(
+        "{} {} {} on {} (cc {})\n  \
+         parameters  {}\n  \
+         time        {} (median of {} timed launches, L2 {})\n  \
+         throughput  {:.1} {}{roof}\n  \
+         tuned       {} with cuda-autotune {}, driver {}, NVRTC {}\n",
+        r.op,
+        r.shape,
+        r.dtype,
+        r.gpu,
+        r.compute_capability,
+        params.join(" "),
+        format_ms(r.median_ms),
+        r.reps,
+        r.cache,
+        r.throughput,
+        r.unit,
+        r.tuned_at,
+        r.tool_version,
+        r.driver,
+        r.nvrtc
+    )
+}
+
+/// `tune best`: prints the stored best configuration of an op and shape (one block per
+/// matching GPU and dtype), without tuning.
+pub fn best(args: &BestArgs) -> Result<()> {
+    let db = TunedDb::load(&args.db)?;
+    let dims = query_dims(&db, &args.op, &args.shape)?;
+    let rows = db.exact(&args.op, &dims, args.gpu.as_deref());
+    if rows.is_empty() {
+        return Err(never_tuned(&db, &args.op, &dims, args.gpu.as_deref()));
+    }
+    let text: Vec<String> = rows.iter().map(|r| describe(r)).collect();
+    print_stdout(text.join("\n").as_bytes())
+}
+
+fn print_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|_| out.flush())
+        .map_err(|e| Error::io("cannot write", "<stdout>", e))
+}
+
+/// `tune export`: writes the (filtered) database as CSV, JSON or Markdown to stdout or
+/// `--output`, or as CUDA sources plus a header into the `--output` folder.
+pub fn export(args: &ExportArgs) -> Result<()> {
+    let db = TunedDb::load(&args.db)?;
+    let rows = db.filter(args.op.as_deref(), args.gpu.as_deref());
+    if rows.is_empty() {
+        let mut filter = String::new();
+        if let Some(op) = &args.op {
+            filter.push_str(&format!(" --op {op}"));
+        }
+        if let Some(gpu) = &args.gpu {
+            filter.push_str(&format!(" --gpu '{gpu}'"));
+        }
+        return Err(Error::Usage(format!(
+            "no entry of {} matches{} (ops: {}; GPUs: {})",
+            db.path().display(),
+            if filter.is_empty() {
+                " (the database is empty)".to_string()
+            } else {
+                filter
+            },
+            list_or_none(&db.ops()),
+            list_or_none(&db.gpus())
+        )));
+    }
+    let Some(exporter) = exporter(args.format) else {
+        let dir = args.output.as_ref().ok_or_else(|| {
+            Error::Usage("--format cuda writes a folder: pass --output DIR".into())
+        })?;
+        let files = cuda::render(
+            &rows,
+            args.templates.as_deref(),
+            &db.path().display().to_string(),
+        )?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+        for f in &files {
+            write_atomic(&dir.join(&f.name), f.contents.as_bytes())?;
+        }
+        let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
+        return print_stdout(
+            format!(
+                "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {} to {}\n",
+                rows.len(),
+                kernels - rows.len(),
+                cuda::HEADER,
+                dir.display()
+            )
+            .as_bytes(),
+        );
+    };
+    let bytes = exporter.serialize(&rows)?;
+    match &args.output {
+        Some(path) => write_atomic(path, &bytes),
+        None => print_stdout(&bytes),
+    }
+}
+
+/// `tune report`: writes a self-contained HTML report with plots of a run CSV.
+pub fn report(args: &ReportArgs) -> Result<()> {
+    if !args.csv.is_file() {
+        return Err(Error::Usage(format!(
+            "run CSV {} does not exist: pass one that tune wrote, e.g. --csv \
+             results/transpose_1000x1000_<gpu>.csv",
+            args.csv.display()
+        )));
+    }
+    let html = report::render_html(&args.csv)?;
+    write_atomic(&args.output, html.as_bytes())?;
+    print_stdout(format!("wrote {}\n", args.output.display()).as_bytes())
 }

@@ -1,0 +1,25 @@
+//! `tune export --format csv`: the rows with the columns of `best.csv`, so the output is itself
+//! a database that `--db` accepts.
+
+use super::Exporter;
+use crate::error::{Error, Result};
+use crate::results::BestRow;
+
+pub struct CsvExporter;
+
+impl Exporter for CsvExporter {
+    fn serialize(&self, rows: &[&BestRow]) -> Result<Vec<u8>> {
+        let err = |e: ::csv::Error| Error::Csv {
+            path: "<export>".into(),
+            why: e.to_string(),
+        };
+        let mut w = ::csv::Writer::from_writer(Vec::new());
+        for r in rows {
+            w.serialize(r).map_err(err)?;
+        }
+        w.into_inner().map_err(|e| Error::Csv {
+            path: "<export>".into(),
+            why: e.to_string(),
+        })
+    }
+}

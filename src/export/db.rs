@@ -1,0 +1,210 @@
+//! The tuning database (`best.csv`) as a value: exact lookups, nearest shapes and filters.
+
+use crate::error::{Error, Result};
+use crate::results::{read_best, BestRow};
+use std::path::{Path, PathBuf};
+
+/// The rows of a `best.csv`, in file order (sorted by op, shape, dtype and GPU, as
+/// [`crate::results::upsert_best`] writes them).
+///
+/// One row per (op, shape, dtype, GPU); a new tuning run of the same key replaced the older
+/// row, so every row is the newest run of its key (see the [module docs](super)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunedDb {
+    path: PathBuf,
+    rows: Vec<BestRow>,
+}
+
+impl TunedDb {
+    /// Reads a `best.csv`. A missing file is an error that says how to make one.
+    pub fn load(path: impl AsRef<Path>) -> Result<TunedDb> {
+        let path = path.as_ref();
+        if !path.exists() {
+            return Err(Error::Usage(format!(
+                "tuning database {} does not exist: tune first (tune --op transpose --shape \
+                 1000x1000) or pass --db FILE",
+                path.display()
+            )));
+        }
+        Ok(TunedDb {
+            path: path.to_path_buf(),
+            rows: read_best(path)?,
+        })
+    }
+
+    /// A database from rows already in memory (`path` is only used in messages).
+    pub fn from_rows(path: impl Into<PathBuf>, rows: Vec<BestRow>) -> TunedDb {
+        TunedDb {
+            path: path.into(),
+            rows,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn rows(&self) -> &[BestRow] {
+        &self.rows
+    }
+
+    /// The distinct ops, in file order.
+    pub fn ops(&self) -> Vec<&str> {
+        let mut ops: Vec<&str> = Vec::new();
+        for r in &self.rows {
+            if !ops.contains(&r.op.as_str()) {
+                ops.push(&r.op);
+            }
+        }
+        ops
+    }
+
+    /// The distinct GPU names, in file order.
+    pub fn gpus(&self) -> Vec<&str> {
+        let mut gpus: Vec<&str> = Vec::new();
+        for r in &self.rows {
+            if !gpus.contains(&r.gpu.as_str()) {
+                gpus.push(&r.gpu);
+            }
+        }
+        gpus
+    }
+
+    /// Rows of `op` (any op when `None`) on a GPU whose name contains `gpu`
+    /// (case-insensitive; any GPU when `None`).
+    pub fn filter(&self, op: Option<&str>, gpu: Option<&str>) -> Vec<&BestRow> {
+        self.rows
+            .iter()
+            .filter(|r| op.is_none_or(|o| r.op == o) && gpu_matches(&r.gpu, gpu))
+            .collect()
+    }
+
+    /// Every row tuned for exactly this op and shape (one per GPU and dtype).
+    pub fn exact(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Vec<&BestRow> {
+        self.filter(Some(op), gpu)
+            .into_iter()
+            .filter(|r| row_dims(r).as_deref() == Some(dims))
+            .collect()
+    }
+
+    /// The row tuned for exactly this op and shape (the first, if several GPUs match).
+    pub fn best(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Option<&BestRow> {
+        self.exact(op, dims, gpu).into_iter().next()
+    }
+
+    /// Rows of `op` with the same number of dimensions, nearest shape first, with their
+    /// [`shape_distance`] from `dims`. Ties keep file order.
+    pub fn ranked(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Vec<(f64, &BestRow)> {
+        let mut ranked: Vec<(f64, &BestRow)> = self
+            .filter(Some(op), gpu)
+            .into_iter()
+            .filter_map(|r| Some((shape_distance(&row_dims(r)?, dims)?, r)))
+            .collect();
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ranked
+    }
+
+    /// The row of `op` whose shape is nearest to `dims` (the exact one when tuned).
+    ///
+    /// Nearness says nothing about whether that row's kernel is *valid* for `dims` (a kernel
+    /// without bounds checks, tuned for 1024x1024, must not run on 1000x1000): use
+    /// [`TunedDb::select`] to pick a kernel to run.
+    pub fn nearest(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Option<&BestRow> {
+        self.ranked(op, dims, gpu).first().map(|(_, r)| *r)
+    }
+
+    /// The row to run for `dims`: the exact match, else the nearest tuned shape whose kernel
+    /// [admits](super::Applicability::admits) `dims`, else `None` (use a safe default). The
+    /// same rule as `ca_select` in the header that `tune export --format cuda` writes.
+    /// `templates` is where the op specs come from (`None`: the built-in ones).
+    pub fn select(
+        &self,
+        op: &str,
+        dims: &[u64],
+        gpu: Option<&str>,
+        templates: Option<&Path>,
+    ) -> Result<Option<&BestRow>> {
+        if let Some(row) = self.best(op, dims, gpu) {
+            return Ok(Some(row));
+        }
+        for (_, row) in self.ranked(op, dims, gpu) {
+            if super::applicability(row, templates)?.admits(dims) {
+                return Ok(Some(row));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// True when `name` contains `wanted`, ignoring case (always for `None`).
+pub fn gpu_matches(name: &str, wanted: Option<&str>) -> bool {
+    wanted.is_none_or(|w| name.to_lowercase().contains(&w.to_lowercase()))
+}
+
+/// `1000x1000` → `[1000, 1000]`; `None` unless every part is a positive integer.
+pub fn parse_dims(shape: &str) -> Option<Vec<u64>> {
+    let dims: Option<Vec<u64>> = shape
+        .trim()
+        .split(['x', 'X'])
+        .map(|p| p.trim().parse::<u64>().ok().filter(|&d| d > 0))
+        .collect();
+    dims.filter(|d| !d.is_empty())
+}
+
+/// The dimensions of a row's shape.
+pub fn row_dims(row: &BestRow) -> Option<Vec<u64>> {
+    parse_dims(&row.shape)
+}
+
+/// How far apart two shapes are: Σ |ln(aᵢ / bᵢ)|, so doubling one dimension costs as much as
+/// halving it and the scale does not matter (1000 vs 2000 is as far as 4000 vs 8000).
+/// `None` when the shapes have different numbers of dimensions.
+pub fn shape_distance(a: &[u64], b: &[u64]) -> Option<f64> {
+    (a.len() == b.len()).then(|| {
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| ((x as f64) / (y as f64)).ln().abs())
+            .sum()
+    })
+}
+
+/// `K=V;K=V` → `[(K, V), ...]`, in order; empty parts are skipped.
+pub fn parse_params(params: &str) -> Vec<(String, String)> {
+    params
+        .split(';')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
+            None => (p.trim().to_string(), String::new()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_is_symmetric_in_scale() {
+        let d = |a: &[u64], b: &[u64]| shape_distance(a, b).unwrap();
+        assert_eq!(d(&[1000, 1000], &[1000, 1000]), 0.0);
+        assert!((d(&[1000, 1000], &[2000, 1000]) - d(&[4000, 8000], &[4000, 4000])).abs() < 1e-12);
+        assert!((d(&[1000, 1000], &[500, 1000]) - d(&[1000, 1000], &[2000, 1000])).abs() < 1e-12);
+        assert_eq!(shape_distance(&[1, 2], &[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn dims_and_params_parse() {
+        assert_eq!(parse_dims("1000x3000"), Some(vec![1000, 3000]));
+        assert_eq!(parse_dims("8X8x8"), Some(vec![8, 8, 8]));
+        assert_eq!(parse_dims("0x8"), None);
+        assert_eq!(parse_dims("ax8"), None);
+        assert_eq!(
+            parse_params("TILE_DIM=64;BOUNDS=edge;"),
+            vec![
+                ("TILE_DIM".to_string(), "64".to_string()),
+                ("BOUNDS".to_string(), "edge".to_string())
+            ]
+        );
+    }
+}

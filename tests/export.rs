@@ -1,0 +1,688 @@
+//! `tune best`, `tune export` and `tune report` on the committed H100 results, through the
+//! binary as a user runs them and through the Rust API.
+//!
+//! The CUDA export test compiles every exported kernel with NVRTC and fails (it does not skip)
+//! when NVRTC cannot be loaded: run it through scripts/test.sh, or with
+//! `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`. The header tests need gcc and g++. No test
+//! needs a GPU.
+
+use assert_cmd::Command;
+use cuda_autotune::compile::Compiler;
+use cuda_autotune::export::{
+    applicability, parse_dims, rename_identifier, shape_distance, tuned_source, valid_for, TunedDb,
+};
+use cuda_autotune::results::{read_best, BestRow};
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A temporary folder holding a copy of the committed results/best.csv as `best.csv`.
+fn db_copy() -> (TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("a temporary folder");
+    let db = tmp.path().join("best.csv");
+    std::fs::copy(repo("results/best.csv"), &db).expect("results/best.csv is committed");
+    (tmp, db)
+}
+
+fn committed_rows() -> Vec<BestRow> {
+    read_best(&repo("results/best.csv")).unwrap()
+}
+
+fn tune() -> Command {
+    Command::cargo_bin("tune").expect("the tune binary is built")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `tune args`, expects exit code 2 and exactly one `error: ` line; returns it.
+fn input_error(args: &[&str]) -> String {
+    let out = tune().args(args).output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one error line:\n{stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing on stdout on error");
+    lines[0].to_string()
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = tune().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "tune {args:?} failed: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn best_prints_the_stored_configuration() {
+    let (_tmp, db) = db_copy();
+    let db = db.to_str().unwrap();
+    let out = stdout_of(&[
+        "best",
+        "--op",
+        "transpose",
+        "--shape",
+        "1000x1000",
+        "--db",
+        db,
+    ]);
+    for want in [
+        "transpose 1000x1000 f32 on NVIDIA H100 80GB HBM3",
+        "TILE_DIM=64 BLOCK_ROWS=16 PAD=1 UNROLL=on BOUNDS=specialized",
+        "7.648 µs",
+        "1046.0 GB/s, 97.7 % of the roof (copy_vec4)",
+        "2026-11-22T23:25:49Z",
+        "cuda-autotune 0.1.0, driver 13.0, NVRTC 13.0",
+    ] {
+        assert!(out.contains(want), "missing '{want}' in:\n{out}");
+    }
+    // --gpu matches a part of the name, ignoring case.
+    let out = stdout_of(&[
+        "best",
+        "--op",
+        "matmul",
+        "--shape",
+        "4096x4096x4096",
+        "--gpu",
+        "h100",
+        "--db",
+        db,
+    ]);
+    assert!(
+        out.contains("BLOCK_SIZE=32 UNROLL=on PREFETCH=on BOUNDS=edge"),
+        "{out}"
+    );
+}
+
+#[test]
+fn best_of_a_shape_never_tuned_names_the_nearest_shapes() {
+    let (_tmp, db) = db_copy();
+    let db = db.to_str().unwrap();
+    let line = input_error(&[
+        "best",
+        "--op",
+        "transpose",
+        "--shape",
+        "2000x2000",
+        "--db",
+        db,
+    ]);
+    assert!(
+        line.contains("transpose 2000x2000 was never tuned")
+            && line.contains("nearest tuned transpose shapes: 1000x3000, 1024x1024, 1000x1000"),
+        "{line}"
+    );
+    assert!(
+        line.contains("tune --op transpose --shape 2000x2000"),
+        "{line}"
+    );
+    let line = input_error(&[
+        "best",
+        "--op",
+        "matmul",
+        "--shape",
+        "2048x2048x2048",
+        "--db",
+        db,
+    ]);
+    assert!(line.contains("1024x1024x1024, 4096x4096x4096"), "{line}");
+    // Tuned, but not on that GPU.
+    let line = input_error(&[
+        "best",
+        "--op",
+        "transpose",
+        "--shape",
+        "1000x1000",
+        "--gpu",
+        "A100",
+        "--db",
+        db,
+    ]);
+    assert!(line.contains("tuned on: NVIDIA H100 80GB HBM3"), "{line}");
+    // A malformed shape, an op never tuned, a database that does not exist.
+    let line = input_error(&["best", "--op", "transpose", "--shape", "1000", "--db", db]);
+    assert!(line.contains("invalid shape '1000'"), "{line}");
+    let line = input_error(&["best", "--op", "fft", "--shape", "1024", "--db", db]);
+    assert!(line.contains("tuned ops: matmul, transpose"), "{line}");
+    let line = input_error(&[
+        "best",
+        "--op",
+        "transpose",
+        "--shape",
+        "1000x1000",
+        "--db",
+        "/nonexistent/best.csv",
+    ]);
+    assert!(
+        line.contains("/nonexistent/best.csv does not exist"),
+        "{line}"
+    );
+}
+
+#[test]
+fn csv_export_round_trips() {
+    let (tmp, db) = db_copy();
+    let rows = committed_rows();
+    let out = tmp.path().join("out/export.csv");
+    let stdout = stdout_of(&[
+        "export",
+        "--format",
+        "csv",
+        "--db",
+        db.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_eq!(read_best(&out).unwrap(), rows);
+    // Written through a temporary file and a rename: nothing else is left in the folder.
+    assert_eq!(std::fs::read_dir(out.parent().unwrap()).unwrap().count(), 1);
+    // To stdout: the same bytes, and a valid --db itself.
+    let stdout = stdout_of(&["export", "--format", "csv", "--db", db.to_str().unwrap()]);
+    assert_eq!(stdout, std::fs::read_to_string(&out).unwrap());
+    assert_eq!(stdout, std::fs::read_to_string(&db).unwrap());
+}
+
+#[test]
+fn json_export_parses_to_the_same_rows() {
+    let (_tmp, db) = db_copy();
+    let out = stdout_of(&["export", "--format", "json", "--db", db.to_str().unwrap()]);
+    let back: Vec<BestRow> = serde_json::from_str(&out).unwrap();
+    let rows = committed_rows();
+    assert_eq!(back.len(), rows.len());
+    // Numbers are written in the shortest form that reads back exactly (as in the CSV);
+    // serde_json's default float parser may land one ulp off, so compare those closely.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-15 * a.abs().max(b.abs());
+    for (b, r) in back.iter().zip(&rows) {
+        assert!(close(b.median_ms, r.median_ms) && close(b.throughput, r.throughput));
+        assert!(close(b.frac_of_roof.unwrap(), r.frac_of_roof.unwrap()));
+        let exact = BestRow {
+            median_ms: r.median_ms,
+            throughput: r.throughput,
+            frac_of_roof: r.frac_of_roof,
+            ..b.clone()
+        };
+        assert_eq!(&exact, r);
+        assert!(out.contains(&format!("\"throughput\": {},", r.throughput)));
+    }
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = value
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == "transpose" && r["shape"] == "1000x1000")
+        .unwrap();
+    assert_eq!(t["dims"], serde_json::json!([1000, 1000]));
+    assert_eq!(t["parameters"]["TILE_DIM"], 64);
+    assert_eq!(t["parameters"]["BOUNDS"], "specialized");
+    assert_eq!(t["frac_of_roof"], 0.976987484956805);
+}
+
+#[test]
+fn markdown_export_is_one_table_row_per_entry() {
+    let (_tmp, db) = db_copy();
+    let out = stdout_of(&[
+        "export",
+        "--format",
+        "markdown",
+        "--op",
+        "transpose",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2 + 6, "{out}");
+    assert!(lines[0].starts_with("| op | shape |"));
+    assert!(lines.iter().all(|l| l.starts_with('|') && l.ends_with('|')));
+    assert!(out.contains(
+        "| transpose | 8192x8192 | f32 | NVIDIA H100 80GB HBM3 | `TILE_DIM=64 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=specialized` | 189.776 µs | 2829.0 GB/s | 96.2 % | memcpy |"
+    ), "{out}");
+}
+
+#[test]
+fn export_filters_by_op_and_gpu() {
+    let (_tmp, db) = db_copy();
+    let db = db.to_str().unwrap();
+    let count = |args: &[&str]| {
+        let mut all = vec!["export", "--format", "json", "--db", db];
+        all.extend_from_slice(args);
+        let rows: Vec<BestRow> = serde_json::from_str(&stdout_of(&all)).unwrap();
+        rows
+    };
+    let t = count(&["--op", "transpose"]);
+    assert_eq!(t.len(), 6);
+    assert!(t.iter().all(|r| r.op == "transpose"));
+    assert_eq!(count(&["--op", "matmul", "--gpu", "h100 80gb"]).len(), 3);
+    assert_eq!(count(&["--gpu", "NVIDIA"]).len(), 9);
+    let line = input_error(&["export", "--format", "csv", "--db", db, "--gpu", "A100"]);
+    assert!(
+        line.contains("matches --gpu 'A100'") && line.contains("GPUs: NVIDIA H100 80GB HBM3"),
+        "{line}"
+    );
+    let line = input_error(&["export", "--format", "csv", "--db", db, "--op", "fft"]);
+    assert!(line.contains("ops: matmul, transpose"), "{line}");
+    let line = input_error(&["export", "--format", "cuda", "--db", db]);
+    assert!(line.contains("--output DIR"), "{line}");
+}
+
+#[test]
+fn rust_api_finds_exact_nearest_and_valid_entries() {
+    let db = TunedDb::load(repo("results/best.csv")).unwrap();
+    assert_eq!(db.rows().len(), 9);
+    let best = db.best("transpose", &[1000, 1000], None).unwrap();
+    assert_eq!(
+        best.params,
+        "TILE_DIM=64;BLOCK_ROWS=16;PAD=1;UNROLL=on;BOUNDS=specialized"
+    );
+    assert!(db.best("transpose", &[1000, 1000], Some("a100")).is_none());
+    assert!(db.best("transpose", &[2000, 2000], None).is_none());
+    assert_eq!(
+        db.nearest("transpose", &[2000, 2000], None).unwrap().shape,
+        "1000x3000"
+    );
+    assert_eq!(
+        db.nearest("transpose", &[8000, 8000], None).unwrap().shape,
+        "8191x8191"
+    );
+    assert!(db.nearest("transpose", &[1, 2, 3], None).is_none());
+    let select = |op: &str, dims: &[u64]| {
+        db.select(op, dims, None, None)
+            .unwrap()
+            .map(|r| r.shape.clone())
+    };
+    // Exact first.
+    assert_eq!(
+        select("transpose", &[1024, 1024]).as_deref(),
+        Some("1024x1024")
+    );
+    // 8000 is a multiple of 64 like 8192 (whose kernel has no bounds checks); 8191's
+    // bounds-checked kernel is as near but is not the kernel the tuner makes for 8000x8000.
+    assert_eq!(
+        select("transpose", &[8000, 8000]).as_deref(),
+        Some("8192x8192")
+    );
+    assert_eq!(
+        select("transpose", &[1001, 1001]).as_deref(),
+        Some("1000x1000")
+    );
+    assert_eq!(select("transpose", &[1000, 1008]), None);
+    assert_eq!(
+        select("matmul", &[2000, 2000, 2000]).as_deref(),
+        Some("1000x1000x1000")
+    );
+    // The row the tuner would never have generated for a shape is never valid there.
+    let t8192 = db.best("transpose", &[8192, 8192], None).unwrap();
+    assert!(valid_for(t8192, &[4096, 8000], None).unwrap());
+    assert!(!valid_for(t8192, &[8191, 8191], None).unwrap());
+    assert!(!valid_for(t8192, &[1000], None).unwrap());
+    let src = tuned_source(best, None).unwrap();
+    assert!(src.contains("#define TILE_DIM 64") && src.contains("#define EVEN_TILES false"));
+    assert!(src.contains("transpose(float* __restrict__ out"));
+    assert_eq!(shape_distance(&[1000, 1000], &[1000, 1000]), Some(0.0));
+    assert_eq!(parse_dims("1000x3000"), Some(vec![1000, 3000]));
+    assert_eq!(
+        rename_identifier(
+            "tile_transpose(); transpose();",
+            "transpose",
+            "transpose_8x8"
+        ),
+        "tile_transpose(); transpose_8x8();"
+    );
+}
+
+/// Every shape the portable rule admits (what the header checks) is one the tuner's own rule
+/// admits too: checked at pseudo-random shapes near and far from every tuned one.
+#[test]
+fn the_header_rule_never_admits_a_shape_the_tuner_rule_rejects() {
+    let db = TunedDb::load(repo("results/best.csv")).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for row in db.rows() {
+        let rule = applicability(row, None).unwrap();
+        assert!(!rule.exact_only, "{} {}", row.op, row.shape);
+        let mut admitted = 0;
+        for _ in 0..400 {
+            let dims: Vec<u64> = rule
+                .dims
+                .iter()
+                .map(|&d| match next() % 4 {
+                    0 => 1 + next() % 64,
+                    3 => 64 * (1 + next() % 128),
+                    1 => (d / 2 + next() % d.max(2)).max(1),
+                    _ => 1 + next() % 20_000,
+                })
+                .collect();
+            if rule.admits(&dims) {
+                admitted += 1;
+                assert!(
+                    valid_for(row, &dims, None).unwrap(),
+                    "{} {} admits {dims:?}, which the tuner would render differently",
+                    row.op,
+                    row.shape
+                );
+            }
+        }
+        assert!(admitted > 0, "{} {}: nothing admitted", row.op, row.shape);
+    }
+}
+
+/// Runs `tune export --format cuda` into a temporary folder; returns it.
+fn export_cuda() -> (TempDir, PathBuf) {
+    let (tmp, db) = db_copy();
+    let dir = tmp.path().join("cuda");
+    let out = stdout_of(&[
+        "export",
+        "--format",
+        "cuda",
+        "--db",
+        db.to_str().unwrap(),
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("11 kernel source(s) (9 tuned, 2 safe default(s))"),
+        "{out}"
+    );
+    (tmp, dir)
+}
+
+fn cu_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn cuda_export_compiles_with_nvrtc() {
+    let compiler = Compiler::new("sm_90", None).unwrap_or_else(|e| {
+        panic!(
+            "this test compiles the exported kernels with NVRTC, which could not be loaded ({e}); \
+             run the tests through scripts/test.sh, or first: export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)"
+        )
+    });
+    let (_tmp, dir) = export_cuda();
+    let files = cu_files(&dir);
+    assert_eq!(files.len(), 11);
+    let mut all = String::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        let kernel = file.file_stem().unwrap().to_str().unwrap();
+        assert!(
+            source.contains("extern \"C\" __global__") && source.contains(kernel),
+            "{}",
+            file.display()
+        );
+        let compiled = compiler
+            .compile(&source)
+            .unwrap_or_else(|f| panic!("{} does not compile:\n{}", file.display(), f.log));
+        // The renamed kernel is the symbol in the cubin.
+        let cubin = String::from_utf8_lossy(&compiled.cubin);
+        assert!(
+            cubin.contains(kernel),
+            "{}: no symbol {kernel}",
+            file.display()
+        );
+        all.push_str(&source);
+    }
+    // Every file in one translation unit: no name is defined twice, no macro leaks.
+    compiler
+        .compile(&all)
+        .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
+}
+
+/// Compiles `args` with `tool` (gcc or g++), panicking with its output on failure.
+fn cc(tool: &str, args: &[&str], dir: &Path) {
+    let out = std::process::Command::new(tool)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is needed for this test: {e}"));
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} failed:\n{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
+    let (_tmp, dir) = export_cuda();
+    let strict = ["-Wall", "-Wextra", "-Werror", "-pedantic"];
+    let header = "cuda_autotune_tuned.h";
+    let mut args: Vec<&str> = vec!["-std=c99", "-fsyntax-only", "-x", "c", header];
+    args.extend(strict);
+    cc("gcc", &args, &dir);
+    let mut args: Vec<&str> = vec!["-std=c++11", "-fsyntax-only", "-x", "c++", header];
+    args.extend(strict);
+    cc("g++", &args, &dir);
+
+    // A program that asks the header, for shapes exact, near and unmatched.
+    let queries: &[(&str, &[u64])] = &[
+        ("transpose", &[1000, 1000]),
+        ("transpose", &[1024, 1024]),
+        ("transpose", &[3072, 3072]),
+        ("transpose", &[8000, 8000]),
+        ("transpose", &[1001, 1001]),
+        ("transpose", &[999, 1001]),
+        ("transpose", &[1000, 1008]),
+        ("transpose", &[2048, 4096]),
+        ("transpose", &[100000, 3]),
+        ("matmul", &[2000, 2000, 2000]),
+        ("matmul", &[1024, 1024, 2048]),
+        ("matmul", &[1024, 1024]),
+        ("fft", &[1024]),
+    ];
+    let mut program = String::from(
+        "#include <stdio.h>\n#include \"cuda_autotune_tuned.h\"\n\n\
+         static void ask(const char* op, const long long* dims, int n)\n{\n    \
+         const ca_tuned_entry* e = ca_select(op, dims, n);\n    \
+         printf(\"%s\\n\", e != NULL ? e->shape : \"NULL\");\n}\n\nint main(void)\n{\n",
+    );
+    for (i, (op, dims)) in queries.iter().enumerate() {
+        let list: Vec<String> = dims.iter().map(|d| format!("{d}LL")).collect();
+        program.push_str(&format!(
+            "    const long long q{i}[] = {{{}}};\n    ask(\"{op}\", q{i}, {});\n",
+            list.join(", "),
+            dims.len()
+        ));
+    }
+    program.push_str(
+        "    {\n        const long long q[] = {1000LL, 1000LL};\n        \
+         const ca_tuned_entry* e = ca_select_for(\"transpose\", \"NVIDIA H100 80GB HBM3\", q, 2);\n        \
+         const ca_param* t = ca_entry_param(e, \"TILE_DIM\");\n        \
+         if (e == NULL || t == NULL || t->int_value != 64 || !t->is_int) return 1;\n        \
+         if (ca_select_for(\"transpose\", \"Other GPU\", q, 2) != NULL) return 2;\n        \
+         if (strcmp(e->kernel, \"transpose_1000x1000\") != 0 || e->block[0] != 64u) return 3;\n        \
+         if (strcmp(CA_TRANSPOSE_DEFAULT_KERNEL, \"transpose_default\") != 0) return 4;\n        \
+         if (CA_TRANSPOSE_DEFAULT_TILE_DIM != 32 || CA_TRANSPOSE_DEFAULT_BLOCK_ROWS != 8) return 5;\n    }\n    \
+         return 0;\n}\n",
+    );
+    std::fs::write(dir.join("select.c"), &program).unwrap();
+    let mut args: Vec<&str> = vec!["-std=c99", "-o", "select", "select.c"];
+    args.extend(strict);
+    cc("gcc", &args, &dir);
+    let mut args: Vec<&str> = vec!["-std=c++11", "-x", "c++", "-o", "select_cpp", "select.c"];
+    args.extend(strict);
+    cc("g++", &args, &dir);
+    let db = TunedDb::load(repo("results/best.csv")).unwrap();
+    let expected: Vec<String> = queries
+        .iter()
+        .map(|(op, dims)| {
+            db.select(op, dims, None, None)
+                .unwrap()
+                .map(|r| r.shape.clone())
+                .unwrap_or_else(|| "NULL".into())
+        })
+        .collect();
+    assert_eq!(
+        expected,
+        [
+            "1000x1000",
+            "1024x1024",
+            "4096x4096",
+            "8192x8192",
+            "1000x1000",
+            "1000x1000",
+            "NULL",
+            "4096x4096",
+            "NULL",
+            "1000x1000x1000",
+            "1024x1024x1024",
+            "NULL",
+            "NULL"
+        ]
+    );
+    for exe in ["./select", "./select_cpp"] {
+        let out = std::process::Command::new(dir.join(exe))
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{exe}: {}", text(&out.stderr));
+        let got: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+        assert_eq!(got, expected, "{exe} and TunedDb::select disagree");
+    }
+}
+
+#[test]
+fn report_is_self_contained_html_with_the_plots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = repo("results/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
+    let out = tmp.path().join("report.html");
+    let stdout = stdout_of(&[
+        "report",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("report.html"), "{stdout}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        3,
+        "throughput, fraction, heat map"
+    );
+    assert_eq!(html.matches("</svg>").count(), 3);
+    for want in [
+        "transpose 1000x1000 f32 on NVIDIA H100 80GB HBM3",
+        "(a) Throughput of every verified configuration",
+        "(b) Fraction of the roof per configuration",
+        "(c) TILE_DIM × BLOCK_ROWS: best throughput",
+        "(d) Top 10",
+        "roof: copy_vec4",
+        "naive",
+        "BOUNDS=specialized",
+        "1046",
+        "256 verified, 0 failed, 128 pruned",
+        "BOUNDS=none needs both dimensions to be tile multiples",
+        "v0366",
+    ] {
+        assert!(html.contains(want), "missing '{want}'");
+    }
+    // Self-contained: nothing is fetched.
+    let outside_svg_ns = html.replace("http://www.w3.org/2000/svg", "");
+    for remote in ["<script src", "<link", "http://", "https://"] {
+        assert!(
+            !outside_svg_ns.contains(remote),
+            "report refers to {remote}"
+        );
+    }
+    // The top-10 table has ten rows, fastest first.
+    let top = &html[html.find("(d) Top 10").unwrap()..html.find("id=\"counts\"").unwrap()];
+    assert_eq!(top.matches("<tr").count(), 11);
+
+    // Another op: the heat map is over its first two parameters.
+    let csv = repo("results/matmul_1024x1024x1024_nvidia-h100-80gb-hbm3.csv");
+    let out = tmp.path().join("matmul.html");
+    stdout_of(&[
+        "report",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.contains("BLOCK_SIZE × UNROLL") && html.contains("cublas_sgemm"));
+
+    let line = input_error(&["report", "--csv", "/nonexistent.csv", "--output", "x.html"]);
+    assert!(line.contains("/nonexistent.csv"), "{line}");
+}
+
+/// A run CSV of the current format, whose leaders were re-timed interleaved: the report
+/// names the chosen winner (not merely the fastest median) and shows the intervals.
+#[test]
+fn report_shows_the_re_timed_winner() {
+    use cuda_autotune::results::{read_run_csv, run_csv, Confirmed, RunInfo, Status};
+    let csv = repo("results/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
+    let mut records = read_run_csv(&csv).unwrap();
+    let mut ok: Vec<usize> = (0..records.len())
+        .filter(|&i| records[i].kind == "variant" && records[i].status == Status::Ok)
+        .collect();
+    ok.sort_by(|&a, &b| {
+        records[b]
+            .throughput
+            .unwrap()
+            .total_cmp(&records[a].throughput.unwrap())
+    });
+    // The second fastest by median won the re-timing; the fastest tied with it.
+    let confirm = |winner: bool, pct: f64, tied: bool| Confirmed {
+        median_ms: 0.0077,
+        vs_winner_pct: pct,
+        ci_low_pct: pct - 1.5,
+        ci_high_pct: pct + 1.5,
+        tied,
+        winner,
+    };
+    records[ok[0]].confirm = Some(confirm(false, 0.4, true));
+    records[ok[1]].confirm = Some(confirm(true, 0.0, false));
+    records[ok[2]].confirm = Some(confirm(false, 3.2, false));
+    let winner = records[ok[1]].label();
+    let info = RunInfo {
+        op: "transpose".into(),
+        shape: "1000x1000".into(),
+        dtype: "f32".into(),
+        gpu: "NVIDIA H100 80GB HBM3".into(),
+        compute_capability: "9.0".into(),
+        cache: "cold".into(),
+        reps: 30,
+        unit: "GB/s".into(),
+        roof: "copy_vec4".into(),
+        driver: "13.0".into(),
+        nvrtc: "13.0".into(),
+    };
+    let params: Vec<String> = ["TILE_DIM", "BLOCK_ROWS", "PAD", "UNROLL", "BOUNDS"]
+        .map(String::from)
+        .to_vec();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("run.csv");
+    std::fs::write(&path, run_csv(&info, &params, &records).unwrap()).unwrap();
+    let html = cuda_autotune::export::report::render_html(&path).unwrap();
+    assert!(
+        html.contains(&format!("<b>Best:</b> <code>{winner}</code>"))
+            && html.contains("the winner of the interleaved re-timing"),
+        "the re-timed winner is the best"
+    );
+    assert!(html.contains("re-timed vs winner (95 % interval)"));
+    assert!(html.contains("+0.4 % [-1.1, +1.9] tied") && html.contains("+3.2 % [+1.7, +4.7]"));
+    assert_eq!(html.matches("<svg").count(), 3);
+}
