@@ -10,4 +10,8 @@ export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CUDA_AUTOTUNE_CACHE="${CUDA_AUTOTUNE_CACHE:-$(mktemp -d)}"
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
-cargo test --all-targets
+log=$(mktemp)
+cargo test --all-targets 2>&1 | tee "$log"
+# One closing line over every test binary (the last binary alone may hold no tests).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?/) p += $(i-1); if ($i ~ /^failed;?/) f += $(i-1); if ($i ~ /^ignored;?/) s += $(i-1) } }
+     END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' "$log"

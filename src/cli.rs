@@ -103,7 +103,7 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A run CSV written by `tune` (results/<op>_<shape>_<gpu>.csv).
+    /// A run CSV written by `tune` (results/OP_SHAPE_GPU.csv).
     #[arg(long)]
     pub csv: PathBuf,
     /// The HTML file to write.
@@ -154,7 +154,7 @@ pub struct TuneArgs {
     #[arg(long)]
     pub arch: Option<String>,
 
-    /// Write each variant's generated CUDA source to DIR/<op>_vNNNN.cu.
+    /// Write each variant's generated CUDA source to DIR/OP_vNNNN.cu.
     #[arg(long, value_name = "DIR")]
     pub emit: Option<PathBuf>,
 

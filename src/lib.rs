@@ -2,7 +2,7 @@
 //!
 //! Data flows one way: [`ops`] (spec + template) → [`space`] (configurations, pruned with
 //! reasons) → [`codegen`] (Tera → CUDA) → [`compile`] (NVRTC → cubin, cached) → [`gpu`]
-//! (load, launch) → [`verify`] and [`bench`] → [`results`] (CSV) and [`report`] (stdout).
+//! (load, launch) → [`verify`] and [`bench`](mod@bench) → [`results`] (CSV) and [`report`] (stdout).
 //! [`tuner`] runs that pipeline; nothing else touches more than one stage.
 
 pub mod bench;
@@ -18,7 +18,7 @@ pub mod report;
 pub mod results;
 pub mod shape;
 pub mod space;
+pub mod stats;
 pub mod tuner;
 pub mod verify;
 pub mod worker;
-pub mod stats;

@@ -70,6 +70,23 @@ pub struct Confirmed {
 }
 
 impl Record {
+    /// A record with no outcome yet (status `pruned`, no error): callers fill in the rest.
+    pub fn new(kind: &str, name: &str, params: Vec<(String, String)>) -> Record {
+        Record {
+            kind: kind.into(),
+            name: name.into(),
+            params,
+            status: Status::Pruned,
+            error: String::new(),
+            stats: None,
+            throughput: None,
+            frac_of_roof: None,
+            compile_ms: None,
+            registers: None,
+            confirm: None,
+        }
+    }
+
     pub fn label(&self) -> String {
         if self.params.is_empty() {
             return self.name.clone();

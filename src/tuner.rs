@@ -377,22 +377,6 @@ fn compile_all(
     Ok(out)
 }
 
-fn new_record(kind: &str, name: &str, params: Vec<(String, String)>) -> Record {
-    Record {
-        kind: kind.into(),
-        name: name.into(),
-        params,
-        status: Status::Pruned,
-        error: String::new(),
-        stats: None,
-        throughput: None,
-        frac_of_roof: None,
-        compile_ms: None,
-        registers: None,
-        confirm: None,
-    }
-}
-
 /// The result of rendering and compiling one live candidate.
 struct Build {
     candidate: usize,
@@ -654,7 +638,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         None => None,
     };
     for (i, b) in op.spec.baselines.iter().enumerate() {
-        let mut rec = new_record("baseline", &b.name, vec![]);
+        let mut rec = Record::new("baseline", &b.name, vec![]);
         let work = match b.kind {
             BaselineKind::Memcpy => Ok(Work::Memcpy {
                 from: b.from.clone().unwrap_or_default(),
@@ -750,7 +734,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect();
-        let mut rec = new_record("variant", &format!("v{:04}", c.index), params);
+        let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
         rec.error = c.pruned.clone().unwrap_or_default();
         if let Some(build) = builds.get(&c.index) {
             rec.compile_ms = Some(build.compile_ms);
@@ -1100,22 +1084,18 @@ fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
         _ => (Status::Ok, String::new()),
     };
     Record {
-        kind: "variant".into(),
-        name: format!("v{:04}", c.index),
-        params: c
-            .config
-            .values
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect(),
         status,
         error,
-        stats: None,
-        throughput: None,
-        frac_of_roof: None,
         compile_ms: build.map(|b| b.compile_ms),
-        registers: None,
-        confirm: None,
+        ..Record::new(
+            "variant",
+            &format!("v{:04}", c.index),
+            c.config
+                .values
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
+        )
     }
 }
 

@@ -568,7 +568,7 @@ impl Job {
 
 /// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
 /// the parent never needs a CUDA context of its own, and the driver's start overlaps the
-/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams [`Line`]s.
+/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s.
 pub fn gpu_worker_main(args: &[String]) -> i32 {
     let stdout = std::io::stdout();
     let emit = |line: &Line| {
@@ -682,7 +682,7 @@ impl GpuWorker {
         }
     }
 
-    /// Sends one job (one JSON line); the worker answers with [`Line`]s.
+    /// Sends one job (one JSON line); the worker answers with `Line`s.
     fn send(&mut self, job: &Job) -> std::io::Result<()> {
         let stdin = self
             .child
