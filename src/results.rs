@@ -354,6 +354,25 @@ pub struct BestRow {
     pub driver: String,
     pub nvrtc: String,
     pub tuned_at: String,
+    /// The GPU's UUID: which physical card measured it.
+    #[serde(default)]
+    pub gpu_uuid: String,
+    /// SHA-256 of the winner's generated source, compiler options, NVRTC version and arch.
+    #[serde(default)]
+    pub source_hash: String,
+    /// The fastest other configuration of the interleaved re-timing (`NAME=value;...`).
+    #[serde(default)]
+    pub runner_up: String,
+    /// How much slower the runner-up is, in percent, with its 95 % interval.
+    #[serde(default)]
+    pub margin_pct: Option<f64>,
+    #[serde(default)]
+    pub margin_ci_low_pct: Option<f64>,
+    #[serde(default)]
+    pub margin_ci_high_pct: Option<f64>,
+    /// The winner was statistically tied with others and picked by the tie rule.
+    #[serde(default)]
+    pub tie: bool,
 }
 
 impl BestRow {
@@ -512,6 +531,13 @@ mod tests {
             driver: "13.0".into(),
             nvrtc: "13.0".into(),
             tuned_at: "2026-11-22T00:00:00Z".into(),
+            gpu_uuid: "GPU-0".into(),
+            source_hash: "abc".into(),
+            runner_up: "TILE_DIM=32;BLOCK_ROWS=4".into(),
+            margin_pct: Some(1.5),
+            margin_ci_low_pct: Some(0.5),
+            margin_ci_high_pct: Some(2.5),
+            tie: false,
         };
         upsert_best(&path, row("1000x1000", 2.0)).unwrap();
         upsert_best(&path, row("1024x1024", 3.0)).unwrap();

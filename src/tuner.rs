@@ -987,6 +987,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     outcome.csv_path = Some(csv_path);
     if let Some(i) = outcome.best.filter(|_| !outcome.interrupted) {
         let r = &outcome.records[i];
+        let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
         let best_path = opts.out_dir.join("best.csv");
         results::upsert_best(
             &best_path,
@@ -996,12 +997,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 dtype: info.dtype.clone(),
                 gpu: info.gpu.clone(),
                 compute_capability: info.compute_capability.clone(),
-                params: r
-                    .params
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(";"),
+                params: params_text(r),
                 median_ms: r.stats.map(|s| s.median_ms).unwrap_or_default(),
                 throughput: r.throughput.unwrap_or_default(),
                 unit: info.unit.clone(),
@@ -1014,6 +1010,28 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 nvrtc: info.nvrtc.clone(),
                 tuned_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                     .to_string(),
+                gpu_uuid: outcome
+                    .device
+                    .as_ref()
+                    .map(|d| d.uuid.clone())
+                    .unwrap_or_default(),
+                source_hash: task_record
+                    .iter()
+                    .find(|(_, &at)| at == i)
+                    .and_then(|(id, _)| task_key.get(id))
+                    .and_then(|k| k.split_whitespace().next())
+                    .unwrap_or_default()
+                    .to_string(),
+                runner_up: runner_up
+                    .map(|(at, _)| params_text(&outcome.records[at]))
+                    .unwrap_or_default(),
+                margin_pct: runner_up.map(|(_, c)| c.slower_pct),
+                margin_ci_low_pct: runner_up.map(|(_, c)| c.ci_low_pct),
+                margin_ci_high_pct: runner_up.map(|(_, c)| c.ci_high_pct),
+                tie: outcome
+                    .confidence
+                    .as_ref()
+                    .is_some_and(|c| !c.tied_with.is_empty()),
             },
         )?;
         outcome.best_path = Some(best_path);
@@ -1074,6 +1092,15 @@ fn reference_config_kernel(
         grid: [dims.grid.0, dims.grid.1, dims.grid.2],
         block: [dims.block.0, dims.block.1, dims.block.2],
     })
+}
+
+/// `NAME=value;NAME=value`, the parameter form of best.csv.
+fn params_text(r: &Record) -> String {
+    r.params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
