@@ -19,16 +19,17 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// A temporary folder holding a copy of the committed results/best.csv as `best.csv`.
+/// A temporary folder holding a copy of the snapshot of an H100 best.csv (tests/fixtures/export) as `best.csv`.
 fn db_copy() -> (TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("a temporary folder");
     let db = tmp.path().join("best.csv");
-    std::fs::copy(repo("results/best.csv"), &db).expect("results/best.csv is committed");
+    std::fs::copy(repo("tests/fixtures/export/best.csv"), &db)
+        .expect("the fixture best.csv exists");
     (tmp, db)
 }
 
 fn committed_rows() -> Vec<BestRow> {
-    read_best(&repo("results/best.csv")).unwrap()
+    read_best(&repo("tests/fixtures/export/best.csv")).unwrap()
 }
 
 fn tune() -> Command {
@@ -276,7 +277,7 @@ fn export_filters_by_op_and_gpu() {
 
 #[test]
 fn rust_api_finds_exact_nearest_and_valid_entries() {
-    let db = TunedDb::load(repo("results/best.csv")).unwrap();
+    let db = TunedDb::load(repo("tests/fixtures/export/best.csv")).unwrap();
     assert_eq!(db.rows().len(), 9);
     let best = db.best("transpose", &[1000, 1000], None).unwrap();
     assert_eq!(
@@ -343,7 +344,7 @@ fn rust_api_finds_exact_nearest_and_valid_entries() {
 /// admits too: checked at pseudo-random shapes near and far from every tuned one.
 #[test]
 fn the_header_rule_never_admits_a_shape_the_tuner_rule_rejects() {
-    let db = TunedDb::load(repo("results/best.csv")).unwrap();
+    let db = TunedDb::load(repo("tests/fixtures/export/best.csv")).unwrap();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state ^= state << 13;
@@ -522,7 +523,7 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
     let mut args: Vec<&str> = vec!["-std=c++11", "-x", "c++", "-o", "select_cpp", "select.c"];
     args.extend(strict);
     cc("g++", &args, &dir);
-    let db = TunedDb::load(repo("results/best.csv")).unwrap();
+    let db = TunedDb::load(repo("tests/fixtures/export/best.csv")).unwrap();
     let expected: Vec<String> = queries
         .iter()
         .map(|(op, dims)| {
@@ -564,7 +565,7 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
 #[test]
 fn report_is_self_contained_html_with_the_plots() {
     let tmp = tempfile::tempdir().unwrap();
-    let csv = repo("results/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
+    let csv = repo("tests/fixtures/export/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
     let out = tmp.path().join("report.html");
     let stdout = stdout_of(&[
         "report",
@@ -611,7 +612,7 @@ fn report_is_self_contained_html_with_the_plots() {
     assert_eq!(top.matches("<tr").count(), 11);
 
     // Another op: the heat map is over its first two parameters.
-    let csv = repo("results/matmul_1024x1024x1024_nvidia-h100-80gb-hbm3.csv");
+    let csv = repo("tests/fixtures/export/matmul_1024x1024x1024_nvidia-h100-80gb-hbm3.csv");
     let out = tmp.path().join("matmul.html");
     stdout_of(&[
         "report",
@@ -633,7 +634,7 @@ fn report_is_self_contained_html_with_the_plots() {
 #[test]
 fn report_shows_the_re_timed_winner() {
     use cuda_autotune::results::{read_run_csv, run_csv, Confirmed, RunInfo, Status};
-    let csv = repo("results/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
+    let csv = repo("tests/fixtures/export/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
     let mut records = read_run_csv(&csv).unwrap();
     let mut ok: Vec<usize> = (0..records.len())
         .filter(|&i| records[i].kind == "variant" && records[i].status == Status::Ok)
