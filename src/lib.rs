@@ -6,6 +6,7 @@
 //! [`tuner`] runs that pipeline; nothing else touches more than one stage.
 
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod codegen;
 pub mod compile;

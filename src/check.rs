@@ -1,0 +1,250 @@
+//! `tune check`: a regression check for CI on a GPU runner. Every stored winner of this GPU
+//! is re-tuned with its parameters pinned (and so is its recorded runner-up), then compared
+//! with the stored figures: a winner that no longer verifies, got slower than the stored time
+//! by more than the margin, or is now slower than its runner-up by more than the margin fails.
+
+use crate::bench::{BenchSettings, CacheState};
+use crate::error::{Error, Result};
+use crate::results::{read_best, BestRow, Status};
+use crate::tuner::{tune, TuneOptions};
+use std::path::PathBuf;
+
+/// What `tune check` compares and how strictly.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    pub db: PathBuf,
+    pub op: Option<String>,
+    pub shape: Option<String>,
+    /// Allowed slowdown, in percent.
+    pub margin_pct: f64,
+    pub device: usize,
+    pub reps: usize,
+    pub worker_exe: Option<PathBuf>,
+    pub templates: Option<PathBuf>,
+}
+
+/// The verdict on one stored winner.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+    pub row: BestRow,
+    pub now_ms: Option<f64>,
+    pub runner_up_ms: Option<f64>,
+    /// `None` when it passes, else why it fails.
+    pub failure: Option<String>,
+}
+
+/// Pure verdict from the measured times, so the rule is testable without a GPU.
+pub fn verdict(
+    row: &BestRow,
+    now_ms: Option<f64>,
+    runner_up_ms: Option<f64>,
+    margin_pct: f64,
+    why_not: &str,
+) -> Option<String> {
+    let Some(now) = now_ms else {
+        return Some(format!("no longer verifies or runs: {why_not}"));
+    };
+    let limit = row.median_ms * (1.0 + margin_pct / 100.0);
+    if now > limit {
+        return Some(format!(
+            "now {now:.4} ms, {:.1}% slower than the stored {:.4} ms (margin {margin_pct}%)",
+            (now / row.median_ms - 1.0) * 100.0,
+            row.median_ms
+        ));
+    }
+    if let Some(ru) = runner_up_ms {
+        if now > ru * (1.0 + margin_pct / 100.0) {
+            return Some(format!(
+                "now {now:.4} ms, {:.1}% slower than its runner-up {} ({ru:.4} ms)",
+                (now / ru - 1.0) * 100.0,
+                row.runner_up.replace(';', " ")
+            ));
+        }
+    }
+    None
+}
+
+fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Path) -> TuneOptions {
+    TuneOptions {
+        op: row.op.clone(),
+        templates: opts.templates.clone(),
+        shape: row.shape.clone(),
+        params: params
+            .split(';')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect(),
+        bench: BenchSettings {
+            warmup: 3,
+            reps: opts.reps.max(row.reps),
+            cache: if row.cache == "warm" {
+                CacheState::Warm
+            } else {
+                CacheState::Cold
+            },
+        },
+        out_dir: out.to_path_buf(),
+        device: opts.device,
+        worker_exe: opts.worker_exe.clone(),
+        confirm_rounds: 0,
+        adaptive: false,
+        ..TuneOptions::default()
+    }
+}
+
+/// Time of the single pinned configuration, or why there is none.
+fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
+    let o = tune(&opts).map_err(|e| e.to_string())?;
+    let r = o
+        .records
+        .iter()
+        .find(|r| r.kind == "variant" && r.status != Status::Pruned)
+        .ok_or("pruned on this GPU")?;
+    match (r.status, r.stats) {
+        (Status::Ok, Some(s)) => Ok(s.median_ms),
+        _ => Err(r.error.clone()),
+    }
+}
+
+/// Re-times every stored winner of the GPU in front of us that matches the filters.
+pub fn check(opts: &CheckOptions) -> Result<Vec<CheckResult>> {
+    let rows = read_best(&opts.db)?;
+    let gpu = match &opts.worker_exe {
+        Some(exe) => {
+            let (w, info, _) = crate::worker::GpuWorker::start(exe, opts.device)?;
+            w.finish();
+            info
+        }
+        None => crate::gpu::Gpu::open(opts.device)?.info.clone(),
+    };
+    let selected: Vec<BestRow> = rows
+        .into_iter()
+        .filter(|r| r.gpu == gpu.name)
+        .filter(|r| opts.op.as_ref().is_none_or(|op| &r.op == op))
+        .filter(|r| opts.shape.as_ref().is_none_or(|s| &r.shape == s))
+        .collect();
+    if selected.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} holds no stored winner for {}{}{}",
+            opts.db.display(),
+            gpu.name,
+            opts.op
+                .as_ref()
+                .map(|o| format!(", op {o}"))
+                .unwrap_or_default(),
+            opts.shape
+                .as_ref()
+                .map(|s| format!(", shape {s}"))
+                .unwrap_or_default()
+        )));
+    }
+    let scratch = tempfile::tempdir().map_err(|e| {
+        Error::io(
+            "cannot create a temporary folder in",
+            std::env::temp_dir(),
+            e,
+        )
+    })?;
+    let mut out = Vec::new();
+    for row in selected {
+        let now = time_of(pinned(opts, &row, &row.params, scratch.path()));
+        let runner_up = if row.runner_up.is_empty() {
+            None
+        } else {
+            time_of(pinned(opts, &row, &row.runner_up, scratch.path())).ok()
+        };
+        let why_not = now.as_ref().err().cloned().unwrap_or_default();
+        let now_ms = now.ok();
+        let failure = verdict(&row, now_ms, runner_up, opts.margin_pct, &why_not);
+        out.push(CheckResult {
+            row,
+            now_ms,
+            runner_up_ms: runner_up,
+            failure,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(ms: f64, runner_up: &str) -> BestRow {
+        BestRow {
+            op: "transpose".into(),
+            shape: "1000x1000".into(),
+            dtype: "f32".into(),
+            gpu: "GPU".into(),
+            compute_capability: "9.0".into(),
+            params: "TILE_DIM=32;BLOCK_ROWS=8".into(),
+            median_ms: ms,
+            throughput: 1.0,
+            unit: "GB/s".into(),
+            frac_of_roof: None,
+            roof: "memcpy".into(),
+            cache: "cold".into(),
+            reps: 30,
+            tool_version: "0".into(),
+            driver: "13.0".into(),
+            nvrtc: "13.0".into(),
+            tuned_at: String::new(),
+            gpu_uuid: String::new(),
+            source_hash: String::new(),
+            runner_up: runner_up.into(),
+            margin_pct: None,
+            margin_ci_low_pct: None,
+            margin_ci_high_pct: None,
+            tie: false,
+        }
+    }
+
+    #[test]
+    fn within_the_margin_passes() {
+        assert_eq!(verdict(&row(1.0, ""), Some(1.05), None, 10.0, ""), None);
+        assert_eq!(verdict(&row(1.0, ""), Some(0.8), None, 10.0, ""), None);
+    }
+
+    #[test]
+    fn a_stored_winner_claimed_20_percent_too_fast_fails() {
+        // The database says 0.8 ms; the kernel really takes 1.0 ms: 25 % slower than stored.
+        let why = verdict(&row(0.8, ""), Some(1.0), None, 10.0, "").unwrap();
+        assert!(
+            why.contains("25.0% slower than the stored 0.8000 ms"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_winner_now_slower_than_its_runner_up_fails() {
+        let why = verdict(
+            &row(1.0, "TILE_DIM=64;BLOCK_ROWS=16"),
+            Some(1.05),
+            Some(0.9),
+            10.0,
+            "",
+        )
+        .unwrap();
+        assert!(why.contains("runner-up TILE_DIM=64 BLOCK_ROWS=16"), "{why}");
+        assert_eq!(
+            verdict(&row(1.0, "X=1"), Some(1.0), Some(0.95), 10.0, ""),
+            None
+        );
+    }
+
+    #[test]
+    fn a_winner_that_no_longer_verifies_fails() {
+        let why = verdict(
+            &row(1.0, ""),
+            None,
+            None,
+            10.0,
+            "wrong result: 3 of 10 elements differ",
+        )
+        .unwrap();
+        assert!(
+            why.contains("no longer verifies") && why.contains("wrong result"),
+            "{why}"
+        );
+    }
+}
