@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod clocks;
 pub mod cli;
 pub mod codegen;
 pub mod compile;

@@ -203,6 +203,26 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             );
         }
     }
+    match &o.clocks {
+        Some(c) => {
+            let _ = writeln!(
+                s,
+                "Clocks (NVML, after each variant): SM steady {} MHz (min {}, max {}), memory {} MHz, max {} °C; {} of {} readings throttled or >10% below steady{}",
+                c.steady_sm_mhz,
+                c.min_sm_mhz,
+                c.max_sm_mhz,
+                c.mem_mhz,
+                c.max_temp_c,
+                c.flagged,
+                c.samples,
+                if c.flagged > 0 { " (flagged in the CSV)" } else { "" }
+            );
+        }
+        None if o.info.is_some() => {
+            let _ = writeln!(s, "Clocks: not read (NVML could not be loaded).");
+        }
+        None => {}
+    }
     if o.reused > 0 {
         let _ = writeln!(
             s,

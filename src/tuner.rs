@@ -139,6 +139,8 @@ pub struct TuneOutcome {
     pub journal_path: Option<PathBuf>,
     /// The interleaved re-timing of the leaders, when it ran.
     pub confidence: Option<Confidence>,
+    /// NVML readings taken after every variant; `None` when NVML was not available.
+    pub clocks: Option<crate::clocks::ClockSummary>,
 }
 
 /// How sure the run is of its winner.
@@ -571,6 +573,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         reused: 0,
         journal_path: None,
         confidence: None,
+        clocks: None,
     };
     let Some(dev) = device else {
         outcome.records = candidates
@@ -851,6 +854,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut best_ms = f64::INFINITY;
     let mut phases = outcome.phases;
     let mut journal_error = None;
+    let mut clock_samples: Vec<(usize, crate::clocks::ClockSample)> = Vec::new();
     let mut handle = |r: TaskResult, fresh: bool| {
         let Some(&at) = task_record.get(&r.id) else {
             return;
@@ -861,6 +865,9 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     journal_error.get_or_insert(e);
                 }
             }
+        }
+        if let (Some(c), true) = (r.clock, fresh) {
+            clock_samples.push((at, c));
         }
         let rec = &mut records[at];
         rec.registers = r.registers.or(rec.registers);
@@ -897,6 +904,20 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         run_tasks(&job, isolation, &mut |r| handle(r, true))
     };
     pb.finish_and_clear();
+    // Results measured while the GPU throttled or ran far below its steady clock are flagged.
+    let readings: Vec<crate::clocks::ClockSample> = clock_samples.iter().map(|(_, c)| *c).collect();
+    outcome.clocks = crate::clocks::summarize(&readings);
+    if let Some(sum) = outcome.clocks {
+        for (at, c) in &clock_samples {
+            let rec = &mut records[*at];
+            if rec.status == Status::Ok && crate::clocks::is_flagged(c, sum.steady_sm_mhz) {
+                rec.error = format!(
+                    "warning: measured while the GPU ran at {} MHz (steady {} MHz), throttle bits {:#x}",
+                    c.sm_mhz, sum.steady_sm_mhz, c.throttle_bits
+                );
+            }
+        }
+    }
     if let Some(e) = journal_error {
         eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");
     }

@@ -144,6 +144,9 @@ pub struct TaskResult {
     /// Every timed launch, in order (interleaved confirmation rounds only).
     #[serde(default)]
     pub samples: Vec<f64>,
+    /// Clocks, temperature and throttle reasons right after the task (NVML, when present).
+    #[serde(default)]
+    pub clock: Option<crate::clocks::ClockSample>,
 }
 
 /// A line on the worker's stdout.
@@ -202,10 +205,13 @@ struct Session {
     blas: std::result::Result<crate::gpu::Blas, String>,
     /// Median of the fastest verified variant so far (for adaptive repetitions).
     best_ms: std::cell::Cell<f64>,
+    /// NVML for this device, when it can be loaded.
+    clocks: Option<crate::clocks::ClockMonitor>,
 }
 
 impl Session {
     fn open(gpu: Gpu, job: &Job, host: &HostData) -> Result<Session> {
+        let gpu_uuid = gpu.info.uuid.clone();
         let mut buffers = Vec::new();
         let mut inputs = host.inputs.iter();
         for b in &job.buffers {
@@ -297,6 +303,7 @@ impl Session {
             timer,
             blas,
             best_ms: std::cell::Cell::new(f64::INFINITY),
+            clocks: crate::clocks::ClockMonitor::open(&gpu_uuid).ok(),
         })
     }
 
@@ -386,6 +393,7 @@ impl Session {
                     r.registers = Some(k.registers);
                     r.stats = Stats::from_samples(&s);
                     r.samples = s;
+                    r.clock = self.clocks.as_ref().and_then(|c| c.sample());
                     results.push(r);
                 }
             }
@@ -408,6 +416,7 @@ impl Session {
             verify_s: 0.0,
             timing_s: 0.0,
             samples: Vec::new(),
+            clock: None,
         };
         let (expect, mode) = if task.expect == "reference" {
             (&self.expected, job.compare)
@@ -473,6 +482,7 @@ impl Session {
             }
             Err(e) => r.error = e,
         }
+        r.clock = self.clocks.as_ref().and_then(|c| c.sample());
         r
     }
 
@@ -765,6 +775,7 @@ fn failed(id: usize, error: String) -> TaskResult {
         verify_s: 0.0,
         timing_s: 0.0,
         samples: Vec::new(),
+        clock: None,
     }
 }
 
