@@ -52,6 +52,34 @@ pub enum Command {
     Export(ExportArgs),
     /// Write a self-contained HTML report with plots of a tuning run.
     Report(ReportArgs),
+    /// Re-time the stored winners on this GPU; exit 1 when one is slower than stored (or than
+    /// its runner-up) by more than --margin, or no longer verifies. For CI on a GPU runner.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The tuning database whose winners to check.
+    #[arg(long, default_value = "results/best.csv")]
+    pub db: PathBuf,
+    /// Only entries of this op.
+    #[arg(long)]
+    pub op: Option<String>,
+    /// Only entries of this shape.
+    #[arg(long, allow_hyphen_values = true)]
+    pub shape: Option<String>,
+    /// Allowed slowdown in percent before a check fails.
+    #[arg(long, default_value_t = 10.0)]
+    pub margin: f64,
+    /// CUDA device index.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Timed launches per configuration (at least the stored run's).
+    #[arg(long, default_value_t = 30)]
+    pub reps: usize,
+    /// Read op specs and templates from DIR instead of the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -4,7 +4,7 @@
 use clap::Parser;
 use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::results::Status;
-use cuda_autotune::{export, report, tuner, worker};
+use cuda_autotune::{check, export, report, tuner, worker};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -20,11 +20,22 @@ fn main() -> ExitCode {
         _ => {}
     }
     let cli = Cli::parse();
+    if let Some(Command::Check(args)) = &cli.command {
+        return match check::command(args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(e.exit_code() as u8)
+            }
+        };
+    }
     if let Some(command) = &cli.command {
         let done = match command {
             Command::Best(args) => export::best(args),
             Command::Export(args) => export::export(args),
             Command::Report(args) => export::report(args),
+            Command::Check(_) => unreachable!("handled above"),
         };
         return match done {
             Ok(()) => ExitCode::SUCCESS,
