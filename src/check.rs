@@ -166,6 +166,54 @@ pub fn check(opts: &CheckOptions) -> Result<Vec<CheckResult>> {
     Ok(out)
 }
 
+/// `tune check`: runs [`check`] and prints one line per stored winner. `Ok(false)` when any
+/// check failed (the binary exits 1).
+pub fn command(args: &crate::cli::CheckArgs) -> Result<bool> {
+    let opts = CheckOptions {
+        db: args.db.clone(),
+        op: args.op.clone(),
+        shape: args.shape.clone(),
+        margin_pct: args.margin,
+        device: args.device,
+        reps: args.reps,
+        worker_exe: std::env::current_exe().ok(),
+        templates: args.templates.clone(),
+    };
+    let results = check(&opts)?;
+    let mut ok = true;
+    for r in &results {
+        let now = r
+            .now_ms
+            .map(|m| format!("{m:.4} ms"))
+            .unwrap_or_else(|| "-".into());
+        match &r.failure {
+            None => println!(
+                "PASS {} {} {}: stored {:.4} ms, now {now}",
+                r.row.op,
+                r.row.shape,
+                r.row.params.replace(';', " "),
+                r.row.median_ms
+            ),
+            Some(why) => {
+                ok = false;
+                println!(
+                    "FAIL {} {} {}: {why}",
+                    r.row.op,
+                    r.row.shape,
+                    r.row.params.replace(';', " ")
+                );
+            }
+        }
+    }
+    let failed = results.iter().filter(|r| r.failure.is_some()).count();
+    println!(
+        "{} checked, {failed} failed (margin {}%)",
+        results.len(),
+        args.margin
+    );
+    Ok(ok)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,52 +295,4 @@ mod tests {
             "{why}"
         );
     }
-}
-
-/// `tune check`: runs [`check`] and prints one line per stored winner. `Ok(false)` when any
-/// check failed (the binary exits 1).
-pub fn command(args: &crate::cli::CheckArgs) -> Result<bool> {
-    let opts = CheckOptions {
-        db: args.db.clone(),
-        op: args.op.clone(),
-        shape: args.shape.clone(),
-        margin_pct: args.margin,
-        device: args.device,
-        reps: args.reps,
-        worker_exe: std::env::current_exe().ok(),
-        templates: args.templates.clone(),
-    };
-    let results = check(&opts)?;
-    let mut ok = true;
-    for r in &results {
-        let now = r
-            .now_ms
-            .map(|m| format!("{m:.4} ms"))
-            .unwrap_or_else(|| "-".into());
-        match &r.failure {
-            None => println!(
-                "PASS {} {} {}: stored {:.4} ms, now {now}",
-                r.row.op,
-                r.row.shape,
-                r.row.params.replace(';', " "),
-                r.row.median_ms
-            ),
-            Some(why) => {
-                ok = false;
-                println!(
-                    "FAIL {} {} {}: {why}",
-                    r.row.op,
-                    r.row.shape,
-                    r.row.params.replace(';', " ")
-                );
-            }
-        }
-    }
-    let failed = results.iter().filter(|r| r.failure.is_some()).count();
-    println!(
-        "{} checked, {failed} failed (margin {}%)",
-        results.len(),
-        args.margin
-    );
-    Ok(ok)
 }
