@@ -147,8 +147,18 @@ pub struct TuneArgs {
     pub op: String,
 
     /// Problem shape: ROWSxCOLS for transpose (1000x1000), MxNxK for matmul (1024x1024x1024).
-    #[arg(long, allow_hyphen_values = true, required = true)]
+    /// A list tunes each shape in turn: --shape 1000x1000,4096x512.
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        required_unless_present = "shapes",
+        conflicts_with = "shapes"
+    )]
     pub shape: Option<String>,
+
+    /// Tune every shape listed in FILE (one per line; # comments and blank lines allowed).
+    #[arg(long, value_name = "FILE")]
+    pub shapes: Option<PathBuf>,
 
     /// Replace a parameter's values: NAME=v1,v2,... (repeatable).
     #[arg(long = "param", short = 'p', value_name = "NAME=V1,V2")]

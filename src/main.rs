@@ -2,8 +2,9 @@
 //! stderr and a non-zero exit code (2: bad input, 1: environment, GPU, or nothing verified).
 
 use clap::Parser;
-use cuda_autotune::cli::{Cli, Command};
+use cuda_autotune::cli::{Cli, Command, TuneArgs};
 use cuda_autotune::results::Status;
+use cuda_autotune::tuner::TuneOptions;
 use cuda_autotune::{check, export, report, tuner, worker};
 use std::process::ExitCode;
 
@@ -55,7 +56,44 @@ fn main() -> ExitCode {
         worker::request_stop();
         eprintln!("\ninterrupted: stopping after the variant in flight (Ctrl-C again to quit now)");
     });
-    match tuner::tune(&cli.options()) {
+    let base = cli.options();
+    let shapes = match tuner::shape_list(&base, cli.shapes.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    if shapes.len() == 1 {
+        let opts = TuneOptions {
+            shape: shapes[0].clone(),
+            ..base
+        };
+        return ExitCode::from(run_one(&cli, &opts).0);
+    }
+    // A sweep: each shape tuned as if alone, then one summary table.
+    let mut rows = Vec::new();
+    let mut worst = 0u8;
+    for shape in &shapes {
+        println!("==== {shape}");
+        let opts = TuneOptions {
+            shape: shape.clone(),
+            ..base.clone()
+        };
+        let (code, outcome) = run_one(&cli, &opts);
+        worst = worst.max(code);
+        rows.push(report::summary_row(shape, outcome.as_ref()));
+        if code == 130 {
+            break;
+        }
+    }
+    print!("{}", report::summary_table(&rows));
+    ExitCode::from(worst)
+}
+
+/// Tunes one shape and prints its report; the exit code it calls for, and the outcome.
+fn run_one(cli: &TuneArgs, opts: &TuneOptions) -> (u8, Option<tuner::TuneOutcome>) {
+    match tuner::tune(opts) {
         Ok(outcome) => {
             print!("{}", report::render(&outcome, cli.top, cli.verbose));
             if outcome.interrupted {
@@ -67,7 +105,7 @@ fn main() -> ExitCode {
                     "interrupted: partial results written; resume with: tune {} --resume",
                     args.join(" ")
                 );
-                return ExitCode::from(130);
+                return (130, Some(outcome));
             }
             let failed_compiles = outcome
                 .records
@@ -76,23 +114,24 @@ fn main() -> ExitCode {
                 .count();
             if cli.compile_only && failed_compiles > 0 {
                 eprintln!("error: {failed_compiles} variant(s) failed to compile");
-                return ExitCode::from(1);
+                return (1, Some(outcome));
             }
             if !cli.compile_only && outcome.best.is_none() {
                 eprintln!(
                     "error: no configuration verified; see {}",
                     outcome
                         .csv_path
+                        .as_ref()
                         .map(|p| p.display().to_string())
                         .unwrap_or_default()
                 );
-                return ExitCode::from(1);
+                return (1, Some(outcome));
             }
-            ExitCode::SUCCESS
+            (0, Some(outcome))
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(e.exit_code() as u8)
+            eprintln!("error: {}: {e}", opts.shape);
+            (e.exit_code() as u8, None)
         }
     }
 }

@@ -282,3 +282,41 @@ fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     }
     s
 }
+
+/// One line of a sweep's summary: shape, best configuration, throughput, fraction of roof.
+pub fn summary_row(shape: &str, o: Option<&TuneOutcome>) -> [String; 4] {
+    let best = o.and_then(|o| o.best.map(|i| (o, &o.records[i])));
+    match best {
+        Some((o, r)) => [
+            shape.to_string(),
+            r.label(),
+            format!(
+                "{:.1} {}",
+                r.throughput.unwrap_or_default(),
+                o.info.as_ref().map(|i| i.unit.as_str()).unwrap_or("")
+            ),
+            pct(r.frac_of_roof),
+        ],
+        None => [
+            shape.to_string(),
+            "(no verified configuration)".into(),
+            "-".into(),
+            "-".into(),
+        ],
+    }
+}
+
+/// The summary table of a sweep over several shapes.
+pub fn summary_table(rows: &[[String; 4]]) -> String {
+    let mut s = String::from("\nSummary:\n");
+    let w = rows.iter().map(|r| r[1].len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(
+        s,
+        "  {:<16} {:<w$} {:>16} {:>8}",
+        "shape", "best", "throughput", "% roof"
+    );
+    for r in rows {
+        let _ = writeln!(s, "  {:<16} {:<w$} {:>16} {:>8}", r[0], r[1], r[2], r[3]);
+    }
+    s
+}

@@ -68,6 +68,36 @@ impl Shape {
     }
 }
 
+/// Splits `--shape A,B,C` into shapes, each checked against the op's dimensions.
+pub fn parse_list(input: &str, names: &[String]) -> Result<Vec<Shape>> {
+    input.split(',').map(|s| Shape::parse(s, names)).collect()
+}
+
+/// Reads `--shapes FILE`: one shape per line, `#` comments and blank lines allowed. Every line
+/// is checked before anything is tuned; a bad line is reported with its number.
+pub fn read_file(path: &std::path::Path, names: &[String]) -> Result<Vec<Shape>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let mut shapes = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let shape = Shape::parse(line, names).map_err(|e| Error::Shape {
+            input: format!("{}:{}", path.display(), i + 1),
+            why: e.to_string(),
+        })?;
+        shapes.push(shape);
+    }
+    if shapes.is_empty() {
+        return Err(Error::Shape {
+            input: path.display().to_string(),
+            why: "the file lists no shape".into(),
+        });
+    }
+    Ok(shapes)
+}
+
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self.dims.iter().map(u64::to_string).collect();
@@ -94,6 +124,35 @@ mod tests {
             Shape::parse("8191x8191", &names2()).unwrap().to_string(),
             "8191x8191"
         );
+    }
+
+    #[test]
+    fn shape_lists_and_files() {
+        let list = parse_list("1000x1000,4096x512,8191x8191", &names2()).unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[1].dims, vec![4096, 512]);
+        assert!(parse_list("1000x1000,,8x8", &names2()).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shapes.txt");
+        std::fs::write(
+            &path,
+            "# model shapes\n1000x1000\n\n  4096x512  # attention\n",
+        )
+        .unwrap();
+        let shapes = read_file(&path, &names2()).unwrap();
+        assert_eq!(
+            shapes.iter().map(Shape::to_string).collect::<Vec<_>>(),
+            vec!["1000x1000", "4096x512"]
+        );
+        std::fs::write(&path, "1000x1000\n12x\n").unwrap();
+        let e = read_file(&path, &names2()).unwrap_err().to_string();
+        assert!(e.contains("shapes.txt:2"), "{e}");
+        std::fs::write(&path, "# nothing\n\n").unwrap();
+        assert!(read_file(&path, &names2())
+            .unwrap_err()
+            .to_string()
+            .contains("no shape"));
+        assert!(read_file(&dir.path().join("missing.txt"), &names2()).is_err());
     }
 
     #[test]

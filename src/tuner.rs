@@ -397,14 +397,30 @@ fn bar(len: usize, prefix: &'static str) -> ProgressBar {
     pb
 }
 
+/// The op the options name: a user's spec, or a built-in (or `--templates`) op.
+pub fn load_op(opts: &TuneOptions) -> Result<Op> {
+    match &opts.spec {
+        Some(spec) => Op::load_spec(spec, opts.template.as_deref()),
+        None => Op::load(&opts.op, opts.templates.as_deref()),
+    }
+}
+
+/// The shapes of a sweep: `--shape A,B,C` or `--shapes FILE`, all checked against the op
+/// before anything is tuned.
+pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>> {
+    let op = load_op(opts)?;
+    let shapes = match file {
+        Some(f) => crate::shape::read_file(f, &op.spec.dims)?,
+        None => crate::shape::parse_list(&opts.shape, &op.spec.dims)?,
+    };
+    Ok(shapes.iter().map(Shape::to_string).collect())
+}
+
 /// Runs the whole pipeline for one op and shape.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let t0 = Instant::now();
     // Everything the user typed is checked before any GPU or compiler is touched.
-    let op = match &opts.spec {
-        Some(spec) => Op::load_spec(spec, opts.template.as_deref())?,
-        None => Op::load(&opts.op, opts.templates.as_deref())?,
-    };
+    let op = load_op(opts)?;
     let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
     let overrides = opts
         .params
