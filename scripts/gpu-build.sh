@@ -11,4 +11,6 @@ for t in gpu faults; do
     | python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["kind"]==["test"]]')
   cp "$bin" .gpu/$t-tests
 done
+cargo build --release --example tuned_transpose
+cp target/release/examples/tuned_transpose .gpu/tuned_transpose
 ls -la .gpu
