@@ -3,24 +3,34 @@
 //! source, compile it with NVRTC and, when a CUDA GPU is present, run it once and check the
 //! output against a CPU transpose.
 //!
+//! Then, as a check of the export against the database: with a GPU, the stored kernel of
+//! every transpose entry is verified and timed at its own shape the way the tuner times
+//! (`bench::Timer`, 3 warm-up + 30 timed launches, L2 flushed before each), one line per entry:
+//! `shape, db GB/s, measured GB/s, ratio`. The exit code is 1 when any kernel does not compile
+//! or gives a wrong result. Without a GPU every entry is compiled and the runs are skipped.
+//!
 //! ```sh
 //! export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)   # without the CUDA toolkit
 //! cargo run --example tuned_transpose                # 1000x1000, results/best.csv
 //! cargo run --example tuned_transpose -- 1001x1001 path/to/best.csv
 //! ```
 
+use cuda_autotune::bench::{BenchSettings, CacheState, Timer};
 use cuda_autotune::compile::Compiler;
 use cuda_autotune::error::{Error, Result};
-use cuda_autotune::export::{candidate_for, format_ms, specialize, TunedDb};
-use cuda_autotune::gpu::{gpu_available, Arg, Gpu};
+use cuda_autotune::export::{candidate_for, format_ms, specialize, TunedDb, TunedKernel};
+use cuda_autotune::gpu::{gpu_available, Arg, Buffer, Gpu, Kernel};
+use cuda_autotune::results::BestRow;
 use cuda_autotune::shape::Shape;
+use cuda_autotune::space::LaunchDims;
 use cuda_autotune::verify;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     match run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code() as u8)
@@ -28,7 +38,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<()> {
+/// Ok(false) when a kernel of the database failed to compile or to verify.
+fn run() -> Result<bool> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let shape_text = args.first().map(String::as_str).unwrap_or("1000x1000");
     let db_path = args
@@ -96,35 +107,26 @@ fn run() -> Result<()> {
 
     // 4. Run it once and compare with the CPU.
     let Some(gpu) = gpu else {
-        println!("no CUDA GPU here: skipped the run");
-        return Ok(());
+        // Without a GPU, still check that every transpose kernel of the database compiles.
+        let prepared = prepare_entries(&db, &compiler);
+        let compiled = prepared.iter().filter(|(_, p)| p.is_ok()).count();
+        for (row, p) in &prepared {
+            if let Err(e) = p {
+                println!("{}: {e}", row.shape);
+            }
+        }
+        println!(
+            "no CUDA GPU here: skipped the run, and the timing of the {} transpose entries of {} \
+             ({compiled} compiled)",
+            prepared.len(),
+            db_path.display()
+        );
+        return Ok(compiled == prepared.len());
     };
     let (rows, cols) = (shape.dims[0] as usize, shape.dims[1] as usize);
-    let input = verify::random_input(rows * cols, 1);
-    let mut d_in = gpu.alloc(rows * cols, "in")?;
-    gpu.upload(&input, &mut d_in)?;
-    let d_out = gpu.alloc(rows * cols, "out")?;
-    gpu.fill_u32(&d_out, verify::NAN_BITS)?;
     let kernel = gpu.load(&compiled.cubin, tuned.kernel_name())?;
-    let mut kernel_args = Vec::new();
-    for name in &tuned.op.spec.args {
-        kernel_args.push(match name.as_str() {
-            "out" => Arg::Ptr(d_out.ptr),
-            "in" => Arg::Ptr(d_in.ptr),
-            "ROWS" => Arg::I32(rows as i32),
-            "COLS" => Arg::I32(cols as i32),
-            other => return Err(Error::Usage(format!("unexpected kernel argument {other}"))),
-        });
-    }
-    gpu.launch(&kernel, launch, &kernel_args)?;
-    gpu.synchronize("running the tuned transpose")?;
-    let out = gpu.download(&d_out)?;
-    let expected = verify::transpose(&input, rows, cols);
-    let wrong = out
-        .iter()
-        .zip(&expected)
-        .filter(|(a, b)| a.to_bits() != b.to_bits())
-        .count();
+    let bufs = Buffers::new(&gpu, &tuned, rows, cols)?;
+    let wrong = bufs.run_and_check(&gpu, &kernel, launch)?;
     if wrong > 0 {
         return Err(Error::Usage(format!(
             "{wrong} of {} elements differ from the CPU transpose",
@@ -138,5 +140,185 @@ fn run() -> Result<()> {
         launch.block,
         rows * cols
     );
-    Ok(())
+
+    // 5. Time the stored kernel of every transpose entry at its own shape, as the tuner does.
+    Ok(time_entries(&gpu, &db, &compiler)? == 0)
+}
+
+/// A database entry's own kernel at its own shape, compiled.
+struct Prepared {
+    tuned: TunedKernel,
+    launch: LaunchDims,
+    cubin: Vec<u8>,
+}
+
+/// Renders and compiles the kernel of every transpose entry of `db`, in file order.
+fn prepare_entries<'a>(
+    db: &'a TunedDb,
+    compiler: &Compiler,
+) -> Vec<(&'a BestRow, Result<Prepared>)> {
+    db.filter(Some("transpose"), None)
+        .into_iter()
+        .map(|row| {
+            let prepared = (|| {
+                let tuned = specialize(row, None)?;
+                let launch = tuned.candidate.launch.ok_or_else(|| {
+                    Error::Usage(format!("{} is pruned at {}", row.params, row.shape))
+                })?;
+                let cubin = compiler
+                    .compile(&tuned.source)
+                    .map_err(|f| Error::Usage(format!("NVRTC rejected the source: {}", f.log)))?
+                    .cubin;
+                Ok(Prepared {
+                    tuned,
+                    launch,
+                    cubin,
+                })
+            })();
+            (row, prepared)
+        })
+        .collect()
+}
+
+/// Verifies and times the kernel of every transpose entry of `db` at the entry's own shape
+/// with the tuner's timer and settings (3 warm-up and 30 timed launches, L2 flushed before
+/// each), and prints `shape, db GB/s, measured GB/s, ratio` per entry. Returns how many
+/// entries failed (did not compile, gave a wrong result or faulted).
+fn time_entries(gpu: &Gpu, db: &TunedDb, compiler: &Compiler) -> Result<usize> {
+    let settings = BenchSettings {
+        warmup: 3,
+        reps: 30,
+        cache: CacheState::Cold,
+    };
+    let timer = Timer::new(gpu, settings)?;
+    let prepared = prepare_entries(db, compiler);
+    let elsewhere = prepared
+        .iter()
+        .filter(|(r, _)| r.gpu != gpu.info.name)
+        .count();
+    if elsewhere > 0 {
+        println!(
+            "note: {elsewhere} of the {} transpose entries were tuned on another GPU than this {}",
+            prepared.len(),
+            gpu.info.name
+        );
+    }
+    for (row, p) in &prepared {
+        if let Ok(p) = p {
+            if !row.source_hash.is_empty() && compiler.key(&p.tuned.source) != row.source_hash {
+                println!(
+                    "note: {}: the source compiled here is not the one tuned (its hash differs: \
+                     another template, NVRTC or arch?)",
+                    row.shape
+                );
+            }
+        }
+    }
+    println!(
+        "the stored kernel of each transpose entry at its own shape, timed as the tuner does \
+         (L2 {}, {} warm-up + {} timed launches, median):",
+        settings.cache.as_str(),
+        settings.warmup,
+        settings.reps
+    );
+    println!("shape, db GB/s, measured GB/s, ratio");
+    let mut failures = 0;
+    for (row, p) in prepared {
+        let measured = p.and_then(|p| time_entry(gpu, &timer, &p));
+        match measured {
+            Ok(gbs) => println!(
+                "{}, {:.1}, {:.1}, {:.3}",
+                row.shape,
+                row.throughput,
+                gbs,
+                gbs / row.throughput
+            ),
+            Err(e) => {
+                failures += 1;
+                println!("{}, {:.1}, FAILED: {e}, -", row.shape, row.throughput);
+            }
+        }
+    }
+    if failures > 0 {
+        eprintln!(
+            "error: {failures} of the {} transpose entries failed",
+            db.filter(Some("transpose"), None).len()
+        );
+    }
+    Ok(failures)
+}
+
+/// One entry: run once and compare with the CPU, then time; its throughput in GB/s by the
+/// op's own metric (bytes read + written).
+fn time_entry(gpu: &Gpu, timer: &Timer, p: &Prepared) -> Result<f64> {
+    let dims = &p.tuned.shape.dims;
+    let (rows, cols) = (dims[0] as usize, dims[1] as usize);
+    let kernel = gpu.load(&p.cubin, p.tuned.kernel_name())?;
+    let bufs = Buffers::new(gpu, &p.tuned, rows, cols)?;
+    let wrong = bufs.run_and_check(gpu, &kernel, p.launch)?;
+    if wrong > 0 {
+        return Err(Error::Usage(format!(
+            "wrong result: {wrong} of {} elements differ from the CPU transpose",
+            rows * cols
+        )));
+    }
+    let stats = timer.measure(gpu, || gpu.launch(&kernel, p.launch, &bufs.args), None)?;
+    let (bytes_expr, unit) = p.tuned.op.spec.metric.amount();
+    if unit != "GB/s" {
+        return Err(Error::Usage(format!("the metric is {unit}, not GB/s")));
+    }
+    let bytes = p.tuned.candidate.vars.eval_int(bytes_expr, "metric")? as f64;
+    Ok(bytes / (stats.median_ms * 1e-3) / 1e9)
+}
+
+/// Input, output and kernel arguments of a transpose of `rows` x `cols`.
+struct Buffers {
+    input: Vec<f32>,
+    d_out: Buffer,
+    _d_in: Buffer,
+    rows: usize,
+    cols: usize,
+    args: Vec<Arg>,
+}
+
+impl Buffers {
+    fn new(gpu: &Gpu, tuned: &TunedKernel, rows: usize, cols: usize) -> Result<Buffers> {
+        let input = verify::random_input(rows * cols, 1);
+        let mut d_in = gpu.alloc(rows * cols, "in")?;
+        gpu.upload(&input, &mut d_in)?;
+        let d_out = gpu.alloc(rows * cols, "out")?;
+        let mut args = Vec::new();
+        for name in &tuned.op.spec.args {
+            args.push(match name.as_str() {
+                "out" => Arg::Ptr(d_out.ptr),
+                "in" => Arg::Ptr(d_in.ptr),
+                "ROWS" => Arg::I32(rows as i32),
+                "COLS" => Arg::I32(cols as i32),
+                other => return Err(Error::Usage(format!("unexpected kernel argument {other}"))),
+            });
+        }
+        Ok(Buffers {
+            input,
+            d_out,
+            _d_in: d_in,
+            rows,
+            cols,
+            args,
+        })
+    }
+
+    /// Poisons the output with NaN, launches once and counts the elements that differ
+    /// (bitwise) from a CPU transpose.
+    fn run_and_check(&self, gpu: &Gpu, kernel: &Kernel, launch: LaunchDims) -> Result<usize> {
+        gpu.fill_u32(&self.d_out, verify::NAN_BITS)?;
+        gpu.launch(kernel, launch, &self.args)?;
+        gpu.synchronize("running the tuned transpose")?;
+        let out = gpu.download(&self.d_out)?;
+        let expected = verify::transpose(&self.input, self.rows, self.cols);
+        Ok(out
+            .iter()
+            .zip(&expected)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count())
+    }
 }

@@ -23,7 +23,8 @@ Examples:
 
 Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). Results go to results/<op>_<shape>_<gpu>.csv (every
 configuration, with why it failed or was pruned) and results/best.csv (one row per op,
-shape, dtype and GPU; a new run of the same key replaces the row).";
+shape, dtype and GPU; a new run of the same key replaces the row, except that with
+--keep-best a stored row that is faster at the same --cache state stays).";
 
 /// Finds the fastest correct CUDA kernel for an op and a shape on this GPU.
 #[derive(Debug, Parser)]
@@ -244,6 +245,11 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = 50)]
     pub confirm_rounds: usize,
 
+    /// Keep the stored row of best.csv when it is faster than this run's best (a lower
+    /// median at the same --cache state). Without it the newer run replaces the row.
+    #[arg(long)]
+    pub keep_best: bool,
+
     /// Reuse the results journaled by an earlier unfinished run of the same op, shape, GPU,
     /// cache state and settings, and measure only what is missing.
     #[arg(long)]
@@ -304,6 +310,7 @@ impl TuneArgs {
             resume: self.resume,
             adaptive: !self.no_adaptive,
             confirm_rounds: self.confirm_rounds,
+            keep_best: self.keep_best,
         }
     }
 }

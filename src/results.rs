@@ -379,41 +379,335 @@ impl BestRow {
     fn key(&self) -> (&str, &str, &str, &str) {
         (&self.op, &self.shape, &self.dtype, &self.gpu)
     }
+
+    /// Why the row cannot be used although its columns parsed (empty names, a shape that is
+    /// not `AxB...`, a time that is not positive, a half-written timestamp), if it cannot.
+    fn check(&self) -> std::result::Result<(), String> {
+        for (column, value) in [("op", &self.op), ("dtype", &self.dtype), ("gpu", &self.gpu)] {
+            if value.is_empty() {
+                return Err(format!("column {column} is empty"));
+            }
+        }
+        let dims_ok = self
+            .shape
+            .split(['x', 'X'])
+            .all(|d| d.trim().parse::<u64>().is_ok_and(|d| d > 0));
+        if !dims_ok {
+            return Err(format!(
+                "column shape: '{}' is not positive integers separated by x",
+                self.shape
+            ));
+        }
+        let not_pair = self
+            .params
+            .split(';')
+            .filter(|p| !p.trim().is_empty())
+            .find(|p| {
+                !p.split_once('=')
+                    .is_some_and(|(k, v)| !k.trim().is_empty() && !v.trim().is_empty())
+            });
+        if let Some(part) = not_pair {
+            return Err(format!("column params: '{part}' is not NAME=value"));
+        }
+        if !(self.median_ms.is_finite() && self.median_ms > 0.0) {
+            return Err(format!(
+                "column median_ms: {} is not a positive time",
+                self.median_ms
+            ));
+        }
+        if !(self.throughput.is_finite() && self.throughput >= 0.0) {
+            return Err(format!(
+                "column throughput: {} is not a throughput",
+                self.throughput
+            ));
+        }
+        if !matches!(self.cache.as_str(), "cold" | "warm") {
+            return Err(format!(
+                "column cache: '{}' is neither cold nor warm",
+                self.cache
+            ));
+        }
+        if !self.tuned_at.is_empty() && humantime::parse_rfc3339_weak(&self.tuned_at).is_err() {
+            return Err(format!(
+                "column tuned_at: '{}' is not an RFC 3339 time",
+                self.tuned_at
+            ));
+        }
+        Ok(())
+    }
 }
 
+/// The columns every `best.csv` has (the others were added later and may be missing).
+const BEST_REQUIRED: [&str; 17] = [
+    "op",
+    "shape",
+    "dtype",
+    "gpu",
+    "compute_capability",
+    "params",
+    "median_ms",
+    "throughput",
+    "unit",
+    "frac_of_roof",
+    "roof",
+    "cache",
+    "reps",
+    "tool_version",
+    "driver",
+    "nvrtc",
+    "tuned_at",
+];
+
+/// A line of `best.csv` that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadRow {
+    pub path: PathBuf,
+    /// 1-based line in the file (the header is line 1).
+    pub line: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.path.display(), self.line, self.why)
+    }
+}
+
+/// A `best.csv` as read: the usable rows, in file order, and the lines that are not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BestFile {
+    pub rows: Vec<BestRow>,
+    pub bad: Vec<BadRow>,
+}
+
+impl BestFile {
+    /// One `warning:` line on stderr per unusable line.
+    pub fn warn(&self) {
+        for b in &self.bad {
+            eprintln!("warning: {b}; skipped (the other rows are used)");
+        }
+    }
+}
+
+/// Reads a `best.csv` without printing anything. A missing or empty file has no rows. A line
+/// that does not parse or holds impossible values (a truncated last line, a hand edit gone
+/// wrong, a second row of the same key) goes to [`BestFile::bad`] with its line number and
+/// every other row is used; a header without the columns of a `best.csv` makes the one bad
+/// line 1. Fails only when the file cannot be read.
+pub fn read_best_checked(path: &Path) -> Result<BestFile> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BestFile::default()),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    let mut out = BestFile::default();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(out);
+    }
+    let bad = |line: u64, why: String| BadRow {
+        path: path.to_path_buf(),
+        line,
+        why,
+    };
+    let read_err = |e: csv::Error| Error::Csv {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    };
+    let mut r = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(bytes.as_slice());
+    let header = r.byte_headers().map_err(read_err)?.clone();
+    let records = r
+        .byte_records()
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(read_err)?;
+    let missing: Vec<&str> = BEST_REQUIRED
+        .into_iter()
+        .filter(|c| !header.iter().any(|h| h == c.as_bytes()))
+        .collect();
+    if !missing.is_empty() {
+        let line = header.position().map_or(1, |p| p.line());
+        out.bad.push(bad(
+            line,
+            format!(
+                "not a best.csv header (no column {}), so none of its {} row(s) can be used",
+                missing.join(", "),
+                records.len()
+            ),
+        ));
+        return Ok(out);
+    }
+    let mut first_of: std::collections::HashMap<(String, String, String, String), u64> =
+        Default::default();
+    for rec in records {
+        let line = rec.position().map_or(0, |p| p.line());
+        if rec.len() != header.len() {
+            out.bad.push(bad(
+                line,
+                format!(
+                    "{} field(s) where the header has {} (a truncated or hand-edited line)",
+                    rec.len(),
+                    header.len()
+                ),
+            ));
+            continue;
+        }
+        let row = match rec.deserialize::<BestRow>(Some(&header)) {
+            Ok(row) => row,
+            Err(e) => {
+                out.bad.push(bad(line, deserialize_why(&e, &header, &rec)));
+                continue;
+            }
+        };
+        if let Err(why) = row.check() {
+            out.bad.push(bad(line, why));
+            continue;
+        }
+        let key = row.key();
+        let key = (key.0.into(), key.1.into(), key.2.into(), key.3.into());
+        if let Some(first) = first_of.get(&key) {
+            out.bad.push(bad(
+                line,
+                format!(
+                    "the same op, shape, dtype and GPU as line {first} (only the first is used)"
+                ),
+            ));
+            continue;
+        }
+        first_of.insert(key, line);
+        out.rows.push(row);
+    }
+    Ok(out)
+}
+
+/// `column median_ms: invalid float literal ('fast')` from a row's deserialization error.
+fn deserialize_why(e: &csv::Error, header: &csv::ByteRecord, rec: &csv::ByteRecord) -> String {
+    if let csv::ErrorKind::Deserialize { err, .. } = e.kind() {
+        if let Some(i) = err.field().map(|i| i as usize) {
+            let text =
+                |r: &csv::ByteRecord| String::from_utf8_lossy(r.get(i).unwrap_or(b"")).into_owned();
+            return format!("column {}: {} ('{}')", text(header), err.kind(), text(rec));
+        }
+        return err.kind().to_string();
+    }
+    e.to_string()
+}
+
+/// Reads a `best.csv`: its usable rows, with a `warning: FILE:LINE: why` line on stderr for
+/// each line skipped (see [`read_best_checked`]). A missing or empty file has no rows.
 pub fn read_best(path: &Path) -> Result<Vec<BestRow>> {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let csv_err = |e: csv::Error| Error::Csv {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    };
-    let mut r = csv::Reader::from_path(path).map_err(csv_err)?;
-    r.deserialize()
-        .collect::<std::result::Result<Vec<BestRow>, _>>()
-        .map_err(csv_err)
+    let file = read_best_checked(path)?;
+    file.warn();
+    Ok(file.rows)
 }
 
-/// Inserts `row`, replacing the row of the same op, shape, dtype and GPU: the newer run wins.
-pub fn upsert_best(path: &Path, row: BestRow) -> Result<()> {
-    let mut rows = read_best(path)?;
-    rows.retain(|r| r.key() != row.key());
-    rows.push(row);
-    rows.sort_by(|a, b| a.key().cmp(&b.key()));
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let csv_err = |e: csv::Error| Error::Csv {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    };
-    for r in &rows {
-        w.serialize(r).map_err(csv_err)?;
+/// The lock file of a `best.csv`: `best.csv.lock` beside it. [`upsert_best`] holds an
+/// exclusive advisory lock on it while it reads and replaces the database. It is left in place
+/// (removing a lock file races with the next writer that opened it).
+pub fn best_lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// Where [`upsert_best`] saves a `best.csv` with unusable lines before it rewrites it without
+/// them: `best.csv.bak`.
+pub fn best_backup_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".bak");
+    path.with_file_name(name)
+}
+
+/// With `--keep-best`: whether the stored row stays instead of the new one of the same key.
+/// It stays when it is faster (a lower median time) at the same L2 cache state; times under
+/// different cache states do not compare, so then the newer run replaces it.
+pub fn keeps_stored(stored: &BestRow, new: &BestRow) -> bool {
+    stored.cache == new.cache && stored.median_ms < new.median_ms
+}
+
+/// What [`upsert_best`] did with the new row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Upserted {
+    /// No row of its key was stored: it was added.
+    Added,
+    /// It replaced the stored row of its key.
+    Replaced,
+    /// `keep_best`, and the stored row of its key is faster ([`keeps_stored`]): that one stays.
+    KeptStored { stored_median_ms: f64 },
+}
+
+/// Stores `row` in the `best.csv` at `path`, one row per op, shape, dtype and GPU.
+///
+/// The rule: by default the newer run replaces the stored row of its key, whatever either
+/// measured (another L2 state, a narrowed `--param` space, a busier GPU). With `keep_best`
+/// the stored row stays when it is faster ([`keeps_stored`]: lower `median_ms`, same `cache`).
+/// Rows of other keys are never touched.
+///
+/// Concurrent runs writing the same file are safe: an exclusive advisory lock on
+/// [`best_lock_path`] is held from the read to the atomic replace ([`write_atomic`]), so
+/// each run's row survives and a reader sees the old or the new file, never a mix. Lines that
+/// cannot be used ([`read_best_checked`]) are dropped from the rewritten file with a warning
+/// on stderr, after the file as it was is saved to [`best_backup_path`].
+pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserted> {
+    let lock_path = best_lock_path(path);
+    if let Some(dir) = lock_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
     }
-    let bytes = w.into_inner().map_err(|e| Error::Csv {
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io("cannot open", &lock_path, e))?;
+    let mut lock = fd_lock::RwLock::new(lock_file);
+    let _locked = lock
+        .write()
+        .map_err(|e| Error::io("cannot lock", &lock_path, e))?;
+
+    let stored = read_best_checked(path)?;
+    if !stored.bad.is_empty() {
+        stored.warn();
+        let backup = best_backup_path(path);
+        let original = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        write_atomic(&backup, &original)?;
+        eprintln!(
+            "warning: {}: rewriting it without the {} unusable line(s); the file as it was is \
+             saved as {}",
+            path.display(),
+            stored.bad.len(),
+            backup.display()
+        );
+    }
+    let mut rows = stored.rows;
+    let done = match rows.iter().position(|r| r.key() == row.key()) {
+        Some(i) if keep_best && keeps_stored(&rows[i], &row) => Upserted::KeptStored {
+            stored_median_ms: rows[i].median_ms,
+        },
+        Some(i) => {
+            rows[i] = row;
+            Upserted::Replaced
+        }
+        None => {
+            rows.push(row);
+            Upserted::Added
+        }
+    };
+    if matches!(done, Upserted::KeptStored { .. }) && stored.bad.is_empty() {
+        return Ok(done);
+    }
+    rows.sort_by(|a, b| a.key().cmp(&b.key()));
+    let csv_err = |e: String| Error::Csv {
         path: path.to_path_buf(),
-        why: e.to_string(),
-    })?;
-    write_atomic(path, &bytes)
+        why: e,
+    };
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in &rows {
+        w.serialize(r).map_err(|e| csv_err(e.to_string()))?;
+    }
+    let bytes = w.into_inner().map_err(|e| csv_err(e.to_string()))?;
+    write_atomic(path, &bytes)?;
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -509,11 +803,8 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
-    #[test]
-    fn best_upsert_replaces_the_same_key_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("best.csv");
-        let row = |shape: &str, ms: f64| BestRow {
+    fn best_row(shape: &str, ms: f64) -> BestRow {
+        BestRow {
             op: "transpose".into(),
             shape: shape.into(),
             dtype: "f32".into(),
@@ -538,14 +829,221 @@ mod tests {
             margin_ci_low_pct: Some(0.5),
             margin_ci_high_pct: Some(2.5),
             tie: false,
-        };
-        upsert_best(&path, row("1000x1000", 2.0)).unwrap();
-        upsert_best(&path, row("1024x1024", 3.0)).unwrap();
-        upsert_best(&path, row("1000x1000", 1.0)).unwrap();
+        }
+    }
+
+    #[test]
+    fn best_upsert_replaces_the_same_key_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("best.csv");
+        let row = best_row;
+        assert_eq!(
+            upsert_best(&path, row("1000x1000", 2.0), false).unwrap(),
+            Upserted::Added
+        );
+        upsert_best(&path, row("1024x1024", 3.0), false).unwrap();
+        // The newer run replaces the row, faster or not.
+        assert_eq!(
+            upsert_best(&path, row("1000x1000", 1.0), false).unwrap(),
+            Upserted::Replaced
+        );
+        upsert_best(&path, row("1024x1024", 4.0), false).unwrap();
         let rows = read_best(&path).unwrap();
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0], row("1000x1000", 1.0));
-        assert_eq!(rows[1], row("1024x1024", 3.0));
+        assert_eq!(rows, vec![row("1000x1000", 1.0), row("1024x1024", 4.0)]);
+        // The lock file stays beside it; no temporary file is left.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["best.csv", "best.csv.lock"]);
+    }
+
+    #[test]
+    fn keep_best_keeps_the_faster_stored_row_at_the_same_cache_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("best.csv");
+        upsert_best(&path, best_row("1000x1000", 2.0), true).unwrap();
+        // Slower: the stored row stays, and the file is not rewritten.
+        let before = std::fs::read(&path).unwrap();
+        assert_eq!(
+            upsert_best(&path, best_row("1000x1000", 3.0), true).unwrap(),
+            Upserted::KeptStored {
+                stored_median_ms: 2.0
+            }
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        // As fast: the newer run replaces it (only a strictly faster stored row stays).
+        let mut same = best_row("1000x1000", 2.0);
+        same.tuned_at = "2026-11-23T00:00:00Z".into();
+        assert_eq!(
+            upsert_best(&path, same.clone(), true).unwrap(),
+            Upserted::Replaced
+        );
+        assert_eq!(read_best(&path).unwrap(), vec![same]);
+        // Faster: replaced.
+        upsert_best(&path, best_row("1000x1000", 1.5), true).unwrap();
+        assert_eq!(read_best(&path).unwrap(), vec![best_row("1000x1000", 1.5)]);
+        // Another cache state does not compare: the newer run replaces it, even slower.
+        let mut warm = best_row("1000x1000", 5.0);
+        warm.cache = "warm".into();
+        assert_eq!(
+            upsert_best(&path, warm.clone(), true).unwrap(),
+            Upserted::Replaced
+        );
+        assert_eq!(read_best(&path).unwrap(), vec![warm.clone()]);
+        // Without keep_best the newer, slower run replaces the row.
+        let mut slower = warm.clone();
+        slower.median_ms = 9.0;
+        upsert_best(&path, slower.clone(), false).unwrap();
+        assert_eq!(read_best(&path).unwrap(), vec![slower]);
+        assert!(keeps_stored(&best_row("a", 1.0), &best_row("a", 1.1)));
+        assert!(!keeps_stored(&best_row("a", 1.1), &best_row("a", 1.0)));
+        assert!(!keeps_stored(&warm, &best_row("1000x1000", 9.0)));
+    }
+
+    /// Writes `text` as a best.csv and reads it back checked.
+    fn checked(text: &str) -> (tempfile::TempDir, PathBuf, BestFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("best.csv");
+        std::fs::write(&path, text).unwrap();
+        let file = read_best_checked(&path).unwrap();
+        (dir, path, file)
+    }
+
+    fn two_rows() -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("best.csv");
+        upsert_best(&path, best_row("1000x1000", 2.0), false).unwrap();
+        upsert_best(&path, best_row("2000x2000", 3.0), false).unwrap();
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    #[test]
+    fn missing_and_empty_best_files_have_no_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = read_best_checked(&dir.path().join("best.csv")).unwrap();
+        assert_eq!(missing, BestFile::default());
+        for text in ["", "\n", "  \n\n"] {
+            assert_eq!(checked(text).2, BestFile::default(), "{text:?}");
+        }
+        let header_only = two_rows().lines().next().unwrap().to_string() + "\n";
+        assert_eq!(checked(&header_only).2, BestFile::default());
+    }
+
+    #[test]
+    fn a_truncated_last_line_is_skipped_with_its_line_number() {
+        let full = two_rows();
+        // Cut anywhere in the last row: the first row stays usable, line 3 is named.
+        let last = full.trim_end().rfind('\n').unwrap() + 1;
+        for cut in [last + 1, last + 20, last + 60, full.trim_end().len() - 5] {
+            let (_dir, path, file) = checked(&full[..cut]);
+            assert_eq!(file.rows, vec![best_row("1000x1000", 2.0)], "cut at {cut}");
+            assert_eq!(file.bad.len(), 1, "cut at {cut}: {:?}", file.bad);
+            assert_eq!(file.bad[0].line, 3);
+            let shown = file.bad[0].to_string();
+            assert!(
+                shown.starts_with(&format!("{}:3: ", path.display())),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn hand_edited_bad_rows_are_named_and_the_good_ones_used() {
+        let full = two_rows();
+        let lines: Vec<&str> = full.lines().collect();
+        let edit = |from: &str, to: &str| lines[1].replacen(from, to, 1);
+        let text = [
+            lines[0].to_string(),
+            edit(",2.0,", ",fast,"),         // line 2: median_ms not a number
+            lines[2].to_string(),            // line 3: good
+            edit("1000x1000", "1000by1000"), // line 4: not a shape
+            edit(",cold,", ",lukewarm,"),    // line 5: not a cache state
+            edit("2026-11-22T00:00:00Z", "2026-11-2"), // line 6: half a timestamp
+            lines[1].to_string() + ",extra", // line 7: one field too many
+            lines[1].to_string(),            // line 8: good
+            lines[1].to_string(),            // line 9: the same key again
+            edit(",false", ",maybe"),        // line 10: tie not a bool
+        ]
+        .join("\n");
+        let (_dir, path, file) = checked(&text);
+        assert_eq!(
+            file.rows,
+            vec![best_row("2000x2000", 3.0), best_row("1000x1000", 2.0)]
+        );
+        let bad: Vec<(u64, &str)> = file.bad.iter().map(|b| (b.line, b.why.as_str())).collect();
+        let want = [
+            (2, "column median_ms: invalid float literal ('fast')"),
+            (4, "column shape: '1000by1000'"),
+            (5, "column cache: 'lukewarm'"),
+            (6, "column tuned_at: '2026-11-2'"),
+            (7, "25 field(s) where the header has 24"),
+            (9, "the same op, shape, dtype and GPU as line 8"),
+            (10, "column tie:"),
+        ];
+        assert_eq!(bad.len(), want.len(), "{bad:?}");
+        for ((line, why), (want_line, want_why)) in bad.iter().zip(want) {
+            assert_eq!(*line, want_line, "{why}");
+            assert!(why.starts_with(want_why), "line {line}: {why}");
+        }
+        assert!(file.bad[0]
+            .to_string()
+            .starts_with(&format!("{}:2: column median_ms", path.display())));
+        // A file that is not a best.csv at all: one bad line, the header, and no rows.
+        let (_dir, _path, file) = checked("a,b\n1,2\n");
+        assert!(file.rows.is_empty());
+        assert_eq!(file.bad.len(), 1);
+        assert_eq!(file.bad[0].line, 1);
+        assert!(
+            file.bad[0].why.contains("no column op, shape"),
+            "{:?}",
+            file.bad
+        );
+    }
+
+    #[test]
+    fn upsert_keeps_the_good_rows_of_a_damaged_file_and_saves_it_first() {
+        let full = two_rows();
+        let damaged = format!("{}\nnonsense,row\n", full.trim_end());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("best.csv");
+        std::fs::write(&path, &damaged).unwrap();
+        upsert_best(&path, best_row("3000x3000", 4.0), false).unwrap();
+        let file = read_best_checked(&path).unwrap();
+        assert!(file.bad.is_empty(), "{:?}", file.bad);
+        assert_eq!(
+            file.rows,
+            vec![
+                best_row("1000x1000", 2.0),
+                best_row("2000x2000", 3.0),
+                best_row("3000x3000", 4.0)
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(best_backup_path(&path)).unwrap(),
+            damaged
+        );
+    }
+
+    #[test]
+    fn upserts_from_many_threads_keep_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("best.csv");
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let path = &path;
+                s.spawn(move || {
+                    for i in 0..25 {
+                        let shape = format!("{}x{}", t + 1, i + 1);
+                        upsert_best(path, best_row(&shape, 1.0), false).unwrap();
+                    }
+                });
+            }
+        });
+        let file = read_best_checked(&path).unwrap();
+        assert!(file.bad.is_empty());
+        assert_eq!(file.rows.len(), 100);
     }
 }
 

@@ -60,6 +60,9 @@ pub struct TuneOptions {
     pub adaptive: bool,
     /// Interleaved rounds re-timing the leading candidates (0: none).
     pub confirm_rounds: usize,
+    /// Keep the stored best.csv row when it is faster than this run's best (lower median,
+    /// same cache state) instead of replacing it ([`results::upsert_best`]).
+    pub keep_best: bool,
 }
 
 impl Default for TuneOptions {
@@ -94,6 +97,7 @@ impl Default for TuneOptions {
             resume: false,
             adaptive: true,
             confirm_rounds: 50,
+            keep_best: false,
         }
     }
 }
@@ -1026,7 +1030,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         let r = &outcome.records[i];
         let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
         let best_path = opts.out_dir.join("best.csv");
-        results::upsert_best(
+        let upserted = results::upsert_best(
             &best_path,
             BestRow {
                 op: info.op.clone(),
@@ -1070,7 +1074,15 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     .as_ref()
                     .is_some_and(|c| !c.tied_with.is_empty()),
             },
+            opts.keep_best,
         )?;
+        if let results::Upserted::KeptStored { stored_median_ms } = upserted {
+            eprintln!(
+                "{}: kept the stored row, faster ({stored_median_ms:.5} ms) than this run's \
+                 best (--keep-best)",
+                best_path.display()
+            );
+        }
         outcome.best_path = Some(best_path);
     }
     outcome.info = Some(info);

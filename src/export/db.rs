@@ -1,22 +1,26 @@
 //! The tuning database (`best.csv`) as a value: exact lookups, nearest shapes and filters.
 
 use crate::error::{Error, Result};
-use crate::results::{read_best, BestRow};
+use crate::results::{read_best_checked, BadRow, BestRow};
 use std::path::{Path, PathBuf};
 
 /// The rows of a `best.csv`, in file order (sorted by op, shape, dtype and GPU, as
 /// [`crate::results::upsert_best`] writes them).
 ///
-/// One row per (op, shape, dtype, GPU); a new tuning run of the same key replaced the older
-/// row, so every row is the newest run of its key (see the [module docs](super)).
+/// One row per (op, shape, dtype, GPU): the newest run of its key, or with `tune
+/// --keep-best` the fastest (see the [module docs](super)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TunedDb {
     path: PathBuf,
     rows: Vec<BestRow>,
+    skipped: Vec<BadRow>,
 }
 
 impl TunedDb {
-    /// Reads a `best.csv`. A missing file is an error that says how to make one.
+    /// Reads a `best.csv`. A missing file is an error that says how to make one; an empty
+    /// file has no rows. Lines that cannot be used (a truncated last line, a hand edit gone
+    /// wrong) are skipped with a `warning: FILE:LINE: why` on stderr and listed in
+    /// [`TunedDb::skipped`]; every other row is used.
     pub fn load(path: impl AsRef<Path>) -> Result<TunedDb> {
         let path = path.as_ref();
         if !path.exists() {
@@ -26,9 +30,12 @@ impl TunedDb {
                 path.display()
             )));
         }
+        let file = read_best_checked(path)?;
+        file.warn();
         Ok(TunedDb {
             path: path.to_path_buf(),
-            rows: read_best(path)?,
+            rows: file.rows,
+            skipped: file.bad,
         })
     }
 
@@ -37,6 +44,7 @@ impl TunedDb {
         TunedDb {
             path: path.into(),
             rows,
+            skipped: Vec::new(),
         }
     }
 
@@ -46,6 +54,11 @@ impl TunedDb {
 
     pub fn rows(&self) -> &[BestRow] {
         &self.rows
+    }
+
+    /// The lines of the file that could not be used (each was warned about on loading).
+    pub fn skipped(&self) -> &[BadRow] {
+        &self.skipped
     }
 
     /// The distinct ops, in file order.

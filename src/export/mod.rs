@@ -4,15 +4,19 @@
 //! # The database
 //!
 //! `results/best.csv` (the default `--db`) holds **one row per (op, shape, dtype, GPU)**: the
-//! fastest *verified* configuration of the most recent run of that key, with its parameters
-//! (`K=V;K=V`), median time, throughput, fraction of the same run's roof, L2 state, the tool,
-//! driver and NVRTC versions and when it was tuned. A new tuning run of the same key
-//! **replaces** the row ([`crate::results::upsert_best`]): the newer run wins, even when it
-//! measured a slower best (another L2 state, a narrowed `--param` space, a busier GPU). Rows of
-//! other keys are never touched. Rows are kept sorted by key and the file is replaced
-//! atomically; two runs finishing at the same moment may still lose one of their rows (there
-//! is no lock). Keeping the faster of the old and new row (a `--keep-best` option) and a lock
-//! would belong to the tuner, which writes the file; nothing here writes `best.csv`.
+//! fastest *verified* configuration of a run of that key, with its parameters (`K=V;K=V`),
+//! median time, throughput, fraction of the same run's roof, L2 state, the tool, driver and
+//! NVRTC versions and when it was tuned. The tuner writes it
+//! ([`crate::results::upsert_best`]); nothing here does. The rule: a new tuning run of the
+//! same key **replaces** the row, so the newer run wins even when it measured a slower best
+//! (another L2 state, a narrowed `--param` space, a busier GPU); with `tune --keep-best` the
+//! stored row stays when it is faster (lower median, same L2 state). Rows of other keys are
+//! never touched. Rows are kept sorted by key; the file is replaced atomically under an
+//! exclusive lock on `best.csv.lock`, so concurrent runs each keep their row.
+//!
+//! A hand-edited or damaged file stays usable: lines that cannot be used are skipped with a
+//! `warning: FILE:LINE: why` on stderr ([`crate::results::read_best_checked`],
+//! [`TunedDb::skipped`]) and every other row is served; an empty file has no rows.
 //!
 //! Reading it: [`TunedDb::best`] (exact op and shape), [`TunedDb::nearest`] (by
 //! [`shape_distance`], Σ |ln(dᵢ / tᵢ)|), [`TunedDb::select`] (exact, else the nearest tuned
@@ -207,7 +211,12 @@ pub fn export(args: &ExportArgs) -> Result<()> {
         return Err(Error::Usage(format!(
             "no entry of {} matches{} (ops: {}; GPUs: {})",
             db.path().display(),
-            if filter.is_empty() {
+            if filter.is_empty() && !db.skipped().is_empty() {
+                format!(
+                    " (no usable row: {} line(s) skipped, see the warnings)",
+                    db.skipped().len()
+                )
+            } else if filter.is_empty() {
                 " (the database is empty)".to_string()
             } else {
                 filter

@@ -630,9 +630,10 @@ p.caption { color: #555; font-size: 14px; margin-top: 4px; }
 figure { margin: 0; }
 figure svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: 14px; margin: 8px 0; }
-th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; }
+th, td { border: 1px solid #ddd; padding: 4px 6px; text-align: left; }
 th { background: #f4f4f4; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.nowrap { white-space: nowrap; }
 tr.best td { background: #fff4e5; font-weight: 600; }
 .counts td { min-width: 60px; }
 footer { color: #888; font-size: 12px; margin: 32px 0; }
@@ -791,7 +792,7 @@ pub fn render_run(run: &Run, source: &str) -> Result<String> {
         if confirmed {
             let _ = write!(
                 h,
-                "<td>{}</td>",
+                "<td class=\"nowrap\">{}</td>",
                 match r.confirm {
                     Some(c) if c.winner => "winner".to_string(),
                     Some(c) => format!(
