@@ -7,8 +7,8 @@
 
 pub mod bench;
 pub mod check;
-pub mod clocks;
 pub mod cli;
+pub mod clocks;
 pub mod codegen;
 pub mod compile;
 pub mod error;
