@@ -183,7 +183,7 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             if let Some((at, cmp)) = c.runner_up {
                 let _ = writeln!(
                     s,
-                    "Confidence: re-timed interleaved ({} rounds, {} leaders): {:.1}% faster than the runner-up {} (95% CI {:.1}..{:.1}%)",
+                    "Confidence: re-timed interleaved ({} rounds, {} leaders): ahead by {:.1}% (the runner-up {} takes that much longer; 95% CI {:.1}..{:.1}%)",
                     c.rounds,
                     c.candidates.len(),
                     cmp.slower_pct,
