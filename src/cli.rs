@@ -201,6 +201,11 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = 0)]
     pub device: usize,
 
+    /// Spread a sweep's shapes over these GPUs (`all` or `0,1`), one worker per GPU pulling
+    /// shapes from one queue; each shape is tuned entirely on one GPU.
+    #[arg(long, value_name = "all|LIST")]
+    pub gpus: Option<String>,
+
     /// Do not read or write the on-disk cubin cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -310,6 +315,7 @@ impl TuneArgs {
             resume: self.resume,
             adaptive: !self.no_adaptive,
             confirm_rounds: self.confirm_rounds,
+            progress: true,
             keep_best: self.keep_best,
         }
     }

@@ -410,3 +410,43 @@ impl Gpu {
         })
     }
 }
+
+/// Parses `--gpus all` or `--gpus 0,1,...` against the devices present: every index must
+/// exist and appear once.
+pub fn parse_gpu_list(spec: &str) -> Result<Vec<usize>> {
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoGpu(
+            "--gpus needs the NVIDIA driver (libcuda.so), which could not be loaded".into(),
+        ));
+    }
+    let count = CudaContext::device_count()
+        .map_err(|e| Error::NoGpu(format!("cuInit failed with {:?}", e.0)))?;
+    if count <= 0 {
+        return Err(Error::NoGpu(
+            "--gpus: the driver reports no CUDA device".into(),
+        ));
+    }
+    let count = count as usize;
+    if spec.trim() == "all" {
+        return Ok((0..count).collect());
+    }
+    let mut out = Vec::new();
+    for part in spec.split(',') {
+        let i: usize = part.trim().parse().map_err(|_| {
+            Error::Usage(format!(
+                "--gpus: '{part}' is not a device index (use all or 0,1,...)"
+            ))
+        })?;
+        if i >= count {
+            return Err(Error::Usage(format!(
+                "--gpus: device {i} does not exist (this machine has {count}: 0..{})",
+                count - 1
+            )));
+        }
+        if out.contains(&i) {
+            return Err(Error::Usage(format!("--gpus: device {i} is listed twice")));
+        }
+        out.push(i);
+    }
+    Ok(out)
+}

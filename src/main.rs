@@ -71,6 +71,18 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(run_one(&cli, &opts).0);
     }
+    if let Some(spec) = &cli.gpus {
+        let gpus = match cuda_autotune::gpu::parse_gpu_list(spec) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(e.exit_code() as u8);
+            }
+        };
+        if gpus.len() > 1 {
+            return sweep_on_gpus(&cli, &base, &shapes, &gpus);
+        }
+    }
     // A sweep: each shape tuned as if alone, then one summary table.
     let mut rows = Vec::new();
     let mut worst = 0u8;
@@ -89,6 +101,87 @@ fn main() -> ExitCode {
     }
     print!("{}", report::summary_table(&rows));
     ExitCode::from(worst)
+}
+
+/// Several GPUs: one thread per GPU pulls the next shape from one queue and tunes it there, so
+/// a fast GPU never idles while a slow one has a backlog. Reports print whole, as each shape
+/// finishes; the summary comes last, in the order of the shapes.
+fn sweep_on_gpus(
+    cli: &TuneArgs,
+    base: &TuneOptions,
+    shapes: &[String],
+    gpus: &[usize],
+) -> ExitCode {
+    use std::sync::Mutex;
+    let queue = Mutex::new(
+        shapes
+            .iter()
+            .cloned()
+            .enumerate()
+            .collect::<std::collections::VecDeque<_>>(),
+    );
+    let rows = Mutex::new(vec![None; shapes.len()]);
+    let worst = Mutex::new(0u8);
+    std::thread::scope(|scope| {
+        for &g in gpus {
+            let (queue, rows, worst) = (&queue, &rows, &worst);
+            scope.spawn(move || loop {
+                if worker::interrupted() {
+                    break;
+                }
+                let Some((i, shape)) = queue.lock().expect("queue").pop_front() else {
+                    break;
+                };
+                let opts = TuneOptions {
+                    shape: shape.clone(),
+                    device: g,
+                    progress: false,
+                    ..base.clone()
+                };
+                let (code, outcome) = run_one_quietly(cli, &opts, g);
+                let mut w = worst.lock().expect("worst");
+                *w = (*w).max(code);
+                rows.lock().expect("rows")[i] = Some(report::summary_row(
+                    &format!("{shape} (GPU {g})"),
+                    outcome.as_ref(),
+                ));
+            });
+        }
+    });
+    let rows: Vec<[String; 4]> = rows
+        .into_inner()
+        .expect("rows")
+        .into_iter()
+        .flatten()
+        .collect();
+    print!("{}", report::summary_table(&rows));
+    ExitCode::from(worst.into_inner().expect("worst"))
+}
+
+/// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout).
+fn run_one_quietly(
+    cli: &TuneArgs,
+    opts: &TuneOptions,
+    gpu: usize,
+) -> (u8, Option<tuner::TuneOutcome>) {
+    match tuner::tune(opts) {
+        Ok(outcome) => {
+            let text = report::render(&outcome, cli.top, cli.verbose);
+            print!("==== {} on GPU {gpu}\n{text}", opts.shape);
+            let code = if outcome.interrupted {
+                130
+            } else if outcome.best.is_none() {
+                1
+            } else {
+                0
+            };
+            (code, Some(outcome))
+        }
+        Err(e) => {
+            eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
+            (e.exit_code() as u8, None)
+        }
+    }
 }
 
 /// Tunes one shape and prints its report; the exit code it calls for, and the outcome.

@@ -60,6 +60,8 @@ pub struct TuneOptions {
     pub adaptive: bool,
     /// Interleaved rounds re-timing the leading candidates (0: none).
     pub confirm_rounds: usize,
+    /// Progress bars on stderr (off when several runs share the terminal).
+    pub progress: bool,
     /// Keep the stored best.csv row when it is faster than this run's best (lower median,
     /// same cache state) instead of replacing it ([`results::upsert_best`]).
     pub keep_best: bool,
@@ -97,6 +99,7 @@ impl Default for TuneOptions {
             resume: false,
             adaptive: true,
             confirm_rounds: 50,
+            progress: true,
             keep_best: false,
         }
     }
@@ -296,7 +299,7 @@ fn compile_all(
     dir: &Path,
     cache: Option<&Path>,
 ) -> Result<Vec<CompiledSource>> {
-    let pb = bar(sources.len(), "compile");
+    let pb = bar(sources.len(), "compile", opts.progress);
     let mut paths = Vec::with_capacity(sources.len());
     for (k, src) in sources.iter().enumerate() {
         let path = dir.join(format!("s{k:04}.cu"));
@@ -390,7 +393,10 @@ struct Build {
     compile_ms: f64,
 }
 
-fn bar(len: usize, prefix: &'static str) -> ProgressBar {
+fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
     let pb = ProgressBar::new(len as u64);
     pb.set_style(
         ProgressStyle::with_template("{prefix:>9} [{bar:32}] {pos}/{len} {elapsed_precise} {msg}")
@@ -870,7 +876,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     outcome.reused = reused.len();
     outcome.journal_path = Some(journal_path);
 
-    let pb = bar(job.tasks.len() + reused.len(), "tune");
+    let pb = bar(job.tasks.len() + reused.len(), "tune", opts.progress);
     let mut best_ms = f64::INFINITY;
     let mut phases = outcome.phases;
     let mut journal_error = None;

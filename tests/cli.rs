@@ -683,3 +683,50 @@ fn matmul_block_size_shorthand_and_bad_shapes() {
     ]);
     assert!(err.contains("threads per block"), "{err}");
 }
+
+#[test]
+fn gpus_and_shape_files_are_checked() {
+    let tmp = tmp();
+    // A shapes file with a bad line: reported with its line number before anything runs.
+    let file = tmp.path().join("shapes.txt");
+    std::fs::write(&file, "# sweep\n1000x1000\n\n4096x\n").unwrap();
+    let out = tune(&tmp)
+        .args(["--shapes", file.to_str().unwrap(), "--compile-only"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("shapes.txt:4"), "{err}");
+    // A list of shapes compiles each in turn and prints one summary.
+    let out = tune(&tmp)
+        .args([
+            "--shape",
+            "64x64,96x32",
+            "--param",
+            "TILE_DIM=32",
+            "--param",
+            "BLOCK_ROWS=8",
+            "--compile-only",
+        ])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("==== 64x64")
+            && stdout.contains("==== 96x32")
+            && stdout.contains("Summary:"),
+        "{stdout}"
+    );
+    // --gpus without a GPU: one clear line, exit 1 (skipped where a GPU exists).
+    if !Path::new("/dev/nvidia0").exists() {
+        let out = tune(&tmp)
+            .args(["--shape", "64x64,32x32", "--gpus", "all"])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("--gpus"), "{err}");
+    }
+}
