@@ -56,7 +56,7 @@ fn main() -> ExitCode {
         worker::request_stop();
         eprintln!("\ninterrupted: stopping after the variant in flight (Ctrl-C again to quit now)");
     });
-    let base = cli.options();
+    let mut base = cli.options();
     let shapes = match tuner::shape_list(&base, cli.shapes.as_deref()) {
         Ok(s) => s,
         Err(e) => {
@@ -82,6 +82,7 @@ fn main() -> ExitCode {
         if gpus.len() > 1 {
             return sweep_on_gpus(&cli, &base, &shapes, &gpus);
         }
+        base.device = gpus[0];
     }
     // A sweep: each shape tuned as if alone, then one summary table.
     let mut rows = Vec::new();
