@@ -407,17 +407,7 @@ impl Session {
     }
 
     fn run(&self, job: &Job, task: &Task) -> TaskResult {
-        let mut r = TaskResult {
-            id: task.id,
-            stats: None,
-            error: String::new(),
-            registers: None,
-            sticky: false,
-            verify_s: 0.0,
-            timing_s: 0.0,
-            samples: Vec::new(),
-            clock: None,
-        };
+        let mut r = failed(task.id, String::new());
         let (expect, mode) = if task.expect == "reference" {
             (&self.expected, job.compare)
         } else {
