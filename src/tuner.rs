@@ -645,11 +645,12 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     // What identifies a task's result across runs (for the journal): the compiled source and
     // its launch geometry; for baselines their name and source.
     let mut task_key: HashMap<usize, String> = HashMap::new();
-    let baseline_key = renderer
-        .render_baselines(&op)?
-        .map(|s| compiler.key(&s))
+    let baseline_source = renderer.render_baselines(&op)?;
+    let baseline_key = baseline_source
+        .as_deref()
+        .map(|s| compiler.key(s))
         .unwrap_or_default();
-    let baseline_cubin = match renderer.render_baselines(&op)? {
+    let baseline_cubin = match baseline_source {
         Some(src) => {
             let done = compiler.compile(&src).map_err(|f| Error::Template {
                 template: op

@@ -62,14 +62,22 @@ fn variants(o: &TuneOutcome) -> impl Iterator<Item = &Record> {
     o.records.iter().filter(|r| r.kind == "variant")
 }
 
-/// A copy of templates/ with the variant template edited, for planted faults.
+/// A copy of templates/ with the transpose template edited, for planted faults.
 fn templates_with(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    templates_with_edited("transpose.cu.tera", edit)
+}
+
+/// A copy of templates/ with the template `file` edited.
+fn templates_with_edited(
+    file: &str,
+    edit: impl Fn(String) -> String,
+) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
     for entry in std::fs::read_dir(&root).unwrap() {
         let path = entry.unwrap().path();
         let mut text = std::fs::read_to_string(&path).unwrap();
-        if path.file_name().unwrap() == "transpose.cu.tera" {
+        if path.file_name().unwrap() == file {
             text = edit(text);
         }
         std::fs::write(dir.path().join(path.file_name().unwrap()), text).unwrap();
@@ -265,23 +273,12 @@ fn matmul_variants_verify_against_the_reference_and_cublas() {
         assert!(variants(&o).filter(|r| r.status == Status::Ok).count() >= 36);
     }
     // A variant that drops the last k-tile is caught by the tolerance check.
-    let (_keep, dir) = {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
-        for entry in std::fs::read_dir(&root).unwrap() {
-            let path = entry.unwrap().path();
-            let mut text = std::fs::read_to_string(&path).unwrap();
-            if path.file_name().unwrap() == "matmul.cu.tera" {
-                text = text.replace(
-                    "const int tiles = (K + BS - 1) / BS;",
-                    "const int tiles = (K + BS - 1) / BS{% if UNROLL == \"on\" %} - 1{% endif %};",
-                );
-            }
-            std::fs::write(dir.path().join(path.file_name().unwrap()), text).unwrap();
-        }
-        let p = dir.path().to_path_buf();
-        (dir, p)
-    };
+    let (_keep, dir) = templates_with_edited("matmul.cu.tera", |t| {
+        t.replace(
+            "const int tiles = (K + BS - 1) / BS;",
+            "const int tiles = (K + BS - 1) / BS{% if UNROLL == \"on\" %} - 1{% endif %};",
+        )
+    });
     let out = tempfile::tempdir().unwrap();
     let mut opts = options("128x128x256", out.path());
     opts.op = "matmul".into();
