@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod ops;
 pub mod report;
 pub mod results;
+pub mod search;
 pub mod shape;
 pub mod space;
 pub mod stats;
