@@ -2,6 +2,7 @@
 //! argv.
 
 use crate::bench::{BenchSettings, CacheState};
+use crate::search::Budget;
 use crate::tuner::TuneOptions;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -78,6 +79,18 @@ pub struct CheckArgs {
     /// Timed launches per configuration (at least the stored run's).
     #[arg(long, default_value_t = 30)]
     pub reps: usize,
+    /// How to choose the configurations to measure: `exhaustive` times every valid one;
+    /// `random`, `anneal` (simulated annealing) or `genetic` measure only --budget of them,
+    /// learning from each round of 16; `auto` is exhaustive up to 1024 valid configurations
+    /// and anneal above. Example: --op sgemm --strategy anneal --budget 300.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "exhaustive", "random", "anneal", "genetic"])]
+    pub strategy: String,
+
+    /// What a search may spend: a number of variants (300) or a time (90s, 5m); default 256
+    /// variants for a search, everything for exhaustive.
+    #[arg(long, value_name = "N|TIME", value_parser = budget_arg)]
+    pub budget: Option<Budget>,
+
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
@@ -260,6 +273,18 @@ pub struct TuneArgs {
     #[arg(long)]
     pub resume: bool,
 
+    /// How to choose the configurations to measure: `exhaustive` times every valid one;
+    /// `random`, `anneal` (simulated annealing) or `genetic` measure only --budget of them,
+    /// learning from each round of 16; `auto` is exhaustive up to 1024 valid configurations
+    /// and anneal above. Example: --op sgemm --strategy anneal --budget 300.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "exhaustive", "random", "anneal", "genetic"])]
+    pub strategy: String,
+
+    /// What a search may spend: a number of variants (300) or a time (90s, 5m); default 256
+    /// variants for a search, everything for exhaustive.
+    #[arg(long, value_name = "N|TIME", value_parser = budget_arg)]
+    pub budget: Option<Budget>,
+
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
@@ -317,6 +342,13 @@ impl TuneArgs {
             confirm_rounds: self.confirm_rounds,
             progress: true,
             keep_best: self.keep_best,
+            strategy: self.strategy.clone(),
+            budget: self.budget,
         }
     }
+}
+
+/// `--budget` through [`crate::search::parse_budget`], so the CLI and the library agree.
+fn budget_arg(text: &str) -> std::result::Result<Budget, String> {
+    crate::search::parse_budget(text).map_err(|e| e.to_string())
 }

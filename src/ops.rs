@@ -31,10 +31,12 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
         "matmul_baselines.cu.tera",
         include_str!("../templates/matmul_baselines.cu.tera"),
     ),
+    ("sgemm.toml", include_str!("../templates/sgemm.toml")),
+    ("sgemm.cu.tera", include_str!("../templates/sgemm.cu.tera")),
 ];
 
 /// Names of the built-in ops, in the order `--help` lists them.
-pub const BUILTIN_OPS: &[&str] = &["transpose", "matmul"];
+pub const BUILTIN_OPS: &[&str] = &["transpose", "matmul", "sgemm"];
 
 /// How a variant's output is compared with the expected output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -81,6 +83,10 @@ impl Metric {
 pub struct ParamSpec {
     pub name: String,
     pub values: Vec<toml::Value>,
+    /// Every value the template accepts, when `values` (the default sweep) is a subset: a
+    /// word outside the defaults is still reachable with `--param`.
+    #[serde(default)]
+    pub choices: Vec<toml::Value>,
     #[serde(default)]
     pub help: String,
 }
@@ -89,6 +95,15 @@ impl ParamSpec {
     /// The default values, typed.
     pub fn default_values(&self) -> Vec<Value> {
         self.values.iter().map(toml_to_value).collect()
+    }
+
+    /// Every accepted value: `choices` when given, else the defaults.
+    pub fn accepted_values(&self) -> Vec<Value> {
+        if self.choices.is_empty() {
+            self.default_values()
+        } else {
+            self.choices.iter().map(toml_to_value).collect()
+        }
     }
 
     /// True for parameters whose values are words (a closed set), false for numbers.

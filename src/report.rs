@@ -90,17 +90,26 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
         let key = |r: &Record| r.stats.map(|x| x.median_ms).unwrap_or(f64::INFINITY);
         key(a).total_cmp(&key(b))
     });
-    let (failed, pruned) = (
+    let (failed, pruned, skipped) = (
         count(&o.records, Status::Failed),
         count(&o.records, Status::Pruned),
+        count(&o.records, Status::Skipped),
     );
-    let total = ok.len() + failed + pruned;
+    let total = ok.len() + failed + pruned + skipped;
+    let not_searched = if skipped > 0 {
+        format!(", {skipped} not searched")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "\nTop {} of {} verified configurations ({total} in the space: {failed} failed, {pruned} pruned):",
+        "\nTop {} of {} verified configurations ({total} in the space: {failed} failed, {pruned} pruned{not_searched}):",
         top.min(ok.len()),
         ok.len()
     );
+    if let Some(search) = &o.search {
+        let _ = writeln!(s, "Search: {search}.");
+    }
     let names = &o.param_names;
     let mut header = format!("  {:>4}", "rank");
     for n in names {

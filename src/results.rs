@@ -16,6 +16,8 @@ pub enum Status {
     Failed,
     /// Removed by a constraint before compiling; `error` holds the reason.
     Pruned,
+    /// Valid, but a search strategy did not propose it within its budget.
+    Skipped,
 }
 
 impl Status {
@@ -24,6 +26,7 @@ impl Status {
             Status::Ok => "ok",
             Status::Failed => "failed",
             Status::Pruned => "pruned",
+            Status::Skipped => "skipped",
         }
     }
 
@@ -32,6 +35,7 @@ impl Status {
             "ok" => Some(Status::Ok),
             "failed" => Some(Status::Failed),
             "pruned" => Some(Status::Pruned),
+            "skipped" => Some(Status::Skipped),
             _ => None,
         }
     }

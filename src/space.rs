@@ -122,10 +122,10 @@ fn find_param<'a>(op: &'a Op, name: &str) -> Result<&'a ParamSpec> {
 /// Numeric parameters accept any integer (users extend them); word parameters accept only
 /// the words the template knows, since an unknown word would silently render as a default.
 fn check_value(spec: &ParamSpec, value: &Value) -> std::result::Result<(), String> {
-    let defaults = spec.default_values();
+    let accepted = spec.accepted_values();
     if spec.is_text() {
-        if !defaults.contains(value) {
-            let known: Vec<String> = defaults.iter().map(Value::to_string).collect();
+        if !accepted.contains(value) {
+            let known: Vec<String> = accepted.iter().map(Value::to_string).collect();
             return Err(format!(
                 "{}={value} is not one of {}",
                 spec.name,

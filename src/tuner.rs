@@ -11,6 +11,7 @@ use crate::expr::Vars;
 use crate::gpu::{DeviceInfo, Gpu};
 use crate::ops::{one_line, BaselineKind, Op, Role};
 use crate::results::{self, BestRow, Record, RunInfo, Status};
+use crate::search::Budget;
 use crate::shape::Shape;
 use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::verify;
@@ -65,6 +66,12 @@ pub struct TuneOptions {
     /// Keep the stored best.csv row when it is faster than this run's best (lower median,
     /// same cache state) instead of replacing it ([`results::upsert_best`]).
     pub keep_best: bool,
+    /// `auto` (exhaustive up to [`AUTO_EXHAUSTIVE_MAX`] live configurations, else anneal) or
+    /// one of [`crate::search::STRATEGIES`].
+    pub strategy: String,
+    /// How much a search may measure; `None`: [`DEFAULT_BUDGET`] variants for a search, all
+    /// of them for `exhaustive`.
+    pub budget: Option<Budget>,
 }
 
 impl Default for TuneOptions {
@@ -101,6 +108,8 @@ impl Default for TuneOptions {
             confirm_rounds: 50,
             progress: true,
             keep_best: false,
+            strategy: "auto".into(),
+            budget: None,
         }
     }
 }
@@ -148,6 +157,8 @@ pub struct TuneOutcome {
     pub confidence: Option<Confidence>,
     /// NVML readings taken after every variant; `None` when NVML was not available.
     pub clocks: Option<crate::clocks::ClockSummary>,
+    /// What the search did, when a strategy chose the configurations measured.
+    pub search: Option<String>,
 }
 
 /// How sure the run is of its winner.
@@ -284,6 +295,7 @@ fn confirm(
 type CubinResult = std::result::Result<PathBuf, String>;
 
 /// One unique source after compiling.
+#[derive(Clone)]
 struct CompiledSource {
     result: CubinResult,
     millis: f64,
@@ -296,13 +308,14 @@ fn compile_all(
     compiler: &Compiler,
     opts: &TuneOptions,
     sources: &[String],
+    first: usize,
     dir: &Path,
     cache: Option<&Path>,
 ) -> Result<Vec<CompiledSource>> {
     let pb = bar(sources.len(), "compile", opts.progress);
     let mut paths = Vec::with_capacity(sources.len());
     for (k, src) in sources.iter().enumerate() {
-        let path = dir.join(format!("s{k:04}.cu"));
+        let path = dir.join(format!("s{:04}.cu", first + k));
         std::fs::write(&path, src).map_err(|e| Error::io("cannot write", &path, e))?;
         paths.push(path);
     }
@@ -498,7 +511,15 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let compiler = Compiler::new(&arch, cache_dir.clone())?;
     let setup_s = t0.elapsed().as_secs_f64();
 
-    // Render every live candidate; identical sources are compiled once.
+    // Which live candidates are measured: every one (exhaustive), or those a search strategy
+    // proposes, batch by batch, within its budget (see [`Search`]).
+    let mut search = if opts.compile_only {
+        None
+    } else {
+        Search::new(opts, &op, &shape, &candidates, live.len())?
+    };
+
+    // Render the first round's candidates; identical sources are compiled once.
     let t_compile = Instant::now();
     let work_dir = tempfile::Builder::new()
         .prefix("cuda-autotune-")
@@ -510,59 +531,22 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 e,
             )
         })?;
-    let mut sources: Vec<String> = Vec::new();
-    let mut source_of: HashMap<usize, std::result::Result<usize, String>> = HashMap::new();
-    {
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        for &i in &live {
-            let c = &candidates[i];
-            let slot = renderer.render(c).map(|source| {
-                if let Some(dir) = &opts.emit {
-                    let path = dir.join(format!("{}_v{:04}.cu", op.name(), c.index));
-                    results::write_atomic(&path, source.as_bytes())?;
-                }
-                let next = sources.len();
-                let k = *seen.entry(source.clone()).or_insert(next);
-                if k == next {
-                    sources.push(source);
-                }
-                Ok::<usize, Error>(k)
-            });
-            let slot = match slot {
-                Ok(Ok(k)) => Ok(k),
-                Ok(Err(e)) => return Err(e),
-                Err(e) => Err(e),
-            };
-            source_of.insert(i, slot);
-        }
-    }
-    let compiled_sources = compile_all(
-        &compiler,
+    let mut prep = Prepared::default();
+    let first_round = match &mut search {
+        None => live.clone(),
+        Some(s) => s.ask(),
+    };
+    let env = BuildEnv {
+        candidates: &candidates,
+        renderer: &renderer,
+        compiler: &compiler,
         opts,
-        &sources,
-        work_dir.path(),
-        cache_dir.as_deref(),
-    )?;
+        op: &op,
+        dir: work_dir.path(),
+        cache: cache_dir.as_deref(),
+    };
+    let builds = prep.build(&env, &first_round)?;
     let compile_s = t_compile.elapsed().as_secs_f64();
-    let compiled = compiled_sources.len();
-    let from_cache = compiled_sources.iter().filter(|c| c.from_cache).count();
-    let builds: Vec<Build> = live
-        .iter()
-        .map(|&i| {
-            let (cubin, compile_ms) = match &source_of[&i] {
-                Err(e) => (Err(e.clone()), 0.0),
-                Ok(k) => {
-                    let c = &compiled_sources[*k];
-                    (c.result.clone(), c.millis)
-                }
-            };
-            Build {
-                candidate: i,
-                cubin,
-                compile_ms,
-            }
-        })
-        .collect();
 
     let param_names: Vec<String> = op.spec.params.iter().map(|p| p.name.clone()).collect();
     let mut outcome = TuneOutcome {
@@ -574,8 +558,8 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         best: None,
         roof_throughput: None,
         prune_reasons,
-        compiled,
-        from_cache,
+        compiled: prep.compiled.len(),
+        from_cache: prep.cache_hits(),
         context_restarts: 0,
         csv_path: None,
         best_path: None,
@@ -600,6 +584,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         journal_path: None,
         confidence: None,
         clocks: None,
+        search: None,
     };
     let Some(dev) = device else {
         outcome.records = candidates
@@ -756,7 +741,8 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             work_dir.path(),
         )?),
     };
-    let builds: HashMap<usize, Build> = builds.into_iter().map(|b| (b.candidate, b)).collect();
+    // A record for every configuration: pruned ones with their reason, live ones "skipped"
+    // until a round submits them (a search leaves the ones it never proposed skipped).
     for c in &candidates {
         let params = c
             .config
@@ -766,45 +752,20 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             .collect();
         let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
         rec.error = c.pruned.clone().unwrap_or_default();
-        if let Some(build) = builds.get(&c.index) {
-            rec.compile_ms = Some(build.compile_ms);
-            match &build.cubin {
-                Err(e) => {
-                    rec.status = Status::Failed;
-                    rec.error = one_line(e);
-                }
-                Ok(path) => {
-                    let dims = c.launch.expect("live candidates have launch dims");
-                    let id = 10_000 + c.index;
-                    task_record.insert(id, records.len());
-                    if let Some(Ok(k)) = source_of.get(&c.index) {
-                        task_key.insert(
-                            id,
-                            format!(
-                                "{} {:?} {:?}",
-                                compiler.key(&sources[*k]),
-                                dims.grid,
-                                dims.block
-                            ),
-                        );
-                    }
-                    tasks.push(Task {
-                        id,
-                        work: Work::Kernel {
-                            cubin: path.clone(),
-                            kernel: op.spec.kernel.clone(),
-                            grid: [dims.grid.0, dims.grid.1, dims.grid.2],
-                            block: [dims.block.0, dims.block.1, dims.block.2],
-                        },
-                        expect: "reference".into(),
-                        contender: true,
-                    });
-                    rec.status = Status::Failed;
-                    rec.error = "not run".into();
-                }
-            }
+        if c.pruned.is_none() {
+            rec.status = Status::Skipped;
+            rec.error = search
+                .as_ref()
+                .map(Search::skipped_reason)
+                .unwrap_or_default();
         }
+        task_record.insert(10_000 + c.index, records.len());
         records.push(rec);
+    }
+    for build in &builds {
+        if let Some(task) = prep.task(&env, build, &mut records, &task_record, &mut task_key) {
+            tasks.push(task);
+        }
     }
     let job = Job {
         device: opts.device,
@@ -839,14 +800,21 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         confirm_rounds: 0,
         tasks,
     };
-    let isolation = match (&opts.worker_exe, local_gpu) {
-        (Some(exe), _) => Isolation::Subprocess {
-            exe: exe.clone(),
-            watchdog: Duration::from_secs_f64(opts.watchdog_s.max(0.1)),
-            first: first_worker,
-        },
-        (None, Some(gpu)) => Isolation::InProcess(gpu),
-        (None, None) => unreachable!("a GPU run opens the device in-process or through a worker"),
+    let watchdog = Duration::from_secs_f64(opts.watchdog_s.max(0.1));
+    let mut local_gpu = local_gpu;
+    let mut idle_worker = first_worker;
+    // Where the next round runs: the worker left idle by the last round, a fresh one, or this
+    // process's GPU (reopened after the first round: a round consumes it).
+    let mut isolation = |idle: Option<GpuWorker>| -> Result<Isolation> {
+        Ok(match (&opts.worker_exe, local_gpu.take()) {
+            (Some(exe), _) => Isolation::Subprocess {
+                exe: exe.clone(),
+                watchdog,
+                first: idle,
+            },
+            (None, Some(gpu)) => Isolation::InProcess(gpu),
+            (None, None) => Isolation::InProcess(Gpu::open(opts.device)?),
+        })
     };
 
     // The journal: every finished task is appended as it finishes; --resume reuses a matching
@@ -861,76 +829,126 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         results::Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
     let earlier: HashMap<String, TaskResult> = earlier.into_iter().collect();
     let mut job = job;
-    let all_tasks = job.tasks.clone();
-    let mut reused = Vec::new();
-    job.tasks
-        .retain(|t| match task_key.get(&t.id).and_then(|k| earlier.get(k)) {
-            Some(r) => {
-                reused.push(TaskResult {
-                    id: t.id,
-                    ..r.clone()
-                });
-                false
-            }
-            None => true,
-        });
-    outcome.reused = reused.len();
+    let mut all_tasks: Vec<Task> = Vec::new();
     outcome.journal_path = Some(journal_path);
 
-    let pb = bar(job.tasks.len() + reused.len(), "tune", opts.progress);
+    let pb = bar(
+        job.tasks.len() + search.as_ref().map_or(0, Search::remaining),
+        "tune",
+        opts.progress,
+    );
     let mut best_ms = f64::INFINITY;
     let mut phases = outcome.phases;
     let mut journal_error = None;
     let mut clock_samples: Vec<(usize, crate::clocks::ClockSample)> = Vec::new();
-    let mut handle = |r: TaskResult, fresh: bool| {
-        let Some(&at) = task_record.get(&r.id) else {
-            return;
+    let mut fatal = None;
+    // One round per batch of a search; a single round when every live candidate is measured.
+    loop {
+        all_tasks.extend(job.tasks.iter().cloned());
+        let round_ids: Vec<usize> = job.tasks.iter().map(|t| t.id).collect();
+        let mut reused = Vec::new();
+        job.tasks
+            .retain(|t| match task_key.get(&t.id).and_then(|k| earlier.get(k)) {
+                Some(r) => {
+                    reused.push(TaskResult {
+                        id: t.id,
+                        ..r.clone()
+                    });
+                    false
+                }
+                None => true,
+            });
+        outcome.reused += reused.len();
+        let mut handle = |r: TaskResult, fresh: bool| {
+            let Some(&at) = task_record.get(&r.id) else {
+                return;
+            };
+            if fresh {
+                if let Some(key) = task_key.get(&r.id) {
+                    if let Err(e) = journal.append(key, &r) {
+                        journal_error.get_or_insert(e);
+                    }
+                }
+            }
+            if let (Some(c), true) = (r.clock, fresh) {
+                clock_samples.push((at, c));
+            }
+            let rec = &mut records[at];
+            rec.registers = r.registers.or(rec.registers);
+            phases.verify_s += r.verify_s;
+            phases.timing_s += r.timing_s;
+            match r.stats {
+                Some(stats) => {
+                    rec.status = Status::Ok;
+                    rec.error.clear();
+                    rec.throughput = Some(work / (stats.median_ms * 1e-3) / 1e9);
+                    rec.stats = Some(stats);
+                    if rec.kind == "variant" && stats.median_ms < best_ms {
+                        best_ms = stats.median_ms;
+                        pb.set_message(format!(
+                            "best {:.1} {unit} ({})",
+                            rec.throughput.unwrap_or_default(),
+                            rec.label()
+                        ));
+                    }
+                }
+                None => {
+                    rec.status = Status::Failed;
+                    rec.error = one_line(&r.error);
+                }
+            }
+            pb.inc(1);
         };
-        if fresh {
-            if let Some(key) = task_key.get(&r.id) {
-                if let Err(e) = journal.append(key, &r) {
-                    journal_error.get_or_insert(e);
-                }
+        for r in reused {
+            handle(r, false);
+        }
+        let run = if job.tasks.is_empty() {
+            Ok((0, idle_worker.take()))
+        } else {
+            isolation(idle_worker.take())
+                .and_then(|iso| run_tasks(&job, iso, &mut |r| handle(r, true)))
+        };
+        match run {
+            Ok((restarts, idle)) => {
+                outcome.context_restarts += restarts;
+                idle_worker = idle;
+            }
+            Err(e) => {
+                fatal = Some(e);
+                break;
             }
         }
-        if let (Some(c), true) = (r.clock, fresh) {
-            clock_samples.push((at, c));
+        let Some(s) = search.as_mut() else { break };
+        // Tell the strategy what this round measured, then ask for the next round.
+        for id in round_ids.iter().filter(|&&id| id >= 10_000) {
+            let rec = &records[task_record[id]];
+            s.tell(
+                id - 10_000,
+                rec.stats
+                    .filter(|_| rec.status == Status::Ok)
+                    .map(|st| st.median_ms),
+            );
         }
-        let rec = &mut records[at];
-        rec.registers = r.registers.or(rec.registers);
-        phases.verify_s += r.verify_s;
-        phases.timing_s += r.timing_s;
-        match r.stats {
-            Some(stats) => {
-                rec.status = Status::Ok;
-                rec.error.clear();
-                rec.throughput = Some(work / (stats.median_ms * 1e-3) / 1e9);
-                rec.stats = Some(stats);
-                if rec.kind == "variant" && stats.median_ms < best_ms {
-                    best_ms = stats.median_ms;
-                    pb.set_message(format!(
-                        "best {:.1} {unit} ({})",
-                        rec.throughput.unwrap_or_default(),
-                        rec.label()
-                    ));
-                }
-            }
-            None => {
-                rec.status = Status::Failed;
-                rec.error = one_line(&r.error);
-            }
+        if crate::worker::interrupted() {
+            break;
         }
-        pb.inc(1);
-    };
-    for r in reused {
-        handle(r, false);
+        let next = s.ask();
+        if next.is_empty() {
+            break;
+        }
+        let t = Instant::now();
+        let builds = prep.build(&env, &next)?;
+        phases.compile_s += t.elapsed().as_secs_f64();
+        job.tasks = builds
+            .iter()
+            .filter_map(|b| prep.task(&env, b, &mut records, &task_record, &mut task_key))
+            .collect();
+        pb.set_length(pb.position() + job.tasks.len() as u64 + s.remaining() as u64);
     }
-    let run = if job.tasks.is_empty() {
-        Ok((0, None))
-    } else {
-        run_tasks(&job, isolation, &mut |r| handle(r, true))
-    };
     pb.finish_and_clear();
+    outcome.compiled = prep.compiled.len();
+    outcome.from_cache = prep.cache_hits();
+    outcome.search = search.as_ref().map(Search::summary);
     // Results measured while the GPU throttled or ran far below its steady clock are flagged.
     let readings: Vec<crate::clocks::ClockSample> = clock_samples.iter().map(|(_, c)| *c).collect();
     outcome.clocks = crate::clocks::summarize(&readings);
@@ -957,28 +975,21 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             rec.error = "not run: interrupted (Ctrl-C)".into();
         }
     }
-    let (fatal, idle_worker) = match run {
-        Ok((restarts, idle)) => {
-            outcome.context_restarts = restarts;
-            (None, idle)
+    if let Some(e) = &fatal {
+        for rec in records
+            .iter_mut()
+            .filter(|r| r.status == Status::Failed && r.error == "not run")
+        {
+            rec.error = format!("not run: {e}");
         }
-        Err(e) => {
-            for rec in records
-                .iter_mut()
-                .filter(|r| r.status == Status::Failed && r.error == "not run")
-            {
-                rec.error = format!("not run: {e}");
-            }
-            (Some(e), None)
-        }
-    };
+    }
 
     // How sure are we? Re-time the leaders interleaved and pick the winner with intervals.
     if opts.confirm_rounds > 0 && fatal.is_none() && !outcome.interrupted {
         let isolation = match &opts.worker_exe {
             Some(exe) => Some(Isolation::Subprocess {
                 exe: exe.clone(),
-                watchdog: Duration::from_secs_f64(opts.watchdog_s.max(0.1)),
+                watchdog,
                 first: idle_worker,
             }),
             None => Gpu::open(opts.device).ok().map(Isolation::InProcess),
@@ -1098,6 +1109,262 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     match fatal {
         Some(e) => Err(e),
         None => Ok(outcome),
+    }
+}
+
+/// With `--strategy auto`, spaces up to this many live configurations are timed whole;
+/// larger ones are searched.
+pub const AUTO_EXHAUSTIVE_MAX: usize = 1024;
+/// The variant budget of a search when none is given.
+pub const DEFAULT_BUDGET: usize = 256;
+/// Configurations per search round: enough to keep 16 compile workers busy while the
+/// strategy still learns from every round.
+pub const SEARCH_BATCH: usize = 16;
+
+/// A search over the live configurations: asks the strategy for a round at a time and keeps
+/// the budget (variants, or seconds since the search started).
+struct Search {
+    strategy: Box<dyn crate::search::Strategy>,
+    name: String,
+    budget: Budget,
+    /// Search point → candidate index, and back.
+    candidate_of: Vec<usize>,
+    point_of: HashMap<usize, usize>,
+    asked: usize,
+    live: usize,
+    started: Instant,
+}
+
+impl Search {
+    /// `None` when every live configuration is to be measured.
+    fn new(
+        opts: &TuneOptions,
+        op: &Op,
+        shape: &Shape,
+        candidates: &[Candidate],
+        live: usize,
+    ) -> Result<Option<Search>> {
+        let name = match (opts.strategy.as_str(), opts.budget) {
+            ("auto", None) if live <= AUTO_EXHAUSTIVE_MAX => return Ok(None),
+            ("auto", _) => "anneal",
+            ("exhaustive", None) => return Ok(None),
+            (other, _) => other,
+        };
+        let budget = opts.budget.unwrap_or(Budget::Variants(DEFAULT_BUDGET));
+        let (space, which) = crate::search::SearchSpace::from_candidates(candidates)?;
+        let hint = match budget {
+            Budget::Variants(n) => Some(n),
+            Budget::Seconds(_) => None,
+        };
+        let strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
+        let candidate_of: Vec<usize> = which.iter().map(|&i| candidates[i].index).collect();
+        let point_of = candidate_of
+            .iter()
+            .enumerate()
+            .map(|(p, &c)| (c, p))
+            .collect();
+        let search = Search {
+            strategy,
+            name: name.to_string(),
+            budget,
+            candidate_of,
+            point_of,
+            asked: 0,
+            live,
+            started: Instant::now(),
+        };
+        eprintln!(
+            "{} {shape}: {live} valid configurations; searching with {} ({}); \
+             --strategy exhaustive times them all",
+            op.name(),
+            search.name,
+            search.budget_text()
+        );
+        Ok(Some(search))
+    }
+
+    fn budget_text(&self) -> String {
+        match self.budget {
+            Budget::Variants(n) => format!("budget {n} variants"),
+            Budget::Seconds(s) => format!("budget {s:.0} s"),
+        }
+    }
+
+    /// The next round's candidate indices; empty when the budget or the strategy is spent.
+    fn ask(&mut self) -> Vec<usize> {
+        let n = match self.budget {
+            Budget::Variants(b) => b.saturating_sub(self.asked).min(SEARCH_BATCH),
+            Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => 0,
+            Budget::Seconds(_) => SEARCH_BATCH,
+        };
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut points = self.strategy.ask(n);
+        points.truncate(n);
+        self.asked += points.len();
+        points.iter().map(|&p| self.candidate_of[p]).collect()
+    }
+
+    fn tell(&mut self, candidate: usize, cost: Option<f64>) {
+        if let Some(&p) = self.point_of.get(&candidate) {
+            self.strategy.tell(p, cost);
+        }
+    }
+
+    /// Variants still to come, as far as the budget says (for the progress bar).
+    fn remaining(&self) -> usize {
+        match self.budget {
+            Budget::Variants(b) => b.min(self.live).saturating_sub(self.asked),
+            Budget::Seconds(_) => 0,
+        }
+    }
+
+    fn skipped_reason(&self) -> String {
+        format!(
+            "not measured: --strategy {} ({}) did not propose it",
+            self.name,
+            self.budget_text()
+        )
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{}: {} of {} valid configurations measured ({}, {:.1} s)",
+            self.name,
+            self.asked,
+            self.live,
+            self.budget_text(),
+            self.started.elapsed().as_secs_f64()
+        )
+    }
+}
+
+/// What building a round needs, bundled so rounds after the first build the same way.
+struct BuildEnv<'a> {
+    candidates: &'a [Candidate],
+    renderer: &'a Renderer,
+    compiler: &'a Compiler,
+    opts: &'a TuneOptions,
+    op: &'a Op,
+    dir: &'a Path,
+    cache: Option<&'a Path>,
+}
+
+/// Every source rendered so far in this run (identical sources share one compile) and what
+/// compiling each gave.
+#[derive(Default)]
+struct Prepared {
+    sources: Vec<String>,
+    seen: HashMap<String, usize>,
+    source_of: HashMap<usize, std::result::Result<usize, String>>,
+    compiled: Vec<CompiledSource>,
+}
+
+impl Prepared {
+    fn cache_hits(&self) -> usize {
+        self.compiled.iter().filter(|c| c.from_cache).count()
+    }
+
+    /// Renders and compiles the candidates `subset` (indices into `env.candidates`).
+    fn build(&mut self, env: &BuildEnv, subset: &[usize]) -> Result<Vec<Build>> {
+        let first_new = self.sources.len();
+        for &i in subset {
+            let c = &env.candidates[i];
+            let slot = env.renderer.render(c).map(|source| {
+                if let Some(dir) = &env.opts.emit {
+                    let path = dir.join(format!("{}_v{:04}.cu", env.op.name(), c.index));
+                    results::write_atomic(&path, source.as_bytes())?;
+                }
+                let next = self.sources.len();
+                let k = *self.seen.entry(source.clone()).or_insert(next);
+                if k == next {
+                    self.sources.push(source);
+                }
+                Ok::<usize, Error>(k)
+            });
+            let slot = match slot {
+                Ok(Ok(k)) => Ok(k),
+                Ok(Err(e)) => return Err(e),
+                Err(e) => Err(e),
+            };
+            self.source_of.insert(i, slot);
+        }
+        let done = compile_all(
+            env.compiler,
+            env.opts,
+            &self.sources[first_new..],
+            first_new,
+            env.dir,
+            env.cache,
+        )?;
+        self.compiled.extend(done);
+        Ok(subset
+            .iter()
+            .map(|&i| {
+                let (cubin, compile_ms) = match &self.source_of[&i] {
+                    Err(e) => (Err(e.clone()), 0.0),
+                    Ok(k) => {
+                        let c = &self.compiled[*k];
+                        (c.result.clone(), c.millis)
+                    }
+                };
+                Build {
+                    candidate: i,
+                    cubin,
+                    compile_ms,
+                }
+            })
+            .collect())
+    }
+
+    /// The GPU task for a built candidate (its record now says "not run"), or `None` with the
+    /// record marked failed when it did not render or compile.
+    fn task(
+        &self,
+        env: &BuildEnv,
+        build: &Build,
+        records: &mut [Record],
+        task_record: &HashMap<usize, usize>,
+        task_key: &mut HashMap<usize, String>,
+    ) -> Option<Task> {
+        let c = &env.candidates[build.candidate];
+        let id = 10_000 + c.index;
+        let rec = &mut records[task_record[&id]];
+        rec.compile_ms = Some(build.compile_ms);
+        let path = match &build.cubin {
+            Err(e) => {
+                rec.status = Status::Failed;
+                rec.error = one_line(e);
+                return None;
+            }
+            Ok(path) => path,
+        };
+        let dims = c.launch.expect("live candidates have launch dims");
+        if let Some(Ok(k)) = self.source_of.get(&build.candidate) {
+            task_key.insert(
+                id,
+                format!(
+                    "{} {:?} {:?}",
+                    env.compiler.key(&self.sources[*k]),
+                    dims.grid,
+                    dims.block
+                ),
+            );
+        }
+        rec.status = Status::Failed;
+        rec.error = "not run".into();
+        Some(Task {
+            id,
+            work: Work::Kernel {
+                cubin: path.clone(),
+                kernel: env.op.spec.kernel.clone(),
+                grid: [dims.grid.0, dims.grid.1, dims.grid.2],
+                block: [dims.block.0, dims.block.1, dims.block.2],
+            },
+            expect: "reference".into(),
+            contender: true,
+        })
     }
 }
 

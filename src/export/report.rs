@@ -439,7 +439,7 @@ fn heatmap_svg(run: &Run, x: &str, y: Option<&str>) -> Result<String> {
                 }
             }
             Status::Failed => cell.failed += 1,
-            Status::Pruned => cell.pruned += 1,
+            Status::Pruned | Status::Skipped => cell.pruned += 1,
         }
     }
     let values: Vec<f64> = cells.values().filter_map(|c| c.best.map(|b| b.0)).collect();
