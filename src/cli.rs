@@ -56,6 +56,25 @@ pub enum Command {
     /// Re-time the stored winners on this GPU; exit 1 when one is slower than stored (or than
     /// its runner-up) by more than --margin, or no longer verifies. For CI on a GPU runner.
     Check(CheckArgs),
+    /// Merge the output folders of `tune --shard K/N` runs into one results folder and one
+    /// best.csv: refuses shards of different GPU models, code versions, cache states or sweep
+    /// arguments, and missing or unfinished shards (unless --partial). Merging again changes
+    /// nothing.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The --out folders of the shards (each holds a shard-K-of-N.json manifest).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Folder for the merged run CSVs, journals and best.csv (not one of the shard folders).
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Merge what is there although shards are missing or unfinished: their shapes get run
+    /// CSVs of what was measured, but no best.csv row.
+    #[arg(long)]
+    pub partial: bool,
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +225,13 @@ pub struct TuneArgs {
     #[arg(long, value_name = "all|LIST")]
     pub gpus: Option<String>,
 
+    /// Run shard K of N (K = 0..N-1, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT or
+    /// $JOB_COMPLETION_INDEX/N): a fixed share of the sweep (of every shape's variants, or of
+    /// the shapes when there are at least 4 per shard). Writes shard-K-of-N.json beside the
+    /// results and leaves best.csv alone; `tune merge` joins the shards.
+    #[arg(long, value_name = "K/N", allow_hyphen_values = true)]
+    pub shard: Option<String>,
+
     /// Do not read or write the on-disk cubin cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -317,6 +343,7 @@ impl TuneArgs {
             confirm_rounds: self.confirm_rounds,
             progress: true,
             keep_best: self.keep_best,
+            shard: None,
         }
     }
 }

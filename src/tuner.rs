@@ -65,6 +65,9 @@ pub struct TuneOptions {
     /// Keep the stored best.csv row when it is faster than this run's best (lower median,
     /// same cache state) instead of replacing it ([`results::upsert_best`]).
     pub keep_best: bool,
+    /// `--shard K/N`: measure only this shard's share of the variants ([`crate::shard`]); a
+    /// sharded run never writes best.csv (its winner is partial until `tune merge`).
+    pub shard: Option<crate::shard::Slice>,
 }
 
 impl Default for TuneOptions {
@@ -101,6 +104,7 @@ impl Default for TuneOptions {
             confirm_rounds: 50,
             progress: true,
             keep_best: false,
+            shard: None,
         }
     }
 }
@@ -485,6 +489,9 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             reasons.join("; ")
         )));
     }
+    // --shard K/N: this shard's share of the live variants; the others get no row here.
+    let live = crate::shard::owned(live, opts.shard.as_ref());
+    let shown = |c: &&Candidate| c.pruned.is_some() || live.binary_search(&c.index).is_ok();
     let base = space::base_vars(&op, &shape, &limits);
     let layout = BufferLayout::new(&op, &base)?;
     if let Some(d) = &device {
@@ -604,6 +611,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let Some(dev) = device else {
         outcome.records = candidates
             .iter()
+            .filter(shown)
             .map(|c| compile_only_record(c, &builds))
             .collect();
         outcome.phases.total_s = t0.elapsed().as_secs_f64();
@@ -757,7 +765,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         )?),
     };
     let builds: HashMap<usize, Build> = builds.into_iter().map(|b| (b.candidate, b)).collect();
-    for c in &candidates {
+    for c in candidates.iter().filter(shown) {
         let params = c
             .config
             .values
@@ -1033,7 +1041,10 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         &results::run_csv(&info, &outcome.param_names, &outcome.records)?,
     )?;
     outcome.csv_path = Some(csv_path);
-    if let Some(i) = outcome.best.filter(|_| !outcome.interrupted) {
+    if let Some(i) = outcome
+        .best
+        .filter(|_| !outcome.interrupted && opts.shard.is_none())
+    {
         let r = &outcome.records[i];
         let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
         let best_path = opts.out_dir.join("best.csv");
