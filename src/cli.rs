@@ -20,6 +20,9 @@ Examples:
       tune your own kernel: a spec (parameters, constraints, launch, buffers) + a Tera template
   tune --op transpose --shape 1000x1000 --compile-only --arch sm_90 --emit gen/
       render and compile every variant with NVRTC, no GPU needed, and keep the sources
+  tune --op transpose --shapes shapes.txt --shard 0/4 --out run/shard-0
+      run shard 0 of 4 of a sweep (e.g. a Slurm array task); then, once all are done:
+  tune merge run/shard-0 run/shard-1 run/shard-2 run/shard-3 --out results
 
 Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). Results go to results/<op>_<shape>_<gpu>.csv (every
 configuration, with why it failed or was pruned) and results/best.csv (one row per op,
