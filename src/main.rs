@@ -300,6 +300,13 @@ impl Recorder {
             }
         }
         let op = tuner::load_op(base)?;
+        // What the tuner would reject anyway, before a manifest is written.
+        for p in &base.params {
+            cuda_autotune::space::parse_override(&op, p)?;
+        }
+        if base.bench.reps == 0 {
+            return Err(Error::Usage("--reps must be at least 1".into()));
+        }
         let manifest = Manifest {
             format: shard::MANIFEST_FORMAT,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
