@@ -21,6 +21,9 @@ Examples:
       tune your own kernel: a spec (parameters, constraints, launch, buffers) + a Tera template
   tune --op transpose --shape 1000x1000 --compile-only --arch sm_90 --emit gen/
       render and compile every variant with NVRTC, no GPU needed, and keep the sources
+  tune --op transpose --shapes shapes.txt --shard 0/4 --out run/shard-0
+      run shard 0 of 4 of a sweep (e.g. a Slurm array task); then, once all are done:
+  tune merge run/shard-0 run/shard-1 run/shard-2 run/shard-3 --out results
 
 Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). Results go to results/<op>_<shape>_<gpu>.csv (every
 configuration, with why it failed or was pruned) and results/best.csv (one row per op,
@@ -57,6 +60,25 @@ pub enum Command {
     /// Re-time the stored winners on this GPU; exit 1 when one is slower than stored (or than
     /// its runner-up) by more than --margin, or no longer verifies. For CI on a GPU runner.
     Check(CheckArgs),
+    /// Merge the output folders of `tune --shard K/N` runs into one results folder and one
+    /// best.csv: refuses shards of different GPU models, code versions, cache states or sweep
+    /// arguments, and missing or unfinished shards (unless --partial). Merging again changes
+    /// nothing.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The --out folders of the shards (each holds a shard-K-of-N.json manifest).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Folder for the merged run CSVs, journals and best.csv (not one of the shard folders).
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Merge what is there although shards are missing or unfinished: their shapes get run
+    /// CSVs of what was measured, but no best.csv row.
+    #[arg(long)]
+    pub partial: bool,
 }
 
 #[derive(Debug, Args)]
@@ -219,6 +241,13 @@ pub struct TuneArgs {
     #[arg(long, value_name = "all|LIST")]
     pub gpus: Option<String>,
 
+    /// Run shard K of N (K = 0..N-1, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT or
+    /// $JOB_COMPLETION_INDEX/N): a fixed share of the sweep (of every shape's variants, or of
+    /// the shapes when there are at least 4 per shard). Writes shard-K-of-N.json beside the
+    /// results and leaves best.csv alone; `tune merge` joins the shards.
+    #[arg(long, value_name = "K/N", allow_hyphen_values = true)]
+    pub shard: Option<String>,
+
     /// Do not read or write the on-disk cubin cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -344,6 +373,7 @@ impl TuneArgs {
             keep_best: self.keep_best,
             strategy: self.strategy.clone(),
             budget: self.budget,
+            shard: None,
         }
     }
 }

@@ -412,8 +412,10 @@ impl Gpu {
 }
 
 /// Parses `--gpus all` or `--gpus 0,1,...` against the devices present: every index must
-/// exist and appear once.
+/// exist and appear once. The list's syntax is checked first, so a typo is reported as such
+/// even on a machine without a GPU.
 pub fn parse_gpu_list(spec: &str) -> Result<Vec<usize>> {
+    let listed = parse_gpu_spec(spec)?;
     if !unsafe { sys::is_culib_present() } {
         return Err(Error::NoGpu(
             "--gpus needs the NVIDIA driver (libcuda.so), which could not be loaded".into(),
@@ -426,9 +428,13 @@ pub fn parse_gpu_list(spec: &str) -> Result<Vec<usize>> {
             "--gpus: the driver reports no CUDA device".into(),
         ));
     }
-    let count = count as usize;
+    gpus_present(listed, count as usize)
+}
+
+/// The indices of `--gpus LIST` (`None` for `all`): whole numbers, each once.
+pub fn parse_gpu_spec(spec: &str) -> Result<Option<Vec<usize>>> {
     if spec.trim() == "all" {
-        return Ok((0..count).collect());
+        return Ok(None);
     }
     let mut out = Vec::new();
     for part in spec.split(',') {
@@ -437,16 +443,53 @@ pub fn parse_gpu_list(spec: &str) -> Result<Vec<usize>> {
                 "--gpus: '{part}' is not a device index (use all or 0,1,...)"
             ))
         })?;
-        if i >= count {
-            return Err(Error::Usage(format!(
-                "--gpus: device {i} does not exist (this machine has {count}: 0..{})",
-                count - 1
-            )));
-        }
         if out.contains(&i) {
             return Err(Error::Usage(format!("--gpus: device {i} is listed twice")));
         }
         out.push(i);
     }
-    Ok(out)
+    Ok(Some(out))
+}
+
+/// Checks parsed `--gpus` indices against the `count` devices present.
+pub fn gpus_present(listed: Option<Vec<usize>>, count: usize) -> Result<Vec<usize>> {
+    let Some(list) = listed else {
+        return Ok((0..count).collect());
+    };
+    if let Some(i) = list.iter().find(|&&i| i >= count) {
+        return Err(Error::Usage(format!(
+            "--gpus: device {i} does not exist (this machine has {count}: 0..{})",
+            count.saturating_sub(1)
+        )));
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod gpu_list_tests {
+    use super::*;
+
+    #[test]
+    fn gpu_lists_are_checked_before_and_against_the_devices() {
+        assert_eq!(parse_gpu_spec("all").unwrap(), None);
+        assert_eq!(parse_gpu_spec(" 1, 0").unwrap(), Some(vec![1, 0]));
+        for (bad, why) in [
+            ("0,0", "device 0 is listed twice"),
+            ("0,a", "'a' is not a device index"),
+            ("", "'' is not a device index"),
+            ("0,", "'' is not a device index"),
+            ("-1", "'-1' is not a device index"),
+        ] {
+            let e = parse_gpu_spec(bad).unwrap_err();
+            assert!(matches!(e, Error::Usage(_)), "{bad}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+        assert_eq!(gpus_present(None, 2).unwrap(), vec![0, 1]);
+        assert_eq!(gpus_present(Some(vec![1]), 2).unwrap(), vec![1]);
+        let e = gpus_present(Some(vec![0, 2]), 2).unwrap_err().to_string();
+        assert!(
+            e.contains("device 2 does not exist") && e.contains("0..1"),
+            "{e}"
+        );
+    }
 }

@@ -3,10 +3,14 @@
 
 use clap::Parser;
 use cuda_autotune::cli::{Cli, Command, TuneArgs};
+use cuda_autotune::error::{Error, Result};
 use cuda_autotune::results::Status;
+use cuda_autotune::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep};
 use cuda_autotune::tuner::TuneOptions;
-use cuda_autotune::{check, export, report, tuner, worker};
+use cuda_autotune::{check, export, merge, report, tuner, worker};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 fn main() -> ExitCode {
     // The same binary serves as its own compile and GPU worker processes.
@@ -21,25 +25,18 @@ fn main() -> ExitCode {
         _ => {}
     }
     let cli = Cli::parse();
-    if let Some(Command::Check(args)) = &cli.command {
-        return match check::command(args) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(e.exit_code() as u8)
-            }
-        };
-    }
     if let Some(command) = &cli.command {
+        // Ok(false): the command ran and found a problem it reports itself (exit code 1).
         let done = match command {
-            Command::Best(args) => export::best(args),
-            Command::Export(args) => export::export(args),
-            Command::Report(args) => export::report(args),
-            Command::Check(_) => unreachable!("handled above"),
+            Command::Best(args) => export::best(args).map(|()| true),
+            Command::Export(args) => export::export(args).map(|()| true),
+            Command::Report(args) => export::report(args).map(|()| true),
+            Command::Check(args) => check::command(args),
+            Command::Merge(args) => merge::command(args),
         };
         return match done {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(e.exit_code() as u8)
@@ -56,72 +53,108 @@ fn main() -> ExitCode {
         worker::request_stop();
         eprintln!("\ninterrupted: stopping after the variant in flight (Ctrl-C again to quit now)");
     });
-    let mut base = cli.options();
-    let shapes = match tuner::shape_list(&base, cli.shapes.as_deref()) {
-        Ok(s) => s,
+    match sweep(&cli) {
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(e.exit_code() as u8);
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+/// A tuning run: one shape, a sweep, a sweep over several GPUs, or a shard of any of them.
+/// Every argument is checked (shapes, `--shard`, `--gpus`) before anything is tuned.
+fn sweep(cli: &TuneArgs) -> Result<u8> {
+    let mut base = cli.options();
+    let shapes = tuner::shape_list(&base, cli.shapes.as_deref())?;
+    let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
+    let gpus = match &cli.gpus {
+        Some(spec) => cuda_autotune::gpu::parse_gpu_list(spec)?,
+        None => Vec::new(),
+    };
+    // The estimated work per shape orders a multi-GPU queue and balances shards by shapes.
+    let work = if shard.is_some() || gpus.len() > 1 {
+        shard::estimated_work(&tuner::load_op(&base)?, &shapes)?
+    } else {
+        vec![0.0; shapes.len()]
+    };
+    let plan = shard::plan(shard, &shapes, &work);
+    let recorder = match shard {
+        Some(s) if !cli.compile_only => Some(Recorder::start(&base, s, &shapes, &plan)?),
+        _ => None,
+    };
+    if let Some(&g) = gpus.first() {
+        base.device = g;
+    }
+    let record = |a: &Assignment, result: &std::result::Result<tuner::TuneOutcome, String>| {
+        if let Some(r) = &recorder {
+            r.done(a, result);
         }
     };
-    if shapes.len() == 1 {
-        let opts = TuneOptions {
-            shape: shapes[0].clone(),
-            ..base
-        };
-        return ExitCode::from(run_one(&cli, &opts).0);
-    }
-    if let Some(spec) = &cli.gpus {
-        let gpus = match cuda_autotune::gpu::parse_gpu_list(spec) {
-            Ok(g) => g,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(e.exit_code() as u8);
+    let code = if plan.len() == 1 {
+        let (code, result) = run_one(cli, &job_options(&base, &plan[0]));
+        record(&plan[0], &result);
+        code
+    } else if gpus.len() > 1 {
+        sweep_on_gpus(cli, &base, &plan, &gpus, &record)
+    } else {
+        // A sweep: each shape tuned as if alone, then one summary table.
+        let mut rows = Vec::new();
+        let mut worst = 0u8;
+        for a in &plan {
+            println!("==== {}", a.shape);
+            let (code, result) = run_one(cli, &job_options(&base, a));
+            record(a, &result);
+            worst = worst.max(code);
+            rows.push(report::summary_row(&a.shape, result.as_ref().ok()));
+            if code == 130 {
+                break;
             }
-        };
-        if gpus.len() > 1 {
-            return sweep_on_gpus(&cli, &base, &shapes, &gpus);
         }
-        base.device = gpus[0];
+        print!("{}", report::summary_table(&rows));
+        worst
+    };
+    if let Some(r) = recorder {
+        r.finish()?;
     }
-    // A sweep: each shape tuned as if alone, then one summary table.
-    let mut rows = Vec::new();
-    let mut worst = 0u8;
-    for shape in &shapes {
-        println!("==== {shape}");
-        let opts = TuneOptions {
-            shape: shape.clone(),
-            ..base.clone()
-        };
-        let (code, outcome) = run_one(&cli, &opts);
-        worst = worst.max(code);
-        rows.push(report::summary_row(shape, outcome.as_ref()));
-        if code == 130 {
-            break;
-        }
+    Ok(code)
+}
+
+/// The options of one shape of the plan. A shard that holds only a share of a shape's
+/// variants skips the interleaved confirmation: its leaders are not the shape's leaders, and
+/// the merge ranks all shards' variants by median.
+fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
+    let by_variants = a.slice.is_some_and(|s| s.split == Split::Variants);
+    TuneOptions {
+        shape: a.shape.clone(),
+        shard: a.slice,
+        confirm_rounds: if by_variants { 0 } else { base.confirm_rounds },
+        ..base.clone()
     }
-    print!("{}", report::summary_table(&rows));
-    ExitCode::from(worst)
 }
 
 /// Several GPUs: one thread per GPU pulls the next shape from one queue and tunes it there, so
-/// a fast GPU never idles while a slow one has a backlog. Reports print whole, as each shape
+/// a fast GPU never idles while a slow one has a backlog. The queue is ordered by estimated
+/// work, largest first (longest-processing-time first), so the sweep does not end with one GPU
+/// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
+///
+/// Each shape starts its own GPU worker process (and CUDA context) inside [`tuner::tune`];
+/// keeping one per GPU across shapes would need the tuner to accept a running worker.
 fn sweep_on_gpus(
     cli: &TuneArgs,
     base: &TuneOptions,
-    shapes: &[String],
+    plan: &[Assignment],
     gpus: &[usize],
-) -> ExitCode {
-    use std::sync::Mutex;
+    record: &(dyn Fn(&Assignment, &std::result::Result<tuner::TuneOutcome, String>) + Sync),
+) -> u8 {
+    let work: Vec<f64> = plan.iter().map(|a| a.work).collect();
     let queue = Mutex::new(
-        shapes
-            .iter()
-            .cloned()
-            .enumerate()
+        shard::longest_first(&work)
+            .into_iter()
             .collect::<std::collections::VecDeque<_>>(),
     );
-    let rows = Mutex::new(vec![None; shapes.len()]);
+    let rows = Mutex::new(vec![None; plan.len()]);
     let worst = Mutex::new(0u8);
     std::thread::scope(|scope| {
         for &g in gpus {
@@ -130,21 +163,22 @@ fn sweep_on_gpus(
                 if worker::interrupted() {
                     break;
                 }
-                let Some((i, shape)) = queue.lock().expect("queue").pop_front() else {
+                let Some(i) = queue.lock().expect("queue").pop_front() else {
                     break;
                 };
+                let a = &plan[i];
                 let opts = TuneOptions {
-                    shape: shape.clone(),
                     device: g,
                     progress: false,
-                    ..base.clone()
+                    ..job_options(base, a)
                 };
-                let (code, outcome) = run_one_quietly(cli, &opts, g);
+                let (code, result) = run_one_quietly(cli, &opts, g);
+                record(a, &result);
                 let mut w = worst.lock().expect("worst");
                 *w = (*w).max(code);
                 rows.lock().expect("rows")[i] = Some(report::summary_row(
-                    &format!("{shape} (GPU {g})"),
-                    outcome.as_ref(),
+                    &format!("{} (GPU {g})", a.shape),
+                    result.as_ref().ok(),
                 ));
             });
         }
@@ -156,7 +190,7 @@ fn sweep_on_gpus(
         .flatten()
         .collect();
     print!("{}", report::summary_table(&rows));
-    ExitCode::from(worst.into_inner().expect("worst"))
+    worst.into_inner().expect("worst")
 }
 
 /// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout).
@@ -164,29 +198,33 @@ fn run_one_quietly(
     cli: &TuneArgs,
     opts: &TuneOptions,
     gpu: usize,
-) -> (u8, Option<tuner::TuneOutcome>) {
+) -> (u8, std::result::Result<tuner::TuneOutcome, String>) {
     match tuner::tune(opts) {
         Ok(outcome) => {
             let text = report::render(&outcome, cli.top, cli.verbose);
             print!("==== {} on GPU {gpu}\n{text}", opts.shape);
             let code = if outcome.interrupted {
                 130
-            } else if outcome.best.is_none() {
+            } else if outcome.best.is_none() && opts.shard.is_none() {
                 1
             } else {
                 0
             };
-            (code, Some(outcome))
+            (code, Ok(outcome))
         }
         Err(e) => {
             eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
-            (e.exit_code() as u8, None)
+            (e.exit_code() as u8, Err(e.to_string()))
         }
     }
 }
 
-/// Tunes one shape and prints its report; the exit code it calls for, and the outcome.
-fn run_one(cli: &TuneArgs, opts: &TuneOptions) -> (u8, Option<tuner::TuneOutcome>) {
+/// Tunes one shape and prints its report; the exit code it calls for, and the outcome (or
+/// the error, already printed).
+fn run_one(
+    cli: &TuneArgs,
+    opts: &TuneOptions,
+) -> (u8, std::result::Result<tuner::TuneOutcome, String>) {
     match tuner::tune(opts) {
         Ok(outcome) => {
             print!("{}", report::render(&outcome, cli.top, cli.verbose));
@@ -199,7 +237,7 @@ fn run_one(cli: &TuneArgs, opts: &TuneOptions) -> (u8, Option<tuner::TuneOutcome
                     "interrupted: partial results written; resume with: tune {} --resume",
                     args.join(" ")
                 );
-                return (130, Some(outcome));
+                return (130, Ok(outcome));
             }
             let failed_compiles = outcome
                 .records
@@ -208,9 +246,14 @@ fn run_one(cli: &TuneArgs, opts: &TuneOptions) -> (u8, Option<tuner::TuneOutcome
                 .count();
             if cli.compile_only && failed_compiles > 0 {
                 eprintln!("error: {failed_compiles} variant(s) failed to compile");
-                return (1, Some(outcome));
+                return (1, Ok(outcome));
             }
             if !cli.compile_only && outcome.best.is_none() {
+                if opts.shard.is_some() {
+                    // A share may hold no variant, or none that verifies: the merge decides.
+                    println!("(no variant of this shard's share verified; `tune merge` ranks all shards)");
+                    return (0, Ok(outcome));
+                }
                 eprintln!(
                     "error: no configuration verified; see {}",
                     outcome
@@ -219,13 +262,167 @@ fn run_one(cli: &TuneArgs, opts: &TuneOptions) -> (u8, Option<tuner::TuneOutcome
                         .map(|p| p.display().to_string())
                         .unwrap_or_default()
                 );
-                return (1, Some(outcome));
+                return (1, Ok(outcome));
             }
-            (0, Some(outcome))
+            (0, Ok(outcome))
         }
         Err(e) => {
             eprintln!("error: {}: {e}", opts.shape);
-            (e.exit_code() as u8, None)
+            (e.exit_code() as u8, Err(e.to_string()))
         }
+    }
+}
+
+/// Keeps a sharded run's manifest (`shard-K-of-N.json`) up to date: written unfinished before
+/// the first shape, again after every shape, and finished at the end, so a shard that is
+/// killed leaves a manifest that says so.
+struct Recorder {
+    dir: PathBuf,
+    shard: Shard,
+    manifest: Mutex<Manifest>,
+}
+
+impl Recorder {
+    fn start(base: &TuneOptions, s: Shard, shapes: &[String], plan: &[Assignment]) -> Result<Self> {
+        // Shards sharing a folder would overwrite each other's run CSVs and journals.
+        if base.out_dir.is_dir() {
+            if let Some((other, _)) = shard::manifests_in(&base.out_dir)?
+                .into_iter()
+                .find(|(o, _)| *o != s)
+            {
+                return Err(Error::Usage(format!(
+                    "--out {} already holds the results of shard {other}; give every shard \
+                     its own --out folder (e.g. {}/shard-{})",
+                    base.out_dir.display(),
+                    base.out_dir.display(),
+                    s.k
+                )));
+            }
+        }
+        let op = tuner::load_op(base)?;
+        // What the tuner would reject anyway, before a manifest is written.
+        for p in &base.params {
+            cuda_autotune::space::parse_override(&op, p)?;
+        }
+        if base.bench.reps == 0 {
+            return Err(Error::Usage("--reps must be at least 1".into()));
+        }
+        let manifest = Manifest {
+            format: shard::MANIFEST_FORMAT,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            k: s.k,
+            n: s.n,
+            split: shard::split_for(s.n, shapes.len()),
+            sweep: Sweep {
+                op: op.name().to_string(),
+                op_fingerprint: shard::op_fingerprint(&op),
+                shapes: shapes.to_vec(),
+                params: base.params.clone(),
+                reps: base.bench.reps,
+                warmup: base.bench.warmup,
+                cache: base.bench.cache.as_str().to_string(),
+                seed: base.seed,
+                rtol: base.rtol,
+                adaptive: base.adaptive,
+                confirm_rounds: base.confirm_rounds,
+            },
+            shapes: plan.iter().map(|a| a.shape.clone()).collect(),
+            complete: false,
+            outputs: Vec::new(),
+        };
+        manifest.write(&base.out_dir)?;
+        Ok(Recorder {
+            dir: base.out_dir.clone(),
+            shard: s,
+            manifest: Mutex::new(manifest),
+        })
+    }
+
+    /// Records one finished (or failed) shape; a manifest that cannot be written is a warning
+    /// (the CSV and journal are on disk; rerunning the shard rewrites the manifest).
+    fn done(&self, a: &Assignment, result: &std::result::Result<tuner::TuneOutcome, String>) {
+        let name = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+        };
+        let out = match result {
+            Ok(o) => ShardOutput {
+                shape: a.shape.clone(),
+                complete: !o.interrupted,
+                error: if o.interrupted {
+                    "interrupted".into()
+                } else {
+                    String::new()
+                },
+                csv: name(&o.csv_path),
+                journal: name(&o.journal_path),
+                run: o.info.clone(),
+                param_names: o.param_names.clone(),
+                gpu_uuid: o
+                    .device
+                    .as_ref()
+                    .map(|d| d.uuid.clone())
+                    .unwrap_or_default(),
+                tuned_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                    .to_string(),
+            },
+            Err(e) => ShardOutput {
+                shape: a.shape.clone(),
+                complete: false,
+                error: e.clone(),
+                csv: None,
+                journal: None,
+                run: None,
+                param_names: Vec::new(),
+                gpu_uuid: String::new(),
+                tuned_at: String::new(),
+            },
+        };
+        let mut m = self.manifest.lock().expect("manifest");
+        m.outputs.retain(|o| o.shape != a.shape);
+        m.outputs.push(out);
+        if let Err(e) = m.write(&self.dir) {
+            eprintln!("warning: the shard manifest could not be written: {e}");
+        }
+    }
+
+    /// Marks the manifest finished when every shape of the share finished, and says how to
+    /// merge.
+    fn finish(self) -> Result<()> {
+        let mut m = self.manifest.into_inner().expect("manifest");
+        let finished = m.outputs.iter().filter(|o| o.complete).count();
+        m.complete = finished == m.shapes.len();
+        let path = m.write(&self.dir)?;
+        let s = self.shard;
+        if !m.complete {
+            eprintln!(
+                "shard {s} unfinished: {finished} of {} shape(s) done ({}); run it again \
+                 (with --resume) before merging",
+                m.shapes.len(),
+                path.display()
+            );
+            return Ok(());
+        }
+        // `out/shard-3` suggests `out/shard-*` for the others.
+        let dir = self.dir.display().to_string();
+        let glob = dir
+            .strip_suffix(&s.k.to_string())
+            .filter(|p| !p.ends_with(|c: char| c.is_ascii_digit()) && !p.ends_with('/'))
+            .map(|p| format!("{p}*"));
+        let merged = self
+            .dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| p.join("merged").display().to_string())
+            .unwrap_or_else(|| "merged".into());
+        println!(
+            "shard {s} done: {finished} shape(s), manifest {}. Once all {} shards are done: \
+             tune merge {} --out {merged}",
+            path.display(),
+            s.n,
+            glob.unwrap_or_else(|| format!("<the {} shards' --out folders>", s.n))
+        );
+        Ok(())
     }
 }

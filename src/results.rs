@@ -105,7 +105,7 @@ impl Record {
 }
 
 /// What a run measured: the same for every row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub op: String,
     pub shape: String,

@@ -72,6 +72,9 @@ pub struct TuneOptions {
     /// How much a search may measure; `None`: [`DEFAULT_BUDGET`] variants for a search, all
     /// of them for `exhaustive`.
     pub budget: Option<Budget>,
+    /// `--shard K/N`: measure only this shard's share of the variants ([`crate::shard`]); a
+    /// sharded run never writes best.csv (its winner is partial until `tune merge`).
+    pub shard: Option<crate::shard::Slice>,
 }
 
 impl Default for TuneOptions {
@@ -110,6 +113,7 @@ impl Default for TuneOptions {
             keep_best: false,
             strategy: "auto".into(),
             budget: None,
+            shard: None,
         }
     }
 }
@@ -498,6 +502,9 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             reasons.join("; ")
         )));
     }
+    // --shard K/N: this shard's share of the live variants; the others get no row here.
+    let live = crate::shard::owned(live, opts.shard.as_ref());
+    let shown = |c: &&Candidate| c.pruned.is_some() || live.binary_search(&c.index).is_ok();
     let base = space::base_vars(&op, &shape, &limits);
     let layout = BufferLayout::new(&op, &base)?;
     if let Some(d) = &device {
@@ -516,7 +523,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut search = if opts.compile_only {
         None
     } else {
-        Search::new(opts, &op, &shape, &candidates, live.len())?
+        Search::new(opts, &op, &shape, &candidates, &live)?
     };
 
     // Render the first round's candidates; identical sources are compiled once.
@@ -589,6 +596,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let Some(dev) = device else {
         outcome.records = candidates
             .iter()
+            .filter(shown)
             .map(|c| compile_only_record(c, &builds))
             .collect();
         outcome.phases.total_s = t0.elapsed().as_secs_f64();
@@ -743,7 +751,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     };
     // A record for every configuration: pruned ones with their reason, live ones "skipped"
     // until a round submits them (a search leaves the ones it never proposed skipped).
-    for c in &candidates {
+    for c in candidates.iter().filter(shown) {
         let params = c
             .config
             .values
@@ -1044,7 +1052,10 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         &results::run_csv(&info, &outcome.param_names, &outcome.records)?,
     )?;
     outcome.csv_path = Some(csv_path);
-    if let Some(i) = outcome.best.filter(|_| !outcome.interrupted) {
+    if let Some(i) = outcome
+        .best
+        .filter(|_| !outcome.interrupted && opts.shard.is_none())
+    {
         let r = &outcome.records[i];
         let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
         let best_path = opts.out_dir.join("best.csv");
@@ -1142,8 +1153,11 @@ impl Search {
         op: &Op,
         shape: &Shape,
         candidates: &[Candidate],
-        live: usize,
+        live: &[usize],
     ) -> Result<Option<Search>> {
+        // The space is the live configurations this run owns (all, or a shard's share).
+        let owned: Vec<Candidate> = live.iter().map(|&i| candidates[i].clone()).collect();
+        let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
             ("auto", None) if live <= AUTO_EXHAUSTIVE_MAX => return Ok(None),
             ("auto", _) => "anneal",
@@ -1151,13 +1165,13 @@ impl Search {
             (other, _) => other,
         };
         let budget = opts.budget.unwrap_or(Budget::Variants(DEFAULT_BUDGET));
-        let (space, which) = crate::search::SearchSpace::from_candidates(candidates)?;
+        let (space, which) = crate::search::SearchSpace::from_candidates(&owned)?;
         let hint = match budget {
             Budget::Variants(n) => Some(n),
             Budget::Seconds(_) => None,
         };
         let strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
-        let candidate_of: Vec<usize> = which.iter().map(|&i| candidates[i].index).collect();
+        let candidate_of: Vec<usize> = which.iter().map(|&i| owned[i].index).collect();
         let point_of = candidate_of
             .iter()
             .enumerate()

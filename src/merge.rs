@@ -1,0 +1,722 @@
+//! `tune merge DIR...`: joins the output folders of `tune --shard K/N` runs into one results
+//! folder and one `best.csv`, as if one process had tuned the whole sweep.
+//!
+//! Everything is read and checked before anything is written, so a refused merge leaves the
+//! output folder as it was. The result depends only on the shards' files (timestamps come from
+//! the manifests), so merging the same shards again rewrites the same bytes.
+//!
+//! Per (op, shape, dtype, GPU):
+//! * the run CSV is the union of the shards' rows: each variant once (by name; a pruned row,
+//!   present in every shard, once), each baseline's fastest verified row (every shard times
+//!   the baselines), variants in space order after the baselines, as the tuner writes them;
+//! * the roof is the fastest of those baselines that was some shard's roof (the fastest roof
+//!   baseline overall is always its own shard's roof), and every `frac_of_roof` is recomputed
+//!   against it;
+//! * the winner: when exactly one row carries the `winner` flag of an interleaved
+//!   confirmation (the whole shape was tuned in one shard), that one, as the tuner chose it;
+//!   otherwise the fastest verified variant by median, ties broken like the tuner's tie rule
+//!   (fewest registers, then the first in the space). Confirmation columns from several
+//!   shards' partial confirmations would compare against different winners, so they are
+//!   cleared then;
+//! * the journal is the shards' journals, entries deduplicated, torn lines of killed runs
+//!   dropped, after a first line naming the shards' journal headers.
+
+use crate::cli::MergeArgs;
+use crate::error::{Error, Result};
+use crate::results::{self, BestRow, Record, RunInfo, Status};
+use crate::shard::{self, Manifest, ShardOutput, Split};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// A manifest and the folder it was found in.
+struct Loaded {
+    dir: PathBuf,
+    path: PathBuf,
+    m: Manifest,
+}
+
+/// One shard's results for one key.
+struct Part<'a> {
+    k: usize,
+    dir: &'a Path,
+    out: &'a ShardOutput,
+    run: &'a RunInfo,
+    tool_version: &'a str,
+    param_names: Vec<String>,
+    records: Vec<Record>,
+}
+
+/// What merging one key produced, ready to write.
+struct MergedKey {
+    label: String,
+    info: RunInfo,
+    param_names: Vec<String>,
+    records: Vec<Record>,
+    journal: Option<String>,
+    best: Option<BestRow>,
+    winner: Option<usize>,
+    /// Why no best.csv row is written although a winner exists (a partial merge).
+    partial: Option<String>,
+    shards: usize,
+    cleared_confirmation: bool,
+}
+
+fn usage(text: String) -> Error {
+    Error::Usage(format!("merge: {text}"))
+}
+
+/// Runs `tune merge`; `Ok(false)` when a shape of the merged sweep has no verified variant
+/// (the exit code is then 1, as for a tuning run where nothing verified).
+pub fn command(args: &MergeArgs) -> Result<bool> {
+    let loaded = load(&args.dirs)?;
+    check_same_sweep(&loaded)?;
+    let n = loaded[0].m.n;
+    let split = loaded[0].m.split;
+    let sweep = loaded[0].m.sweep.clone();
+
+    // Missing and unfinished shards.
+    let mut by_k: BTreeMap<usize, &Loaded> = BTreeMap::new();
+    for l in &loaded {
+        if let Some(other) = by_k.insert(l.m.k, l) {
+            return Err(usage(format!(
+                "shard {} of {n} appears twice ({} and {})",
+                l.m.k,
+                other.path.display(),
+                l.path.display()
+            )));
+        }
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|k| !by_k.contains_key(k))
+        .map(|k| k.to_string())
+        .collect();
+    let incomplete: Vec<String> = by_k
+        .values()
+        .filter(|l| !l.m.complete)
+        .map(|l| {
+            let why =
+                l.m.outputs
+                    .iter()
+                    .find(|o| !o.complete)
+                    .map(|o| format!("{}: {}", o.shape, o.error))
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{} of {} shape(s) finished",
+                            l.m.outputs.iter().filter(|o| o.complete).count(),
+                            l.m.shapes.len()
+                        )
+                    });
+            format!("shard {} ({why})", l.m.k)
+        })
+        .collect();
+    let mut gaps = Vec::new();
+    if !missing.is_empty() {
+        gaps.push(format!(
+            "shard(s) {} of {n} missing (0..{} expected)",
+            missing.join(", "),
+            n - 1
+        ));
+    }
+    if !incomplete.is_empty() {
+        gaps.push(format!("unfinished: {}", incomplete.join("; ")));
+    }
+    if !gaps.is_empty() {
+        if !args.partial {
+            return Err(usage(format!(
+                "{}; nothing written (rerun those shards, or merge what is there with --partial)",
+                gaps.join("; ")
+            )));
+        }
+        eprintln!("warning: merge --partial: {}", gaps.join("; "));
+    }
+
+    // The output folder must not be a shard's: its files would replace the shard's own.
+    if let Ok(out) = args.out.canonicalize() {
+        if let Some(l) = loaded
+            .iter()
+            .find(|l| l.dir.canonicalize().is_ok_and(|d| d == out))
+        {
+            return Err(usage(format!(
+                "--out {} is the folder of shard {}; merge into another folder",
+                args.out.display(),
+                l.m.k
+            )));
+        }
+    }
+
+    // Read every shard's run CSVs, grouped by key.
+    let mut parts: BTreeMap<(usize, String, String, String, String), Vec<Part>> = BTreeMap::new();
+    for l in by_k.values() {
+        for o in &l.m.outputs {
+            let (Some(run), Some(csv)) = (&o.run, &o.csv) else {
+                continue;
+            };
+            let path = l.dir.join(csv);
+            if !path.is_file() {
+                return Err(usage(format!(
+                    "{} lists {csv}, which is not in {}",
+                    l.path.display(),
+                    l.dir.display()
+                )));
+            }
+            let param_names = check_csv(&path, run)?;
+            let records = results::read_run_csv(&path)?;
+            let pos = sweep
+                .shapes
+                .iter()
+                .position(|s| *s == run.shape)
+                .unwrap_or(usize::MAX);
+            parts
+                .entry((
+                    pos,
+                    run.op.clone(),
+                    run.shape.clone(),
+                    run.dtype.clone(),
+                    run.gpu.clone(),
+                ))
+                .or_default()
+                .push(Part {
+                    k: l.m.k,
+                    dir: &l.dir,
+                    out: o,
+                    run,
+                    tool_version: &l.m.tool_version,
+                    param_names,
+                    records,
+                });
+        }
+    }
+    if parts.is_empty() {
+        return Err(usage(format!(
+            "the {} shard manifest(s) list no finished run CSV; nothing to merge",
+            loaded.len()
+        )));
+    }
+
+    // Which keys are whole: every shard tuned its share of the shape, completely.
+    let owner_of = |shape: &str| {
+        by_k.values()
+            .find(|l| l.m.shapes.iter().any(|s| s == shape))
+            .map(|l| l.m.k)
+    };
+    let mut merged = Vec::new();
+    for ((_, _, shape, _, _), ps) in &parts {
+        let done: BTreeSet<usize> = ps.iter().filter(|p| p.out.complete).map(|p| p.k).collect();
+        let partial = match split {
+            Split::Variants => {
+                let lacking: Vec<String> = (0..n)
+                    .filter(|k| !done.contains(k))
+                    .map(|k| k.to_string())
+                    .collect();
+                (!lacking.is_empty())
+                    .then(|| format!("shard(s) {} did not finish it", lacking.join(", ")))
+            }
+            Split::Shapes => match owner_of(shape) {
+                Some(k) if done.contains(&k) => None,
+                _ => Some("its shard did not finish it".to_string()),
+            },
+        };
+        merged.push(merge_key(ps, partial)?);
+    }
+
+    // Everything is checked: write.
+    let best_path = args.out.join("best.csv");
+    let mut rows = 0;
+    let mut all_verified = true;
+    println!(
+        "merged {} of {n} shard(s) (split by {}) into {}:",
+        by_k.len(),
+        match split {
+            Split::Variants => "variants",
+            Split::Shapes => "shapes",
+        },
+        args.out.display()
+    );
+    for m in &merged {
+        let csv_path = results::run_csv_path(&args.out, &m.info);
+        results::write_atomic(
+            &csv_path,
+            &results::run_csv(&m.info, &m.param_names, &m.records)?,
+        )?;
+        if let Some(j) = &m.journal {
+            results::write_atomic(
+                &results::Journal::path_for(&args.out, &m.info),
+                j.as_bytes(),
+            )?;
+        }
+        let measured = m
+            .records
+            .iter()
+            .filter(|r| r.kind == "variant" && r.status != Status::Pruned)
+            .count();
+        let ok = m
+            .records
+            .iter()
+            .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+            .count();
+        let best = match m.winner {
+            Some(w) => {
+                let r = &m.records[w];
+                let roof = r
+                    .frac_of_roof
+                    .map(|f| format!(" ({:.1} % of {})", f * 100.0, m.info.roof))
+                    .unwrap_or_default();
+                format!(
+                    "best {} {} {:.1} {}{roof}",
+                    r.name,
+                    r.label(),
+                    r.throughput.unwrap_or_default(),
+                    m.info.unit
+                )
+            }
+            None => {
+                all_verified &= m.partial.is_some();
+                "no variant verified".to_string()
+            }
+        };
+        println!(
+            "  {}: {measured} variants measured ({ok} verified) in {} shard(s), {best}",
+            m.label, m.shards
+        );
+        if m.cleared_confirmation {
+            println!(
+                "    (the shards' partial confirmations were dropped: they compare against \
+                 different winners)"
+            );
+        }
+        if let Some(why) = &m.partial {
+            println!("    partial: {why}; no best.csv row");
+        }
+        if let Some(row) = &m.best {
+            results::upsert_best(&best_path, row.clone(), false)?;
+            rows += 1;
+        }
+    }
+    println!(
+        "{} run CSV(s) in {}; {rows} row(s) upserted into {}",
+        merged.len(),
+        args.out.display(),
+        best_path.display()
+    );
+    Ok(all_verified)
+}
+
+/// Reads the manifests of every folder (a folder given twice counts once).
+fn load(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
+    let mut seen = BTreeSet::new();
+    let mut loaded = Vec::new();
+    for dir in dirs {
+        if !dir.is_dir() {
+            return Err(usage(format!("{} is not a folder", dir.display())));
+        }
+        if !seen.insert(dir.canonicalize().unwrap_or_else(|_| dir.clone())) {
+            continue;
+        }
+        let found = shard::manifests_in(dir)?;
+        if found.is_empty() {
+            let empty = std::fs::read_dir(dir)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            return Err(usage(format!(
+                "{} {}: it holds no shard manifest (shard-K-of-N.json); give the --out \
+                 folders of `tune --shard K/N` runs",
+                dir.display(),
+                if empty {
+                    "is empty"
+                } else {
+                    "is not a shard's output folder"
+                }
+            )));
+        }
+        for (s, path) in found {
+            let m = Manifest::read(&path)?;
+            if (m.k, m.n) != (s.k, s.n) {
+                return Err(usage(format!(
+                    "{} holds the manifest of shard {}/{}; was it renamed?",
+                    path.display(),
+                    m.k,
+                    m.n
+                )));
+            }
+            if m.format != shard::MANIFEST_FORMAT {
+                return Err(usage(format!(
+                    "{}: manifest format {} (this tune reads {})",
+                    path.display(),
+                    m.format,
+                    shard::MANIFEST_FORMAT
+                )));
+            }
+            loaded.push(Loaded {
+                dir: dir.clone(),
+                path,
+                m,
+            });
+        }
+    }
+    Ok(loaded)
+}
+
+/// Refuses shards that do not rank together: other sweeps, code, cache states, GPU models or
+/// NVRTC versions. A different driver only warns.
+fn check_same_sweep(loaded: &[Loaded]) -> Result<()> {
+    let a = &loaded[0];
+    for b in &loaded[1..] {
+        let (pa, pb) = (a.path.display(), b.path.display());
+        if a.m.n != b.m.n {
+            return Err(usage(format!(
+                "{pa} is one of {} shards but {pb} one of {}: merge the shards of one sweep",
+                a.m.n, b.m.n
+            )));
+        }
+        if a.m.tool_version != b.m.tool_version {
+            return Err(usage(format!(
+                "{pa} was written by tune {} but {pb} by tune {}: results of different code \
+                 versions do not rank together",
+                a.m.tool_version, b.m.tool_version
+            )));
+        }
+        if a.m.sweep.op_fingerprint != b.m.sweep.op_fingerprint {
+            return Err(usage(format!(
+                "{pa} and {pb} tuned different code for op {} (its spec or templates differ): \
+                 results of different code versions do not rank together",
+                a.m.sweep.op
+            )));
+        }
+        if a.m.sweep.cache != b.m.sweep.cache {
+            return Err(usage(format!(
+                "{pa} was timed with --cache {} but {pb} with --cache {}: times under \
+                 different cache states do not rank together",
+                a.m.sweep.cache, b.m.sweep.cache
+            )));
+        }
+        if a.m.sweep != b.m.sweep || a.m.split != b.m.split {
+            let (va, vb) = (
+                serde_json::to_value(&a.m.sweep).expect("serializable"),
+                serde_json::to_value(&b.m.sweep).expect("serializable"),
+            );
+            let field = va
+                .as_object()
+                .and_then(|o| o.iter().find(|(k, v)| vb.get(k.as_str()) != Some(v)))
+                .map(|(k, v)| format!("{k}: {v} vs {}", vb[k.as_str()]))
+                .unwrap_or_else(|| "split".into());
+            return Err(usage(format!(
+                "{pa} and {pb} are shards of different sweeps ({field})"
+            )));
+        }
+    }
+    // GPU models and compilers, over every shape every shard measured.
+    let runs: Vec<(usize, &RunInfo)> = loaded
+        .iter()
+        .flat_map(|l| {
+            l.m.outputs
+                .iter()
+                .filter_map(|o| o.run.as_ref().map(|r| (l.m.k, r)))
+        })
+        .collect();
+    let differ = |what: &dyn Fn(&RunInfo) -> &str| {
+        let mut by: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
+        for (k, r) in &runs {
+            by.entry(what(r)).or_default().insert(*k);
+        }
+        (by.len() > 1).then(|| {
+            by.iter()
+                .map(|(v, ks)| {
+                    let ks: Vec<String> = ks.iter().map(|k| k.to_string()).collect();
+                    format!("{v} (shard {})", ks.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join(" vs ")
+        })
+    };
+    if let Some(list) = differ(&|r| r.gpu.as_str()) {
+        return Err(usage(format!(
+            "the shards ran on different GPU models: {list}; one ranking needs one GPU model \
+             (pin the shards to one model, then merge each model's shards separately)"
+        )));
+    }
+    if let Some(list) = differ(&|r| r.nvrtc.as_str()) {
+        return Err(usage(format!(
+            "the shards compiled with different NVRTC versions: {list}; results of different \
+             code versions do not rank together"
+        )));
+    }
+    if let Some(list) = differ(&|r| r.driver.as_str()) {
+        eprintln!("warning: merge: the shards ran under different drivers: {list}");
+    }
+    Ok(())
+}
+
+/// Checks that a run CSV holds the rows its manifest says (op, shape, GPU, cache state) and
+/// returns its parameter columns.
+fn check_csv(path: &Path, run: &RunInfo) -> Result<Vec<String>> {
+    let csv_err = |why: String| Error::Csv {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut r = csv::Reader::from_path(path).map_err(|e| csv_err(e.to_string()))?;
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| csv_err(e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let status_at = header
+        .iter()
+        .position(|h| h == "status")
+        .filter(|&i| i >= 2)
+        .ok_or_else(|| csv_err("not a run CSV (no status column)".into()))?;
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let want = [
+        ("op", &run.op),
+        ("shape", &run.shape),
+        ("gpu", &run.gpu),
+        ("cache", &run.cache),
+    ];
+    for row in r.records() {
+        let row = row.map_err(|e| csv_err(e.to_string()))?;
+        for (name, value) in want {
+            let got = col(name).and_then(|i| row.get(i)).unwrap_or("");
+            if got != value {
+                return Err(usage(format!(
+                    "{}: a row says {name} '{got}' but the shard's manifest says '{value}'",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(header[2..status_at].to_vec())
+}
+
+/// The index in the space of a variant named `vNNNN`.
+fn variant_index(name: &str) -> Option<usize> {
+    name.strip_prefix('v')?.parse().ok()
+}
+
+fn median(r: &Record) -> f64 {
+    r.stats.map(|s| s.median_ms).unwrap_or(f64::INFINITY)
+}
+
+/// Merges the parts of one key (in shard order).
+fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
+    let first = &parts[0];
+    // Rows, and the part each came from.
+    let mut baselines: Vec<(Record, usize)> = Vec::new();
+    let mut variants: BTreeMap<(usize, String), (Record, usize)> = BTreeMap::new();
+    for (pi, p) in parts.iter().enumerate() {
+        if p.param_names != first.param_names {
+            return Err(usage(format!(
+                "shard {} and shard {} have different parameter columns for {} {}",
+                first.k, p.k, p.run.op, p.run.shape
+            )));
+        }
+        for r in &p.records {
+            if r.kind == "baseline" {
+                match baselines.iter_mut().find(|(b, _)| b.name == r.name) {
+                    None => baselines.push((r.clone(), pi)),
+                    Some(slot) => {
+                        let faster = r.status == Status::Ok
+                            && (slot.0.status != Status::Ok || median(r) < median(&slot.0));
+                        if faster {
+                            *slot = (r.clone(), pi);
+                        }
+                    }
+                }
+            } else {
+                let key = (variant_index(&r.name).unwrap_or(usize::MAX), r.name.clone());
+                match variants.get(&key) {
+                    Some((had, _)) if had.status != Status::Pruned => {}
+                    Some(_) if r.status == Status::Pruned => {}
+                    _ => {
+                        variants.insert(key, (r.clone(), pi));
+                    }
+                }
+            }
+        }
+    }
+    let n_baselines = baselines.len();
+    let (mut records, from): (Vec<Record>, Vec<usize>) =
+        baselines.into_iter().chain(variants.into_values()).unzip();
+
+    // The roof: the fastest verified baseline among those some shard used as its roof.
+    let roof_names: BTreeSet<&str> = parts
+        .iter()
+        .map(|p| p.run.roof.as_str())
+        .filter(|r| !r.is_empty())
+        .collect();
+    let roof = records[..n_baselines]
+        .iter()
+        .filter(|r| r.status == Status::Ok && roof_names.contains(r.name.as_str()))
+        .min_by(|a, b| median(a).total_cmp(&median(b)))
+        .map(|r| (r.name.clone(), median(r)));
+    for r in &mut records {
+        r.frac_of_roof = match &roof {
+            Some((_, ms)) => r
+                .stats
+                .filter(|_| r.status == Status::Ok)
+                .map(|s| ms / s.median_ms),
+            None => None,
+        };
+    }
+
+    // The winner.
+    let verified = |r: &Record| r.kind == "variant" && r.status == Status::Ok;
+    let flagged: Vec<usize> = (0..records.len())
+        .filter(|&i| verified(&records[i]) && records[i].confirm.is_some_and(|c| c.winner))
+        .collect();
+    let mut cleared_confirmation = false;
+    let winner = if let [w] = flagged.as_slice() {
+        Some(*w)
+    } else {
+        if records.iter().any(|r| r.confirm.is_some()) {
+            cleared_confirmation = true;
+            for r in &mut records {
+                r.confirm = None;
+            }
+        }
+        (0..records.len())
+            .filter(|&i| verified(&records[i]))
+            .min_by(|&a, &b| {
+                let (x, y) = (&records[a], &records[b]);
+                median(x)
+                    .total_cmp(&median(y))
+                    .then(
+                        x.registers
+                            .unwrap_or(i32::MAX)
+                            .cmp(&y.registers.unwrap_or(i32::MAX)),
+                    )
+                    .then(a.cmp(&b))
+            })
+    };
+
+    let mut info = first.run.clone();
+    info.roof = roof.as_ref().map(|r| r.0.clone()).unwrap_or_default();
+    let journal = merge_journals(parts);
+    let best = match (winner, &partial) {
+        (Some(w), None) => Some(best_row(&records, w, &parts[from[w]], &info)),
+        _ => None,
+    };
+    let shards = parts.iter().map(|p| p.k).collect::<BTreeSet<_>>().len();
+    Ok(MergedKey {
+        label: format!("{} {} on {}", info.op, info.shape, info.gpu),
+        info,
+        param_names: first.param_names.clone(),
+        records,
+        journal,
+        best,
+        winner,
+        partial,
+        shards,
+        cleared_confirmation,
+    })
+}
+
+/// The best.csv row of a merged key, as the tuner writes it (runner-up and tie from the
+/// interleaved confirmation, when there is one; time stamp and GPU from the winner's shard).
+fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRow {
+    let r = &records[w];
+    let params = |r: &Record| {
+        r.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    let runner_up = (0..records.len())
+        .filter(|&i| i != w && records[i].confirm.is_some())
+        .min_by(|&a, &b| {
+            let c = |i: usize| records[i].confirm.map(|c| c.median_ms).unwrap_or_default();
+            c(a).total_cmp(&c(b))
+                .then(median(&records[a]).total_cmp(&median(&records[b])))
+                .then(a.cmp(&b))
+        });
+    let margin = runner_up.and_then(|i| records[i].confirm);
+    BestRow {
+        op: info.op.clone(),
+        shape: info.shape.clone(),
+        dtype: info.dtype.clone(),
+        gpu: info.gpu.clone(),
+        compute_capability: part.run.compute_capability.clone(),
+        params: params(r),
+        median_ms: median(r),
+        throughput: r.throughput.unwrap_or_default(),
+        unit: info.unit.clone(),
+        frac_of_roof: r.frac_of_roof,
+        roof: info.roof.clone(),
+        cache: info.cache.clone(),
+        reps: part.run.reps,
+        tool_version: part.tool_version.to_string(),
+        driver: part.run.driver.clone(),
+        nvrtc: part.run.nvrtc.clone(),
+        tuned_at: part.out.tuned_at.clone(),
+        gpu_uuid: part.out.gpu_uuid.clone(),
+        source_hash: variant_index(&r.name)
+            .and_then(|i| source_hash(part, i))
+            .unwrap_or_default(),
+        runner_up: runner_up.map(|i| params(&records[i])).unwrap_or_default(),
+        margin_pct: margin.map(|c| c.vs_winner_pct),
+        margin_ci_low_pct: margin.map(|c| c.ci_low_pct),
+        margin_ci_high_pct: margin.map(|c| c.ci_high_pct),
+        tie: (0..records.len()).any(|i| i != w && records[i].confirm.is_some_and(|c| c.tied)),
+    }
+}
+
+/// The source hash of variant `index` from its shard's journal: the first word of the key of
+/// its task (task id 10000 + index, as the tuner numbers them).
+fn source_hash(part: &Part, index: usize) -> Option<String> {
+    let text = std::fs::read_to_string(part.dir.join(part.out.journal.as_ref()?)).ok()?;
+    text.lines().skip(1).find_map(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        (v["result"]["id"].as_u64()? == 10_000 + index as u64)
+            .then(|| {
+                v["key"]
+                    .as_str()?
+                    .split_whitespace()
+                    .next()
+                    .map(str::to_string)
+            })
+            .flatten()
+    })
+}
+
+/// The shards' journals as one: a first line `{"merged":[<each shard's header>]}`, then every
+/// entry once, in shard order. Lines that are not JSON (the torn last line of a killed run)
+/// are dropped. `None` when no shard has a journal.
+fn merge_journals(parts: &[Part]) -> Option<String> {
+    let mut headers = Vec::new();
+    let mut entries: Vec<String> = Vec::new();
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    for p in parts {
+        let Some(name) = &p.out.journal else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(p.dir.join(name)) else {
+            continue;
+        };
+        let mut lines = text.lines();
+        let Some(header) = lines
+            .next()
+            .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        else {
+            continue;
+        };
+        headers.push(header);
+        for line in lines {
+            if serde_json::from_str::<serde_json::Value>(line).is_ok()
+                && seen.insert(line.to_string(), ()).is_none()
+            {
+                entries.push(line.to_string());
+            }
+        }
+    }
+    if headers.is_empty() {
+        return None;
+    }
+    let mut out =
+        serde_json::to_string(&serde_json::json!({ "merged": headers })).expect("serializable");
+    out.push('\n');
+    for e in entries {
+        out.push_str(&e);
+        out.push('\n');
+    }
+    Some(out)
+}
