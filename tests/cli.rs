@@ -643,6 +643,35 @@ fn every_default_matmul_variant_compiles_for_multiple_and_odd_shapes() {
     assert_eq!(s.compiled, 3 * 2 * 2 * 3, "{s:?}");
 }
 
+/// The register-tiled family: every default variant at a shape where all of them are valid
+/// (each one also holds the checked code path its BOUNDS mode can take), then every bounds
+/// mode, scalar loads only, at a shape that is a multiple of nothing.
+#[test]
+fn every_default_sgemm_variant_compiles() {
+    let tmp = tmp();
+    let s = compiles_cleanly(&tmp, &["--op", "sgemm", "--shape", "4096x4096x4096"]);
+    assert!(
+        s.compiled >= 5000,
+        "thousands of valid configurations: {s:?}"
+    );
+    let s = compiles_cleanly(
+        &tmp,
+        &[
+            "--op",
+            "sgemm",
+            "--shape",
+            "1023x1025x1027",
+            "--param",
+            "BOUNDS=none,always,specialized,edge",
+            "--param",
+            "BM=64,128",
+            "--param",
+            "BN=64,128",
+        ],
+    );
+    assert!(s.compiled > 0 && s.pruned > 0, "{s:?}");
+}
+
 #[test]
 fn matmul_block_size_shorthand_and_bad_shapes() {
     let tmp = tmp();

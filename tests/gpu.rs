@@ -300,6 +300,53 @@ fn matmul_variants_verify_against_the_reference_and_cublas() {
 }
 
 #[test]
+fn sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes() {
+    if skip("sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    // A random sample of the register-tiled space (the whole of it takes minutes to
+    // compile), with every bounds mode, at shapes that are and are not tile multiples.
+    for (shape, strategy) in [
+        ("97x65x47", "random"),
+        ("256x256x128", "anneal"),
+        ("100x132x64", "genetic"),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options(shape, out.path());
+        opts.op = "sgemm".into();
+        opts.params = vec!["BOUNDS=none,always,specialized,edge".into()];
+        opts.strategy = strategy.into();
+        opts.budget = Some(cuda_autotune::search::Budget::Variants(48));
+        let o = tune(&opts).unwrap();
+        let measured: Vec<&Record> = variants(&o)
+            .filter(|r| !matches!(r.status, Status::Pruned | Status::Skipped))
+            .collect();
+        assert_eq!(
+            measured.len(),
+            48,
+            "{shape}: the budget is what gets measured"
+        );
+        let failed: Vec<String> = measured
+            .iter()
+            .filter(|r| r.status != Status::Ok)
+            .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{shape}: failures:\n{}",
+            failed.join("\n")
+        );
+        assert!(
+            o.search.as_deref().unwrap_or("").starts_with(strategy),
+            "{:?}",
+            o.search
+        );
+        assert_eq!(o.info.as_ref().unwrap().roof, "cublas_sgemm");
+    }
+}
+
+#[test]
 fn resume_reuses_the_journal_and_measures_only_what_is_missing() {
     if skip("resume_reuses_the_journal_and_measures_only_what_is_missing") {
         return;
