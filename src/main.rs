@@ -156,9 +156,49 @@ fn sweep_on_gpus(
     );
     let rows = Mutex::new(vec![None; plan.len()]);
     let worst = Mutex::new(0u8);
+    // A GPU whose run fails for a reason other than bad input (its worker cannot start, the
+    // device is lost) hands its shape back to the queue, once, and takes no more work, so the
+    // sweep finishes on the other GPUs.
+    let dead = Mutex::new(std::collections::HashSet::new());
+    let handed_back = Mutex::new(std::collections::HashSet::new());
+    // Tunes shape i on GPU g; false when the shape went back to the queue instead.
+    let run = |i: usize, g: usize, may_hand_back: bool| -> bool {
+        let a = &plan[i];
+        let opts = TuneOptions {
+            device: g,
+            progress: false,
+            ..job_options(base, a)
+        };
+        let (code, result) = run_one_quietly(cli, &opts, g);
+        if let Err(why) = &result {
+            let mut dead = dead.lock().expect("dead");
+            if may_hand_back
+                && code != 2
+                && dead.len() + 1 < gpus.len()
+                && handed_back.lock().expect("handed back").insert(i)
+            {
+                dead.insert(g);
+                eprintln!(
+                    "GPU {g}: {} failed ({why}); the shape goes back to the queue and GPU {g} \
+                     takes no more work",
+                    a.shape
+                );
+                queue.lock().expect("queue").push_front(i);
+                return false;
+            }
+        }
+        record(a, &result);
+        let mut w = worst.lock().expect("worst");
+        *w = (*w).max(code);
+        rows.lock().expect("rows")[i] = Some(report::summary_row(
+            &format!("{} (GPU {g})", a.shape),
+            result.as_ref().ok(),
+        ));
+        true
+    };
     std::thread::scope(|scope| {
         for &g in gpus {
-            let (queue, rows, worst) = (&queue, &rows, &worst);
+            let (queue, run) = (&queue, &run);
             scope.spawn(move || loop {
                 if worker::interrupted() {
                     break;
@@ -166,23 +206,25 @@ fn sweep_on_gpus(
                 let Some(i) = queue.lock().expect("queue").pop_front() else {
                     break;
                 };
-                let a = &plan[i];
-                let opts = TuneOptions {
-                    device: g,
-                    progress: false,
-                    ..job_options(base, a)
-                };
-                let (code, result) = run_one_quietly(cli, &opts, g);
-                record(a, &result);
-                let mut w = worst.lock().expect("worst");
-                *w = (*w).max(code);
-                rows.lock().expect("rows")[i] = Some(report::summary_row(
-                    &format!("{} (GPU {g})", a.shape),
-                    result.as_ref().ok(),
-                ));
+                if !run(i, g, true) {
+                    break;
+                }
             });
         }
     });
+    // A shape handed back after the other GPUs had found the queue empty runs here, on a GPU
+    // that has not failed.
+    let left: Vec<usize> = queue.lock().expect("queue").drain(..).collect();
+    let survivor = {
+        let dead = dead.lock().expect("dead");
+        gpus.iter().copied().find(|g| !dead.contains(g))
+    };
+    for i in left {
+        if worker::interrupted() {
+            break;
+        }
+        run(i, survivor.unwrap_or(gpus[0]), false);
+    }
     let rows: Vec<[String; 4]> = rows
         .into_inner()
         .expect("rows")
