@@ -453,18 +453,7 @@ fn check_csv(path: &Path, run: &RunInfo) -> Result<Vec<String>> {
         path: path.to_path_buf(),
         why,
     };
-    let mut r = csv::Reader::from_path(path).map_err(|e| csv_err(e.to_string()))?;
-    let header: Vec<String> = r
-        .headers()
-        .map_err(|e| csv_err(e.to_string()))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let status_at = header
-        .iter()
-        .position(|h| h == "status")
-        .filter(|&i| i >= 2)
-        .ok_or_else(|| csv_err("not a run CSV (no status column)".into()))?;
+    let (mut r, header, status_at) = results::open_run_csv(path)?;
     let col = |name: &str| header.iter().position(|h| h == name);
     let want = [
         ("op", &run.op),

@@ -276,8 +276,9 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
     })
 }
 
-/// Reads a run CSV back (the inverse of [`run_csv`]).
-pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
+/// Opens a run CSV: its reader, its header and where the `status` column is (the parameter
+/// columns sit between `name` and `status`). Shared by [`read_run_csv`] and `tune merge`.
+pub fn open_run_csv(path: &Path) -> Result<(csv::Reader<std::fs::File>, Vec<String>, usize)> {
     let csv_err = |why: String| Error::Csv {
         path: path.to_path_buf(),
         why,
@@ -292,7 +293,18 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
     let status_at = header
         .iter()
         .position(|h| h == "status")
-        .ok_or_else(|| csv_err("no status column".into()))?;
+        .filter(|&i| i >= 2)
+        .ok_or_else(|| csv_err("not a run CSV (no status column)".into()))?;
+    Ok((r, header, status_at))
+}
+
+/// Reads a run CSV back (the inverse of [`run_csv`]).
+pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
+    let csv_err = |why: String| Error::Csv {
+        path: path.to_path_buf(),
+        why,
+    };
+    let (mut r, header, status_at) = open_run_csv(path)?;
     let col = |name: &str| header.iter().position(|h| h == name);
     let params: Vec<String> = header[2..status_at].to_vec();
     let mut out = Vec::new();
