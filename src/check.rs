@@ -92,6 +92,61 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
     }
 }
 
+/// What `tune check` needs from the GPU, apart from everything it decides: the GPU's name
+/// (only its stored rows are checked) and a fresh time for a stored configuration. The real
+/// one is [`GpuRetimer`]; tests give recorded times, so the comparison and the exit code are
+/// tested without a GPU.
+pub trait Retimer {
+    /// The name of the GPU the configurations are re-timed on, as best.csv stores it.
+    fn gpu_name(&mut self) -> Result<String>;
+    /// The median time in ms of `params` (a `NAME=value;...` configuration of `row`'s op and
+    /// shape) measured now, or why there is none (does not verify, does not compile, pruned
+    /// on this GPU).
+    fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<f64, String>;
+}
+
+/// Re-times on the GPU: a `tune` run per configuration with its parameters pinned.
+pub struct GpuRetimer<'a> {
+    opts: &'a CheckOptions,
+    /// Where the pinned runs write their files (made on first use, removed on drop).
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl<'a> GpuRetimer<'a> {
+    pub fn new(opts: &'a CheckOptions) -> GpuRetimer<'a> {
+        GpuRetimer {
+            opts,
+            scratch: None,
+        }
+    }
+}
+
+impl Retimer for GpuRetimer<'_> {
+    fn gpu_name(&mut self) -> Result<String> {
+        Ok(match &self.opts.worker_exe {
+            Some(exe) => {
+                let (w, info, _) = crate::worker::GpuWorker::start(exe, self.opts.device)?;
+                w.finish();
+                info.name
+            }
+            None => crate::gpu::Gpu::open(self.opts.device)?.info.name.clone(),
+        })
+    }
+
+    fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<f64, String> {
+        let scratch = match &mut self.scratch {
+            Some(dir) => dir,
+            none => none.insert(tempfile::tempdir().map_err(|e| {
+                format!(
+                    "cannot create a temporary folder in {}: {e}",
+                    std::env::temp_dir().display()
+                )
+            })?),
+        };
+        time_of(pinned(self.opts, row, params, scratch.path()))
+    }
+}
+
 /// Time of the single pinned configuration, or why there is none.
 fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
     let o = tune(&opts).map_err(|e| e.to_string())?;
@@ -108,26 +163,31 @@ fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
 
 /// Re-times every stored winner of the GPU in front of us that matches the filters.
 pub fn check(opts: &CheckOptions) -> Result<Vec<CheckResult>> {
+    check_with(opts, &mut GpuRetimer::new(opts))
+}
+
+/// [`check`] with the re-timing given: reads the stored rows, keeps those of the retimer's GPU
+/// that match the filters, re-times each winner (and its runner-up) and judges it.
+pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<CheckResult>> {
     let rows = read_best(&opts.db)?;
-    let gpu = match &opts.worker_exe {
-        Some(exe) => {
-            let (w, info, _) = crate::worker::GpuWorker::start(exe, opts.device)?;
-            w.finish();
-            info
-        }
-        None => crate::gpu::Gpu::open(opts.device)?.info.clone(),
-    };
+    // Said before the GPU is touched: in CI a missing database is the likelier mistake.
+    if rows.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} holds no stored winners (missing or empty): tune first, e.g. `tune --op transpose --shape 1000x1000`, or pass --db",
+            opts.db.display()
+        )));
+    }
+    let gpu = retimer.gpu_name()?;
     let selected: Vec<BestRow> = rows
         .into_iter()
-        .filter(|r| r.gpu == gpu.name)
+        .filter(|r| r.gpu == gpu)
         .filter(|r| opts.op.as_ref().is_none_or(|op| &r.op == op))
         .filter(|r| opts.shape.as_ref().is_none_or(|s| &r.shape == s))
         .collect();
     if selected.is_empty() {
         return Err(Error::Usage(format!(
-            "{} holds no stored winner for {}{}{}",
+            "{} holds no stored winner for {gpu}{}{}",
             opts.db.display(),
-            gpu.name,
             opts.op
                 .as_ref()
                 .map(|o| format!(", op {o}"))
@@ -138,20 +198,13 @@ pub fn check(opts: &CheckOptions) -> Result<Vec<CheckResult>> {
                 .unwrap_or_default()
         )));
     }
-    let scratch = tempfile::tempdir().map_err(|e| {
-        Error::io(
-            "cannot create a temporary folder in",
-            std::env::temp_dir(),
-            e,
-        )
-    })?;
     let mut out = Vec::new();
     for row in selected {
-        let now = time_of(pinned(opts, &row, &row.params, scratch.path()));
+        let now = retimer.retime(&row, &row.params);
         let runner_up = if row.runner_up.is_empty() {
             None
         } else {
-            time_of(pinned(opts, &row, &row.runner_up, scratch.path())).ok()
+            retimer.retime(&row, &row.runner_up).ok()
         };
         let why_not = now.as_ref().err().cloned().unwrap_or_default();
         let now_ms = now.ok();
@@ -164,6 +217,43 @@ pub fn check(opts: &CheckOptions) -> Result<Vec<CheckResult>> {
         });
     }
     Ok(out)
+}
+
+/// What `tune check` prints: a PASS or FAIL line per stored winner and a summary line; and
+/// whether all passed (the binary then exits 0, else 1).
+pub fn report(results: &[CheckResult], margin_pct: f64) -> (String, bool) {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for r in results {
+        let now = r
+            .now_ms
+            .map(|m| format!("{m:.4} ms"))
+            .unwrap_or_else(|| "-".into());
+        let _ = match &r.failure {
+            None => writeln!(
+                s,
+                "PASS {} {} {}: stored {:.4} ms, now {now}",
+                r.row.op,
+                r.row.shape,
+                r.row.params.replace(';', " "),
+                r.row.median_ms
+            ),
+            Some(why) => writeln!(
+                s,
+                "FAIL {} {} {}: {why}",
+                r.row.op,
+                r.row.shape,
+                r.row.params.replace(';', " ")
+            ),
+        };
+    }
+    let failed = results.iter().filter(|r| r.failure.is_some()).count();
+    let _ = writeln!(
+        s,
+        "{} checked, {failed} failed (margin {margin_pct}%)",
+        results.len()
+    );
+    (s, failed == 0)
 }
 
 /// `tune check`: runs [`check`] and prints one line per stored winner. `Ok(false)` when any
@@ -179,39 +269,16 @@ pub fn command(args: &crate::cli::CheckArgs) -> Result<bool> {
         worker_exe: std::env::current_exe().ok(),
         templates: args.templates.clone(),
     };
-    let results = check(&opts)?;
-    let mut ok = true;
-    for r in &results {
-        let now = r
-            .now_ms
-            .map(|m| format!("{m:.4} ms"))
-            .unwrap_or_else(|| "-".into());
-        match &r.failure {
-            None => println!(
-                "PASS {} {} {}: stored {:.4} ms, now {now}",
-                r.row.op,
-                r.row.shape,
-                r.row.params.replace(';', " "),
-                r.row.median_ms
-            ),
-            Some(why) => {
-                ok = false;
-                println!(
-                    "FAIL {} {} {}: {why}",
-                    r.row.op,
-                    r.row.shape,
-                    r.row.params.replace(';', " ")
-                );
-            }
-        }
-    }
-    let failed = results.iter().filter(|r| r.failure.is_some()).count();
-    println!(
-        "{} checked, {failed} failed (margin {}%)",
-        results.len(),
-        args.margin
-    );
-    Ok(ok)
+    let (text, passed) = run(&opts, &mut GpuRetimer::new(&opts))?;
+    print!("{text}");
+    Ok(passed)
+}
+
+/// All of `tune check` but the printing, with the re-timing given: what it prints and whether
+/// every stored winner passed (`command` returns that: the binary exits 0, else 1; an error
+/// exits with its own code, 2 for input the user can fix).
+pub fn run(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<(String, bool)> {
+    Ok(report(&check_with(opts, retimer)?, opts.margin_pct))
 }
 
 #[cfg(test)]
