@@ -188,7 +188,10 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
     }
     if let Some(c) = &o.confidence {
         let label = |at: usize| o.records[at].label();
-        if c.tied_with.is_empty() {
+        let runner_up = c.runner_up.as_ref().map(|(_, cmp)| cmp);
+        if let Some(why) = too_noisy_to_rank(c.winner_iqr_pct, runner_up, c.rounds) {
+            let _ = writeln!(s, "Confidence: {why}.");
+        } else if c.tied_with.is_empty() {
             if let Some((at, cmp)) = c.runner_up {
                 let _ = writeln!(
                     s,
@@ -232,6 +235,22 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
         }
         None => {}
     }
+    if let Some(line) = warmup_line(&o.warmups) {
+        let _ = writeln!(s, "{line}");
+    }
+    if let Some(r) = &o.remeasured {
+        let _ = writeln!(
+            s,
+            "Re-measured {} results after throttling ({} of {} timed results were flagged, over {:.0}%; after a {} s pause): {} still flagged{}.",
+            r.retimed,
+            r.flagged,
+            r.readings,
+            crate::clocks::REMEASURE_ABOVE * 100.0,
+            crate::tuner::REMEASURE_PAUSE.as_secs_f64(),
+            r.still_flagged,
+            if r.still_flagged > 0 { " (their first result stands, flagged in the CSV)" } else { "" }
+        );
+    }
     if o.reused > 0 {
         let _ = writeln!(
             s,
@@ -264,6 +283,91 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
         p.total_s, p.setup_s, p.compile_s, o.compiled, o.from_cache, p.verify_s, p.timing_s
     );
     s
+}
+
+/// Above this, in percent, the leaders' timings are too noisy to rank them: the winner's own
+/// IQR / median over the interleaved rounds, or the half-width of the 95 % interval of the
+/// runner-up comparison. A winner picked from such data is a coin toss the report must not
+/// present as a result.
+pub const NOISY_RANK_PCT: f64 = 10.0;
+
+/// Why the confirmed leaders cannot be ranked (the whole sentence, with what to do), or
+/// `None` when the data can rank them. `winner_iqr_pct` is the winner's IQR / median over
+/// `rounds` interleaved rounds; `runner_up` its comparison with the fastest other leader.
+pub fn too_noisy_to_rank(
+    winner_iqr_pct: f64,
+    runner_up: Option<&crate::stats::Comparison>,
+    rounds: usize,
+) -> Option<String> {
+    let mut why = Vec::new();
+    // NaN (no usable samples) counts as too noisy.
+    let over = |x: f64| x.is_nan() || x > NOISY_RANK_PCT;
+    if over(winner_iqr_pct) {
+        why.push(format!(
+            "the winner's own times vary by {winner_iqr_pct:.1}% (IQR/median over {rounds} rounds)"
+        ));
+    }
+    if let Some(c) = runner_up {
+        let half = (c.ci_high_pct - c.ci_low_pct) / 2.0;
+        if over(half) {
+            why.push(format!(
+                "the runner-up is {:.1}% slower with a 95% CI of {:.1}..{:.1}%, wider than ±{NOISY_RANK_PCT:.0}%",
+                c.slower_pct, c.ci_low_pct, c.ci_high_pct
+            ));
+        }
+    }
+    if why.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "timings too noisy to rank the leaders: {}; re-run with more --reps or --confirm-rounds",
+        why.join("; ")
+    ))
+}
+
+/// The warm-up line: the run's first warm-up in full, the later jobs' ones summed (those only
+/// ran when the GPU had cooled down between jobs).
+fn warmup_line(warmups: &[(String, crate::clocks::Warmup)]) -> Option<String> {
+    use crate::clocks::WarmupEnd;
+    let ((load, w), later) = warmups.split_first()?;
+    let max = w
+        .max_mhz
+        .map(|m| format!("{m} MHz"))
+        .unwrap_or_else(|| "unknown".into());
+    let mut line = match w.end {
+        WarmupEnd::AlreadyWarm => format!(
+            "Warm-up: not needed, the SM clock was already at {} MHz (max {max}); checked in {:.3} s",
+            w.before_mhz, w.seconds
+        ),
+        WarmupEnd::AtMax => format!(
+            "Warm-up: SM clock {} -> {} MHz (max {max}) in {:.3} s, {} launches of {load} before timing it",
+            w.before_mhz, w.after_mhz, w.seconds, w.launches
+        ),
+        WarmupEnd::Stable => format!(
+            "Warm-up: SM clock {} -> {} MHz in {:.3} s, {} launches of {load}; steady below its max {max} (locked or power-capped clocks?)",
+            w.before_mhz, w.after_mhz, w.seconds, w.launches
+        ),
+        WarmupEnd::Cap => format!(
+            "Warm-up: no steady SM clock after {:.3} s ({} -> {} MHz, max {max}; {} launches of {load}); timing started anyway, results at a low clock are flagged",
+            w.seconds, w.before_mhz, w.after_mhz, w.launches
+        ),
+    };
+    let again: Vec<&crate::clocks::Warmup> = later
+        .iter()
+        .map(|(_, w)| w)
+        .filter(|w| w.end != WarmupEnd::AlreadyWarm)
+        .collect();
+    if !again.is_empty() {
+        let _ = write!(
+            line,
+            "; warmed up again before {} of {} later jobs ({:.3} s in all)",
+            again.len(),
+            later.len(),
+            again.iter().map(|w| w.seconds).sum::<f64>()
+        );
+    }
+    line.push('.');
+    Some(line)
 }
 
 fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
@@ -328,4 +432,105 @@ pub fn summary_table(rows: &[[String; 4]]) -> String {
         let _ = writeln!(s, "  {:<16} {:<w$} {:>16} {:>8}", r[0], r[1], r[2], r[3]);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Comparison;
+
+    fn cmp(slower: f64, low: f64, high: f64) -> Comparison {
+        Comparison {
+            slower_pct: slower,
+            ci_low_pct: low,
+            ci_high_pct: high,
+        }
+    }
+
+    #[test]
+    fn a_clear_ranking_is_not_noisy() {
+        // The H100 1000x1000 transpose: 2.2 % ahead of the runner-up, CI 1.3..4.0 %.
+        assert_eq!(too_noisy_to_rank(1.5, Some(&cmp(2.2, 1.3, 4.0)), 50), None);
+        // A tie with a tight interval is a tie, not noise.
+        assert_eq!(too_noisy_to_rank(3.0, Some(&cmp(0.1, -0.6, 0.9)), 50), None);
+        assert_eq!(too_noisy_to_rank(9.9, None, 50), None);
+    }
+
+    #[test]
+    fn a_noisy_winner_is_reported_as_such() {
+        let why = too_noisy_to_rank(14.2, Some(&cmp(3.0, 1.0, 5.0)), 50).unwrap();
+        assert!(
+            why.starts_with("timings too noisy to rank the leaders: "),
+            "{why}"
+        );
+        assert!(
+            why.contains("vary by 14.2% (IQR/median over 50 rounds)"),
+            "{why}"
+        );
+        assert!(!why.contains("runner-up"), "its interval is narrow: {why}");
+        assert!(
+            why.contains("re-run with more --reps or --confirm-rounds"),
+            "{why}"
+        );
+        assert!(too_noisy_to_rank(f64::NAN, None, 0).is_some());
+    }
+
+    #[test]
+    fn a_wide_runner_up_interval_is_reported() {
+        // Half-width 12.25 % > 10 %.
+        let why = too_noisy_to_rank(4.0, Some(&cmp(3.0, -8.0, 16.5)), 20).unwrap();
+        assert!(
+            why.contains("95% CI of -8.0..16.5%, wider than ±10%"),
+            "{why}"
+        );
+        assert!(!why.contains("vary by"), "{why}");
+        let both = too_noisy_to_rank(30.0, Some(&cmp(3.0, -8.0, 16.5)), 20).unwrap();
+        assert!(both.contains("vary by 30.0%") && both.contains("CI of -8.0..16.5%"));
+        // A comparison made from fewer than two rounds has an infinite interval.
+        let inf = cmp(1.0, f64::NEG_INFINITY, f64::INFINITY);
+        assert!(too_noisy_to_rank(1.0, Some(&inf), 1).is_some());
+    }
+
+    fn warm(
+        end: crate::clocks::WarmupEnd,
+        before: u32,
+        after: u32,
+        s: f64,
+    ) -> crate::clocks::Warmup {
+        crate::clocks::Warmup {
+            end,
+            seconds: s,
+            before_mhz: before,
+            after_mhz: after,
+            max_mhz: Some(1980),
+            launches: 4095,
+        }
+    }
+
+    #[test]
+    fn the_warm_up_line() {
+        use crate::clocks::WarmupEnd::*;
+        assert_eq!(warmup_line(&[]), None);
+        let first = ("memcpy".to_string(), warm(AtMax, 345, 1980, 0.2134));
+        assert_eq!(
+            warmup_line(std::slice::from_ref(&first)).unwrap(),
+            "Warm-up: SM clock 345 -> 1980 MHz (max 1980 MHz) in 0.213 s, 4095 launches of memcpy before timing it."
+        );
+        let later = [
+            first.clone(),
+            ("v0001".to_string(), warm(AlreadyWarm, 1980, 1980, 0.001)),
+            ("v0017".to_string(), warm(AtMax, 1200, 1980, 0.05)),
+        ];
+        assert!(warmup_line(&later)
+            .unwrap()
+            .ends_with("; warmed up again before 1 of 2 later jobs (0.050 s in all)."));
+        let warm_already = [("memcpy".to_string(), warm(AlreadyWarm, 1980, 1980, 0.0004))];
+        assert!(warmup_line(&warm_already).unwrap().starts_with(
+            "Warm-up: not needed, the SM clock was already at 1980 MHz (max 1980 MHz)"
+        ));
+        let capped = [("copy".to_string(), warm(Cap, 345, 1200, 2.01))];
+        assert!(warmup_line(&capped)
+            .unwrap()
+            .starts_with("Warm-up: no steady SM clock after 2.010 s (345 -> 1200 MHz"));
+    }
 }

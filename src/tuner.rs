@@ -161,6 +161,12 @@ pub struct TuneOutcome {
     pub confidence: Option<Confidence>,
     /// NVML readings taken after every variant; `None` when NVML was not available.
     pub clocks: Option<crate::clocks::ClockSummary>,
+    /// Each GPU job's warm-up to a steady clock, in order, with the label of the task whose
+    /// launches served as the load (the first is the run's start; later ones follow pauses
+    /// such as a search round's compiling). Empty without NVML.
+    pub warmups: Vec<(String, crate::clocks::Warmup)>,
+    /// The re-timing of results measured while the GPU throttled, when it ran.
+    pub remeasured: Option<Remeasured>,
     /// What the search did, when a strategy chose the configurations measured.
     pub search: Option<String>,
 }
@@ -177,6 +183,8 @@ pub struct Confidence {
     pub tied_with: Vec<usize>,
     /// The fastest other candidate and how much slower it is than the winner.
     pub runner_up: Option<(usize, crate::stats::Comparison)>,
+    /// The winner's own noise over the rounds: IQR / median, in percent.
+    pub winner_iqr_pct: f64,
 }
 
 /// At most this many leading variants are re-timed interleaved ...
@@ -292,7 +300,108 @@ fn confirm(
         winner,
         tied_with: tied.into_iter().filter(|&at| at != winner).collect(),
         runner_up,
+        winner_iqr_pct: crate::stats::rel_iqr_pct(winner_samples),
     }))
+}
+
+/// What re-timing the results measured while the GPU throttled did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Remeasured {
+    /// Timed results whose first reading was flagged, and all timed results with a reading.
+    pub flagged: usize,
+    pub readings: usize,
+    /// Results timed again ...
+    pub retimed: usize,
+    /// ... and those whose new reading is flagged too (or that failed to time again): they
+    /// keep their first result and its warning.
+    pub still_flagged: usize,
+}
+
+/// How long the GPU rests before throttled results are timed again.
+pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);
+
+/// Times again, once, the results measured while the GPU throttled or ran far below its
+/// steady clock, when they are too many to leave flagged ([`crate::clocks::to_remeasure`]):
+/// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
+/// and a new result replaces the first only when its own clock reading is clean. `isolation`
+/// is called only when there is something to re-time. Returns what it did and the worker it
+/// left idle; a failure of the second job is a warning (the first results stand).
+fn remeasure_throttled(
+    job: &Job,
+    all_tasks: &[Task],
+    clock_samples: &[(usize, crate::clocks::ClockSample)],
+    task_record: &HashMap<usize, usize>,
+    records: &mut [Record],
+    work: f64,
+    isolation: impl FnOnce() -> Result<Isolation>,
+) -> (Option<Remeasured>, Option<GpuWorker>) {
+    // The steady clock of every reading, as the CSV's flags use; the timed results' readings.
+    let all: Vec<crate::clocks::ClockSample> = clock_samples.iter().map(|(_, c)| *c).collect();
+    let Some(sum) = crate::clocks::summarize(&all) else {
+        return (None, None);
+    };
+    let readings: Vec<(usize, crate::clocks::ClockSample)> = clock_samples
+        .iter()
+        .filter(|(at, _)| records[*at].status == Status::Ok)
+        .copied()
+        .collect();
+    let again = crate::clocks::to_remeasure(&readings, sum.steady_sm_mhz);
+    if again.is_empty() {
+        return (None, None);
+    }
+    let mut rjob = job.clone();
+    let wanted: std::collections::HashSet<usize> = again.iter().copied().collect();
+    rjob.tasks = all_tasks
+        .iter()
+        .filter(|t| task_record.get(&t.id).is_some_and(|at| wanted.contains(at)))
+        .cloned()
+        .collect();
+    let mut done = Remeasured {
+        flagged: again.len(),
+        readings: readings.len(),
+        retimed: rjob.tasks.len(),
+        still_flagged: rjob.tasks.len(),
+    };
+    std::thread::sleep(REMEASURE_PAUSE);
+    let mut fresh: Vec<(usize, TaskResult)> = Vec::new();
+    let run = isolation().and_then(|iso| {
+        run_tasks(&rjob, iso, &mut |r| {
+            if let Some(&at) = task_record.get(&r.id) {
+                fresh.push((at, r));
+            }
+        })
+    });
+    let idle = match run {
+        Ok((_, idle)) => idle,
+        Err(e) => {
+            eprintln!(
+                "warning: re-measuring {} throttled results failed: {e}",
+                done.retimed
+            );
+            None
+        }
+    };
+    for (at, r) in fresh {
+        let clean = r
+            .clock
+            .is_some_and(|c| !crate::clocks::is_flagged(&c, sum.steady_sm_mhz));
+        let first = readings.iter().find(|(i, _)| *i == at).map(|(_, c)| *c);
+        let rec = &mut records[at];
+        match (r.stats, clean, first) {
+            (Some(stats), true, Some(first)) => {
+                done.still_flagged -= 1;
+                rec.stats = Some(stats);
+                rec.throughput = Some(work / (stats.median_ms * 1e-3) / 1e9);
+                rec.registers = r.registers.or(rec.registers);
+                rec.error = format!(
+                    "re-measured: first timed at {} MHz (steady {} MHz), throttle bits {:#x}",
+                    first.sm_mhz, sum.steady_sm_mhz, first.throttle_bits
+                );
+            }
+            _ => rec.error.push_str("; re-measured once, still flagged"),
+        }
+    }
+    (Some(done), idle)
 }
 
 /// A compiled image on disk, or why there is none (render or compile error text).
@@ -591,6 +700,8 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         journal_path: None,
         confidence: None,
         clocks: None,
+        warmups: Vec::new(),
+        remeasured: None,
         search: None,
     };
     let Some(dev) = device else {
@@ -881,6 +992,9 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             if let (Some(c), true) = (r.clock, fresh) {
                 clock_samples.push((at, c));
             }
+            if let (Some(w), true) = (r.warmup, fresh) {
+                outcome.warmups.push((records[at].label(), w));
+            }
             let rec = &mut records[at];
             rec.registers = r.registers.or(rec.registers);
             phases.verify_s += r.verify_s;
@@ -970,6 +1084,20 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 );
             }
         }
+    }
+    // Too many of them: rest the GPU, then time the flagged ones again once.
+    if fatal.is_none() && !crate::worker::interrupted() {
+        let (done, idle) = remeasure_throttled(
+            &job,
+            &all_tasks,
+            &clock_samples,
+            &task_record,
+            &mut records,
+            work,
+            || isolation(idle_worker.take()),
+        );
+        outcome.remeasured = done;
+        idle_worker = idle.or(idle_worker);
     }
     if let Some(e) = journal_error {
         eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");

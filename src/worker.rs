@@ -147,6 +147,9 @@ pub struct TaskResult {
     /// Clocks, temperature and throttle reasons right after the task (NVML, when present).
     #[serde(default)]
     pub clock: Option<crate::clocks::ClockSample>,
+    /// The warm-up this task's launches served as, when it was the job's first to verify.
+    #[serde(default)]
+    pub warmup: Option<crate::clocks::Warmup>,
 }
 
 /// A line on the worker's stdout.
@@ -207,6 +210,8 @@ struct Session {
     best_ms: std::cell::Cell<f64>,
     /// NVML for this device, when it can be loaded.
     clocks: Option<crate::clocks::ClockMonitor>,
+    /// This job's warm-up is done (or was not needed): set by its first verified task.
+    warmed: std::cell::Cell<bool>,
 }
 
 impl Session {
@@ -304,6 +309,7 @@ impl Session {
             blas,
             best_ms: std::cell::Cell::new(f64::INFINITY),
             clocks: crate::clocks::ClockMonitor::open(&gpu_uuid).ok(),
+            warmed: std::cell::Cell::new(false),
         })
     }
 
@@ -481,6 +487,66 @@ impl Session {
         f.to_string()
     }
 
+    /// Launches `enqueue` (a task that just verified) back to back until NVML shows the SM
+    /// clock at its steady value, so the first timed tasks do not run at the idle clock an
+    /// idle GPU drops to ([`crate::clocks::warmup_done`] says when). One NVML read first: a
+    /// GPU already at its maximum clock is not loaded at all. `None` without NVML (nothing to
+    /// wait for: the cap would be the only end).
+    fn warm_up(
+        &self,
+        enqueue: &dyn Fn() -> GpuResult<()>,
+    ) -> GpuResult<Option<crate::clocks::Warmup>> {
+        use crate::clocks::{already_warm, warmup_done, Warmup, WarmupEnd};
+        let Some(nvml) = &self.clocks else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        let Some(before) = nvml.sample() else {
+            return Ok(None);
+        };
+        let max_mhz = nvml.max_sm_mhz();
+        let mut w = Warmup {
+            end: WarmupEnd::AlreadyWarm,
+            seconds: 0.0,
+            before_mhz: before.sm_mhz,
+            after_mhz: before.sm_mhz,
+            max_mhz,
+            launches: 0,
+        };
+        if !already_warm(before.sm_mhz, max_mhz) {
+            // Until a rule below says otherwise: ended without a steady reading.
+            w.end = WarmupEnd::Cap;
+            let mut readings = Vec::new();
+            // Batches grow until one takes ~20 ms: short kernels reach the clock check often
+            // enough without a synchronize after every launch.
+            let mut batch = 1usize;
+            loop {
+                let b = Instant::now();
+                for _ in 0..batch {
+                    enqueue()?;
+                }
+                self.gpu.synchronize("warming up the GPU")?;
+                w.launches += batch;
+                if b.elapsed() < Duration::from_millis(20) && batch < 1 << 16 {
+                    batch *= 2;
+                }
+                let now = t.elapsed().as_secs_f64();
+                // NVML stopped answering: nothing more to wait for.
+                let Some(r) = nvml.sample() else {
+                    break;
+                };
+                w.after_mhz = r.sm_mhz;
+                readings.push((now, r));
+                if let Some(end) = warmup_done(&readings, max_mhz, now) {
+                    w.end = end;
+                    break;
+                }
+            }
+        }
+        w.seconds = t.elapsed().as_secs_f64();
+        Ok(Some(w))
+    }
+
     /// Poisons the output, runs once, verifies on the GPU, then times it.
     fn check_and_time(
         &self,
@@ -502,6 +568,9 @@ impl Session {
         r.verify_s = t.elapsed().as_secs_f64();
         let cmp = verified.map_err(|f| self.fault(r, f))?;
         cmp.judge(mode, job.rtol, out.len as u64)?;
+        if !self.warmed.replace(true) {
+            r.warmup = self.warm_up(enqueue).map_err(|f| self.fault(r, f))?;
+        }
         let best = self.best_ms.get();
         let cutoff = match job.adaptive_cutoff {
             Some(factor) if task.contender && best.is_finite() => Some(best * factor),
@@ -520,6 +589,8 @@ impl Session {
 /// Runs `tasks` on an open session, in order (or interleaved, for a confirmation job),
 /// handing each result to `sink`. Returns true when a fault poisoned the context.
 fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(TaskResult)) -> bool {
+    // Every job checks the clock again: the GPU idled while the next search round compiled.
+    session.warmed.set(false);
     if job.confirm_rounds > 0 {
         for result in session.run_interleaved(job, tasks) {
             sink(result);
@@ -766,6 +837,7 @@ fn failed(id: usize, error: String) -> TaskResult {
         timing_s: 0.0,
         samples: Vec::new(),
         clock: None,
+        warmup: None,
     }
 }
 
