@@ -523,3 +523,37 @@ fn the_winner_comes_with_a_confidence_interval() {
         c.candidates.len()
     );
 }
+
+#[test]
+fn the_gpu_is_warmed_up_before_the_first_timed_task() {
+    use cuda_autotune::clocks::{WarmupEnd, AT_MAX_FRAC, WARMUP_CAP_S};
+    if skip("the_gpu_is_warmed_up_before_the_first_timed_task") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("1000x1000", out.path());
+    opts.params = vec!["TILE_DIM=32".into(), "BLOCK_ROWS=8".into()];
+    let o = tune(&opts).unwrap();
+    let text = cuda_autotune::report::render(&o, 3, false);
+    let line = text.lines().find(|l| l.starts_with("Warm-up: "));
+    if o.clocks.is_none() {
+        // No NVML: nothing to wait for, and nothing claimed.
+        assert!(o.warmups.is_empty() && line.is_none(), "{text}");
+        return;
+    }
+    eprintln!("{}", line.expect("a warm-up line with NVML"));
+    // One warm-up per GPU job; the first serves the run's first timed task (a baseline).
+    let (load, w) = &o.warmups[0];
+    assert_eq!(load, "memcpy", "the first task to verify");
+    assert!(w.seconds < WARMUP_CAP_S + 1.0, "{w:?}");
+    match w.end {
+        WarmupEnd::AlreadyWarm => assert_eq!(w.launches, 0),
+        WarmupEnd::AtMax => {
+            let max = w.max_mhz.expect("at the max means a known max");
+            assert!(w.after_mhz as f64 >= AT_MAX_FRAC * max as f64, "{w:?}");
+            assert!(w.launches > 0);
+        }
+        WarmupEnd::Stable | WarmupEnd::Cap => assert!(w.launches > 0, "{w:?}"),
+    }
+}
