@@ -69,6 +69,7 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
         op: row.op.clone(),
         templates: opts.templates.clone(),
         shape: row.shape.clone(),
+        dtype: Some(row.dtype.clone()).filter(|d| !d.is_empty()),
         params: params
             .split(';')
             .filter(|p| !p.is_empty())

@@ -1,7 +1,9 @@
 //! Rendering a configuration into CUDA source with Tera. The template sees the op's
-//! parameters and defines (never the exact shape) plus `dtype`, so the same configuration
-//! renders the same source for every shape that shares its defines, and compiled cubins can
-//! be reused across shapes.
+//! parameters and defines (never the exact shape) plus the element type (`dtype` = f32, `T` =
+//! float, `ELEM_BYTES` = 4, `T_DECL`: the declaration of `T` where it is not built in), so
+//! the same configuration renders the same source for every shape that shares its defines,
+//! and compiled cubins can be reused across shapes. Another element type renders another
+//! source, hence another cubin cache key and journal key.
 
 use crate::error::{Error, Result};
 use crate::expr::Value;
@@ -14,7 +16,7 @@ pub struct Renderer {
     tera: Tera,
     variant: String,
     baseline: Option<String>,
-    dtype: String,
+    dtype: crate::dtype::Dtype,
 }
 
 impl Renderer {
@@ -41,15 +43,24 @@ impl Renderer {
             tera,
             variant,
             baseline,
-            dtype: op.spec.dtype.clone(),
+            dtype: op.dtype,
         })
+    }
+
+    /// What every template sees of the element type.
+    fn element(&self) -> Context {
+        let mut ctx = Context::new();
+        ctx.insert("dtype", self.dtype.name());
+        ctx.insert("T", self.dtype.c_type());
+        ctx.insert("T_DECL", self.dtype.c_decl());
+        ctx.insert("ELEM_BYTES", &self.dtype.bytes());
+        ctx
     }
 
     /// CUDA source of one configuration. An error (say, an undefined variable) is returned
     /// as text so the tuner can record it against this variant and go on.
     pub fn render(&self, candidate: &Candidate) -> std::result::Result<String, String> {
-        let mut ctx = Context::new();
-        ctx.insert("dtype", &self.dtype);
+        let mut ctx = self.element();
         for (name, value) in &candidate.config.values {
             ctx.insert(name.clone(), value);
         }
@@ -68,8 +79,7 @@ impl Renderer {
         let (Some(name), Some(src)) = (&self.baseline, &op.spec.baseline_source) else {
             return Ok(None);
         };
-        let mut ctx = Context::new();
-        ctx.insert("dtype", &self.dtype);
+        let mut ctx = self.element();
         for (key, value) in &src.values {
             let v = match value {
                 toml::Value::Integer(i) => Value::Int(*i),

@@ -138,9 +138,11 @@ fn check_value(spec: &ParamSpec, value: &Value) -> std::result::Result<(), Strin
     Ok(())
 }
 
-/// Shape dimensions and device limits: the variables every expression of the op sees.
+/// Shape dimensions, the element size and device limits: the variables every expression of
+/// the op sees.
 pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
     let mut vars = Vars::new();
+    vars.set_int("ELEM_BYTES", op.dtype.bytes() as i64);
     for (name, dim) in op.spec.dims.iter().zip(&shape.dims) {
         vars.set_int(name, *dim as i64);
     }

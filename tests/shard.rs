@@ -350,6 +350,7 @@ fn sweep(shapes: &[&str]) -> Sweep {
         op: "transpose".into(),
         op_fingerprint: shard::op_fingerprint(&op),
         shapes: shapes.iter().map(|s| s.to_string()).collect(),
+        dtype: None,
         params: vec![],
         reps: 30,
         warmup: 3,

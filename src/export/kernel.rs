@@ -75,7 +75,8 @@ pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> 
 /// The op, shape and configuration of a row, rendered. `templates`: where op specs and
 /// templates are read from (`None`: the built-in ones, as `tune` without `--templates`).
 pub fn specialize(row: &BestRow, templates: Option<&Path>) -> Result<TunedKernel> {
-    let op = Op::load(&row.op, templates)?;
+    let op = Op::load(&row.op, templates)?
+        .with_dtype(Some(row.dtype.as_str()).filter(|d| !d.is_empty()))?;
     let shape = Shape::parse(&row.shape, &op.spec.dims)?;
     let candidate = candidate_for(&op, &shape, &row.params)?;
     if let Some(why) = &candidate.pruned {
