@@ -124,8 +124,12 @@ mod tests {
                         .contains("TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=edge")
             })
             .unwrap();
+        assert!(c
+            .config
+            .label()
+            .ends_with("VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default"));
         let src = r.render(c).unwrap();
-        assert!(src.contains("#define TILE_DIM 32"));
+        assert!(src.contains("#define TILE_W 32") && src.contains("#define TILE_H 32"));
         assert!(src.contains("#define BLOCK_ROWS 8"));
         assert!(src.contains("#define PAD 1"));
         assert!(src.contains("_Pragma(\"unroll\")"));
@@ -133,6 +137,42 @@ mod tests {
         assert!(src.contains("const bool edge"));
         let baseline = r.render_baselines(&op).unwrap().unwrap();
         assert!(baseline.contains("transpose_no_bank_conflicts"));
+    }
+
+    #[test]
+    fn the_element_type_reaches_the_template() {
+        let shape = Shape::parse("64x64", &["ROWS".into(), "COLS".into()]).unwrap();
+        let mut sources = Vec::new();
+        for (dtype, c_type, bits) in [
+            ("f32", "float", "unsigned int"),
+            ("f64", "double", "unsigned long long"),
+            ("f16", "ca_half", "unsigned short"),
+        ] {
+            let op = Op::load("transpose", None)
+                .unwrap()
+                .with_dtype(Some(dtype))
+                .unwrap();
+            let r = Renderer::new(&op).unwrap();
+            let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+            let c = all.iter().find(|c| c.pruned.is_none()).unwrap();
+            let src = r.render(c).unwrap();
+            assert!(
+                src.contains(&format!("transpose({c_type}* __restrict__ out_")),
+                "{dtype}"
+            );
+            assert!(src.contains(&format!("typedef {bits} bits_t;")), "{dtype}");
+            assert!(src.contains(&format!("variant ({dtype})")), "{dtype}");
+            assert_eq!(src.contains("struct __align__(2) ca_half"), dtype == "f16");
+            assert!(!src.contains("cuda_fp16.h\n#include") && !src.contains("#include"));
+            let baseline = r.render_baselines(&op).unwrap().unwrap();
+            assert!(
+                baseline.contains(&format!("copy_vec4({c_type}* __restrict__ out_")),
+                "{dtype}"
+            );
+            sources.push(src);
+        }
+        // Another element type is another source: another cubin cache and journal key.
+        assert!(sources[0] != sources[1] && sources[1] != sources[2] && sources[0] != sources[2]);
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub struct ParamSpec {
     /// word outside the defaults is still reachable with `--param`.
     #[serde(default)]
     pub choices: Vec<toml::Value>,
+    /// The value that configurations recorded before this parameter existed had (a best.csv
+    /// row without it still names exactly one configuration); `None` for the op's original
+    /// parameters, which every row names.
+    #[serde(default)]
+    pub missing: Option<toml::Value>,
     #[serde(default)]
     pub help: String,
 }
@@ -423,6 +428,21 @@ impl Op {
 
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// `NAME=value` for each parameter that `given` (parameter names) lacks and whose spec
+    /// says what configurations recorded before it existed had (`missing`): what completes a
+    /// stored configuration of an older version of the op.
+    pub fn assumed_params(&self, given: &[&str]) -> Vec<String> {
+        self.spec
+            .params
+            .iter()
+            .filter(|p| !given.contains(&p.name.as_str()))
+            .filter_map(|p| {
+                let v = toml_to_value(p.missing.as_ref()?);
+                Some(format!("{}={v}", p.name))
+            })
+            .collect()
     }
 
     /// The op for element type `name` (`None`: its default). An element type the spec does

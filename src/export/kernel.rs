@@ -34,7 +34,14 @@ impl TunedKernel {
 /// limits ([`DeviceLimits::SM90_DEFAULT`]). Every parameter of the op must be given once;
 /// values outside the spec's default lists are accepted as `--param` accepts them.
 pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> {
-    let pairs = parse_params(params);
+    let mut pairs = parse_params(params);
+    // A row stored before some parameters existed: they take the values it had then.
+    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+    for assumed in op.assumed_params(&names) {
+        if let Some((n, v)) = assumed.split_once('=') {
+            pairs.push((n.to_string(), v.to_string()));
+        }
+    }
     let mut overrides = Vec::new();
     for (name, value) in &pairs {
         overrides.push(parse_override(op, &format!("{name}={value}"))?);
