@@ -207,8 +207,9 @@ fn zero_reps_is_rejected() {
 
 #[test]
 fn a_space_emptied_by_the_constraints_is_rejected() {
-    // 64 x 32 = 2048 threads per block: every configuration is over the limit. The limits
-    // are the GPU's in a tuning run, so only --compile-only (sm_90 limits) needs no GPU.
+    // 64 x 32 = 2048 threads per block (one element per thread): every configuration is
+    // over the limit. The limits are the GPU's in a tuning run, so only --compile-only (sm_90
+    // limits) needs no GPU.
     let line = input_error_compile_only(&[
         "--shape",
         "64x64",
@@ -216,6 +217,8 @@ fn a_space_emptied_by_the_constraints_is_rejected() {
         "TILE_DIM=64",
         "--param",
         "BLOCK_ROWS=32",
+        "--param",
+        "VEC=1",
     ]);
     assert!(line.contains("pruned"), "{line}");
     assert!(
