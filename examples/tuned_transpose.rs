@@ -271,9 +271,11 @@ fn time_entry(gpu: &Gpu, timer: &Timer, p: &Prepared) -> Result<f64> {
     Ok(bytes / (stats.median_ms * 1e-3) / 1e9)
 }
 
-/// Input, output and kernel arguments of a transpose of `rows` x `cols`.
+/// Input, output and kernel arguments of a transpose of `rows` x `cols`, of the element type
+/// the entry was tuned for (raw bytes: a transpose only moves bits).
 struct Buffers {
-    input: Vec<f32>,
+    input: Vec<u8>,
+    elem_bytes: usize,
     d_out: Buffer,
     _d_in: Buffer,
     rows: usize,
@@ -283,10 +285,12 @@ struct Buffers {
 
 impl Buffers {
     fn new(gpu: &Gpu, tuned: &TunedKernel, rows: usize, cols: usize) -> Result<Buffers> {
-        let input = verify::random_input(rows * cols, 1);
-        let mut d_in = gpu.alloc(rows * cols, "in")?;
+        let dtype = tuned.op.dtype;
+        let elem_bytes = dtype.bytes();
+        let input = verify::random_bytes(dtype, rows * cols, 1);
+        let mut d_in = gpu.alloc(rows * cols, elem_bytes, "in")?;
         gpu.upload(&input, &mut d_in)?;
-        let d_out = gpu.alloc(rows * cols, "out")?;
+        let d_out = gpu.alloc(rows * cols, elem_bytes, "out")?;
         let mut args = Vec::new();
         for name in &tuned.op.spec.args {
             args.push(match name.as_str() {
@@ -299,6 +303,7 @@ impl Buffers {
         }
         Ok(Buffers {
             input,
+            elem_bytes,
             d_out,
             _d_in: d_in,
             rows,
@@ -314,11 +319,11 @@ impl Buffers {
         gpu.launch(kernel, launch, &self.args)?;
         gpu.synchronize("running the tuned transpose")?;
         let out = gpu.download(&self.d_out)?;
-        let expected = verify::transpose(&self.input, self.rows, self.cols);
+        let expected = verify::transpose_bytes(&self.input, self.rows, self.cols, self.elem_bytes);
         Ok(out
-            .iter()
-            .zip(&expected)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .chunks(self.elem_bytes)
+            .zip(expected.chunks(self.elem_bytes))
+            .filter(|(a, b)| a != b)
             .count())
     }
 }

@@ -89,7 +89,7 @@ impl Timer {
             // Twice L2 (at least 64 MiB) so nothing of the previous launch survives.
             CacheState::Cold => {
                 let bytes = (gpu.info.l2_bytes * 2).max(64 << 20);
-                Some(gpu.alloc(bytes / 4, "the L2 flush buffer")?)
+                Some(gpu.alloc(bytes / 4, 4, "the L2 flush buffer")?)
             }
             CacheState::Warm => None,
         };

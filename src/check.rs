@@ -65,15 +65,27 @@ pub fn verdict(
 }
 
 fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Path) -> TuneOptions {
+    let mut params: Vec<String> = params
+        .split(';')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    // Parameters added to the op after the row was stored take the values it had then, so
+    // the pin stays one configuration (an op that does not load fails in `tune` itself).
+    if let Ok(op) = crate::ops::Op::load(&row.op, opts.templates.as_deref()) {
+        let given: Vec<&str> = params
+            .iter()
+            .filter_map(|p| p.split_once('=').map(|(n, _)| n.trim()))
+            .collect();
+        let assumed = op.assumed_params(&given);
+        params.extend(assumed);
+    }
     TuneOptions {
         op: row.op.clone(),
         templates: opts.templates.clone(),
         shape: row.shape.clone(),
-        params: params
-            .split(';')
-            .filter(|p| !p.is_empty())
-            .map(str::to_string)
-            .collect(),
+        dtype: Some(row.dtype.clone()).filter(|d| !d.is_empty()),
+        params,
         bench: BenchSettings {
             warmup: 3,
             reps: opts.reps.max(row.reps),

@@ -15,6 +15,9 @@ Examples:
       narrow the space; --param replaces a parameter's default values
   tune --op transpose --shape 4096x4096 --cache warm --reps 100
       time with L2 kept warm between launches, 100 timed launches per variant
+  tune --op transpose --shape 8192x8192 --dtype f16
+      tune for another element type (f32, f64, f16; default: the op's, f32 for the built-in
+      ops); the roof is the copy of the same bytes
   tune --op matmul --shape 1024x1024x1024 --block-size 16,32
       tune the tiled matmul (C = A·B, MxNxK) at block sizes 16 and 32 against cuBLAS
   tune --spec examples/vector_add --shape 10000000
@@ -26,7 +29,8 @@ Examples:
   tune merge run/shard-0 run/shard-1 run/shard-2 run/shard-3 --out results
 
 Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). Results go to results/<op>_<shape>_<gpu>.csv (every
-configuration, with why it failed or was pruned) and results/best.csv (one row per op,
+configuration, with why it failed or was pruned; <op>_<shape>_<dtype>_<gpu>.csv for a
+--dtype other than f32) and results/best.csv (one row per op,
 shape, dtype and GPU; a new run of the same key replaces the row, except that with
 --keep-best a stored row that is faster at the same --cache state stays).";
 
@@ -196,6 +200,11 @@ pub struct TuneArgs {
     #[arg(long, value_name = "FILE")]
     pub shapes: Option<PathBuf>,
 
+    /// Element type of the data: f32, f64 or f16 (default: the op's). Ops list the types
+    /// their templates support (transpose: all three; matmul, sgemm: f32), e.g. --dtype f64.
+    #[arg(long, value_name = "TYPE")]
+    pub dtype: Option<String>,
+
     /// Replace a parameter's values: NAME=v1,v2,... (repeatable).
     #[arg(long = "param", short = 'p', value_name = "NAME=V1,V2")]
     pub params: Vec<String>,
@@ -336,6 +345,7 @@ impl TuneArgs {
             spec: self.spec.clone(),
             template: self.template.clone(),
             shape: self.shape.clone().unwrap_or_default(),
+            dtype: self.dtype.clone(),
             params: self
                 .params
                 .iter()

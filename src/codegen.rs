@@ -1,7 +1,9 @@
 //! Rendering a configuration into CUDA source with Tera. The template sees the op's
-//! parameters and defines (never the exact shape) plus `dtype`, so the same configuration
-//! renders the same source for every shape that shares its defines, and compiled cubins can
-//! be reused across shapes.
+//! parameters and defines (never the exact shape) plus the element type (`dtype` = f32, `T` =
+//! float, `ELEM_BYTES` = 4, `T_DECL`: the declaration of `T` where it is not built in), so
+//! the same configuration renders the same source for every shape that shares its defines,
+//! and compiled cubins can be reused across shapes. Another element type renders another
+//! source, hence another cubin cache key and journal key.
 
 use crate::error::{Error, Result};
 use crate::expr::Value;
@@ -14,7 +16,7 @@ pub struct Renderer {
     tera: Tera,
     variant: String,
     baseline: Option<String>,
-    dtype: String,
+    dtype: crate::dtype::Dtype,
 }
 
 impl Renderer {
@@ -41,15 +43,24 @@ impl Renderer {
             tera,
             variant,
             baseline,
-            dtype: op.spec.dtype.clone(),
+            dtype: op.dtype,
         })
+    }
+
+    /// What every template sees of the element type.
+    fn element(&self) -> Context {
+        let mut ctx = Context::new();
+        ctx.insert("dtype", self.dtype.name());
+        ctx.insert("T", self.dtype.c_type());
+        ctx.insert("T_DECL", self.dtype.c_decl());
+        ctx.insert("ELEM_BYTES", &self.dtype.bytes());
+        ctx
     }
 
     /// CUDA source of one configuration. An error (say, an undefined variable) is returned
     /// as text so the tuner can record it against this variant and go on.
     pub fn render(&self, candidate: &Candidate) -> std::result::Result<String, String> {
-        let mut ctx = Context::new();
-        ctx.insert("dtype", &self.dtype);
+        let mut ctx = self.element();
         for (name, value) in &candidate.config.values {
             ctx.insert(name.clone(), value);
         }
@@ -68,8 +79,7 @@ impl Renderer {
         let (Some(name), Some(src)) = (&self.baseline, &op.spec.baseline_source) else {
             return Ok(None);
         };
-        let mut ctx = Context::new();
-        ctx.insert("dtype", &self.dtype);
+        let mut ctx = self.element();
         for (key, value) in &src.values {
             let v = match value {
                 toml::Value::Integer(i) => Value::Int(*i),
@@ -114,8 +124,12 @@ mod tests {
                         .contains("TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=edge")
             })
             .unwrap();
+        assert!(c
+            .config
+            .label()
+            .ends_with("VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default"));
         let src = r.render(c).unwrap();
-        assert!(src.contains("#define TILE_DIM 32"));
+        assert!(src.contains("#define TILE_W 32") && src.contains("#define TILE_H 32"));
         assert!(src.contains("#define BLOCK_ROWS 8"));
         assert!(src.contains("#define PAD 1"));
         assert!(src.contains("_Pragma(\"unroll\")"));
@@ -123,6 +137,42 @@ mod tests {
         assert!(src.contains("const bool edge"));
         let baseline = r.render_baselines(&op).unwrap().unwrap();
         assert!(baseline.contains("transpose_no_bank_conflicts"));
+    }
+
+    #[test]
+    fn the_element_type_reaches_the_template() {
+        let shape = Shape::parse("64x64", &["ROWS".into(), "COLS".into()]).unwrap();
+        let mut sources = Vec::new();
+        for (dtype, c_type, bits) in [
+            ("f32", "float", "unsigned int"),
+            ("f64", "double", "unsigned long long"),
+            ("f16", "ca_half", "unsigned short"),
+        ] {
+            let op = Op::load("transpose", None)
+                .unwrap()
+                .with_dtype(Some(dtype))
+                .unwrap();
+            let r = Renderer::new(&op).unwrap();
+            let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+            let c = all.iter().find(|c| c.pruned.is_none()).unwrap();
+            let src = r.render(c).unwrap();
+            assert!(
+                src.contains(&format!("transpose({c_type}* __restrict__ out_")),
+                "{dtype}"
+            );
+            assert!(src.contains(&format!("typedef {bits} bits_t;")), "{dtype}");
+            assert!(src.contains(&format!("variant ({dtype})")), "{dtype}");
+            assert_eq!(src.contains("struct __align__(2) ca_half"), dtype == "f16");
+            assert!(!src.contains("cuda_fp16.h\n#include") && !src.contains("#include"));
+            let baseline = r.render_baselines(&op).unwrap().unwrap();
+            assert!(
+                baseline.contains(&format!("copy_vec4({c_type}* __restrict__ out_")),
+                "{dtype}"
+            );
+            sources.push(src);
+        }
+        // Another element type is another source: another cubin cache and journal key.
+        assert!(sources[0] != sources[1] && sources[1] != sources[2] && sources[0] != sources[2]);
     }
 
     #[test]

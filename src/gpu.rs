@@ -102,11 +102,26 @@ impl DeviceInfo {
     }
 }
 
-/// A float32 device buffer with its raw address (kernel arguments are raw addresses).
+/// A device buffer of `len` elements of `elem_bytes` bytes each, with its raw address (kernel
+/// arguments are raw addresses). The allocation is rounded up to whole 32-bit words, so
+/// [`Gpu::fill_u32`] can poison every element of any size.
 pub struct Buffer {
-    slice: CudaSlice<f32>,
+    slice: CudaSlice<u8>,
     pub ptr: u64,
     pub len: usize,
+    pub elem_bytes: usize,
+}
+
+impl Buffer {
+    /// Bytes of data (`len` elements).
+    pub fn bytes(&self) -> usize {
+        self.len * self.elem_bytes
+    }
+
+    /// 32-bit words allocated: the data rounded up.
+    fn words(&self) -> usize {
+        self.slice.len() / 4
+    }
 }
 
 /// A kernel loaded into the context.
@@ -202,33 +217,45 @@ impl Gpu {
             .map_err(fault("cuMemGetInfo"))
     }
 
-    pub fn alloc(&self, len: usize, what: &str) -> GpuResult<Buffer> {
-        let slice = unsafe { self.stream.alloc::<f32>(len.max(1)) }
+    /// A buffer of `len` elements of `elem_bytes` bytes.
+    pub fn alloc(&self, len: usize, elem_bytes: usize, what: &str) -> GpuResult<Buffer> {
+        let bytes = len.saturating_mul(elem_bytes).max(1).next_multiple_of(4);
+        let slice = unsafe { self.stream.alloc::<u8>(bytes) }
             .map_err(fault(format!("allocating {what}")))?;
         let ptr = {
             let (ptr, _guard) = slice.device_ptr(&self.stream);
             ptr
         };
-        Ok(Buffer { ptr, len, slice })
+        Ok(Buffer {
+            ptr,
+            len,
+            elem_bytes,
+            slice,
+        })
     }
 
-    pub fn upload(&self, host: &[f32], dst: &mut Buffer) -> GpuResult<()> {
+    /// Copies raw bytes into the start of `dst` (at most its data size).
+    pub fn upload(&self, host: &[u8], dst: &mut Buffer) -> GpuResult<()> {
+        let n = host.len().min(dst.bytes());
+        let mut view = dst.slice.slice_mut(0..n);
         self.stream
-            .memcpy_htod(host, &mut dst.slice)
+            .memcpy_htod(&host[..n], &mut view)
             .map_err(fault("copying to the device"))
     }
 
-    pub fn download(&self, src: &Buffer) -> GpuResult<Vec<f32>> {
-        let mut host = vec![0f32; src.len];
+    /// The buffer's data as raw bytes.
+    pub fn download(&self, src: &Buffer) -> GpuResult<Vec<u8>> {
+        let mut host = vec![0u8; src.bytes()];
         self.stream
-            .memcpy_dtoh(&src.slice.slice(0..src.len), &mut host)
+            .memcpy_dtoh(&src.slice.slice(0..src.bytes()), &mut host)
             .map_err(fault("copying to the host"))?;
         Ok(host)
     }
 
-    /// Fills a buffer with a 32-bit pattern (NaN to poison outputs, anything to flush L2).
+    /// Fills a whole buffer with a 32-bit pattern (NaN to poison outputs, anything to flush
+    /// L2), whatever its element size.
     pub fn fill_u32(&self, buf: &Buffer, pattern: u32) -> GpuResult<()> {
-        unsafe { sys::cuMemsetD32Async(buf.ptr, pattern, buf.len, self.stream.cu_stream()) }
+        unsafe { sys::cuMemsetD32Async(buf.ptr, pattern, buf.words(), self.stream.cu_stream()) }
             .result()
             .map_err(fault("cuMemsetD32Async"))
     }

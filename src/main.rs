@@ -359,6 +359,7 @@ impl Recorder {
                 op: op.name().to_string(),
                 op_fingerprint: shard::op_fingerprint(&op),
                 shapes: shapes.to_vec(),
+                dtype: base.dtype.clone(),
                 params: base.params.clone(),
                 reps: base.bench.reps,
                 warmup: base.bench.warmup,

@@ -3,6 +3,7 @@
 //! at build time so the binary works from any directory; `--templates DIR` reads them from
 //! disk instead. Adding an op means adding files, not Rust code, except for a CPU reference.
 
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::expr::Value;
 use serde::Deserialize;
@@ -87,6 +88,11 @@ pub struct ParamSpec {
     /// word outside the defaults is still reachable with `--param`.
     #[serde(default)]
     pub choices: Vec<toml::Value>,
+    /// The value that configurations recorded before this parameter existed had (a best.csv
+    /// row without it still names exactly one configuration); `None` for the op's original
+    /// parameters, which every row names.
+    #[serde(default)]
+    pub missing: Option<toml::Value>,
     #[serde(default)]
     pub help: String,
 }
@@ -155,12 +161,13 @@ pub enum Role {
 #[serde(deny_unknown_fields)]
 pub struct BufferSpec {
     pub name: String,
-    /// Expression for the number of float elements.
+    /// Expression for the number of elements (of the run's element type).
     pub elements: String,
     pub role: Role,
-    /// Element type; only "f32" is supported (checked when the spec is read).
-    #[serde(default = "default_dtype")]
-    pub dtype: String,
+    /// Buffers hold the op's element type (the run's `--dtype`). Older specs name it here;
+    /// that is accepted when it is the op's only element type (checked when the spec is read).
+    #[serde(default)]
+    pub dtype: Option<String>,
     /// How an input is filled before the run.
     #[serde(default)]
     pub fill: Fill,
@@ -228,8 +235,12 @@ pub struct OpSpec {
     #[serde(default)]
     pub summary: String,
     pub dims: Vec<String>,
+    /// The element type a run uses when `--dtype` is not given.
     #[serde(default = "default_dtype")]
     pub dtype: String,
+    /// Every element type the templates support (`--dtype` picks one); default `[dtype]`.
+    #[serde(default)]
+    pub dtypes: Vec<String>,
     pub template: String,
     pub kernel: String,
     pub reference: String,
@@ -265,6 +276,22 @@ fn default_dtype() -> String {
     "f32".into()
 }
 
+impl OpSpec {
+    /// The element type used without `--dtype` (checked by [`parse_spec`]).
+    pub fn default_dtype(&self) -> Dtype {
+        Dtype::parse(&self.dtype).unwrap_or_default()
+    }
+
+    /// The element types the op's templates support: `dtypes`, or the default alone.
+    pub fn supported_dtypes(&self) -> Vec<Dtype> {
+        if self.dtypes.is_empty() {
+            vec![self.default_dtype()]
+        } else {
+            self.dtypes.iter().filter_map(|d| Dtype::parse(d)).collect()
+        }
+    }
+}
+
 /// A loaded op: its spec plus the template texts it names.
 #[derive(Debug, Clone)]
 pub struct Op {
@@ -275,6 +302,9 @@ pub struct Op {
     pub origin: String,
     /// The spec's text, to point errors at a line.
     pub spec_text: String,
+    /// The element type of this run: the spec's default until [`Op::with_dtype`] picks
+    /// another. Buffers, templates (`T`, `ELEM_BYTES`) and expressions follow it.
+    pub dtype: Dtype,
 }
 
 impl Op {
@@ -325,6 +355,7 @@ impl Op {
             None => None,
         };
         Ok(Op {
+            dtype: spec.default_dtype(),
             spec,
             template,
             baseline_template,
@@ -386,6 +417,7 @@ impl Op {
             None => None,
         };
         Ok(Op {
+            dtype: spec.default_dtype(),
             spec,
             template,
             baseline_template,
@@ -396,6 +428,49 @@ impl Op {
 
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// `NAME=value` for each parameter that `given` (parameter names) lacks and whose spec
+    /// says what configurations recorded before it existed had (`missing`): what completes a
+    /// stored configuration of an older version of the op.
+    pub fn assumed_params(&self, given: &[&str]) -> Vec<String> {
+        self.spec
+            .params
+            .iter()
+            .filter(|p| !given.contains(&p.name.as_str()))
+            .filter_map(|p| {
+                let v = toml_to_value(p.missing.as_ref()?);
+                Some(format!("{}={v}", p.name))
+            })
+            .collect()
+    }
+
+    /// The op for element type `name` (`None`: its default). An element type the spec does
+    /// not list is bad input, with the supported ones named, before anything is compiled.
+    pub fn with_dtype(mut self, name: Option<&str>) -> Result<Op> {
+        let Some(name) = name else {
+            return Ok(self);
+        };
+        let supported = self.spec.supported_dtypes();
+        match Dtype::parse(name) {
+            Some(d) if supported.contains(&d) => {
+                self.dtype = d;
+                Ok(self)
+            }
+            known => Err(Error::Usage(format!(
+                "--dtype {name}: op {} supports {} only{}",
+                self.name(),
+                crate::dtype::names(&supported),
+                if known.is_none() {
+                    format!(
+                        " ('{name}' is not an element type: {})",
+                        crate::dtype::names(&crate::dtype::ALL)
+                    )
+                } else {
+                    String::new()
+                }
+            ))),
+        }
     }
 }
 
@@ -500,12 +575,46 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             "reference_kernel needs reference_launch and [baseline_source]".into(),
         ));
     }
-    for b in &spec.buffers {
-        if b.dtype != "f32" {
+    let known = crate::dtype::names(&crate::dtype::ALL);
+    let Some(default) = Dtype::parse(&spec.dtype) else {
+        return Err(err(format!(
+            "dtype: '{}' is not an element type ({known})",
+            spec.dtype
+        )));
+    };
+    for d in &spec.dtypes {
+        if Dtype::parse(d).is_none() {
             return Err(err(format!(
-                "buffers.{}.dtype: '{}' is not supported (only f32)",
-                b.name, b.dtype
+                "dtypes: '{d}' is not an element type ({known})"
             )));
+        }
+    }
+    let supported = spec.supported_dtypes();
+    if !supported.contains(&default) {
+        return Err(err(format!(
+            "dtypes: the default dtype '{default}' is not in the list"
+        )));
+    }
+    for d in &supported {
+        if !crate::verify::reference_supports(&spec.reference, *d) {
+            return Err(err(format!(
+                "dtypes: the CPU reference '{}' computes {} only, not {d}",
+                spec.reference,
+                Dtype::F32
+            )));
+        }
+    }
+    for b in &spec.buffers {
+        match &b.dtype {
+            None => {}
+            Some(d) if supported == [default] && *d == spec.dtype => {}
+            Some(d) => {
+                return Err(err(format!(
+                    "buffers.{}.dtype: '{d}' (buffers hold the op's element type: drop this \
+                     field and list the types in `dtypes`)",
+                    b.name
+                )))
+            }
         }
     }
     match (spec.reference.as_str(), &spec.reference_config) {

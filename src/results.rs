@@ -169,10 +169,17 @@ pub fn slug(text: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
-/// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv`.
+/// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv` for float32, the type every run had
+/// before `--dtype` (so those names never change), and `DIR/<op>_<shape>_<dtype>_<gpu>.csv`
+/// for any other element type. The name depends on the run alone, not on the op's default,
+/// so `tune merge` and readers of a results folder need no spec to find a file.
 pub fn run_csv_path(dir: &Path, info: &RunInfo) -> PathBuf {
+    let dtype = match info.dtype.as_str() {
+        "" | "f32" => String::new(),
+        other => format!("_{}", slug(other)),
+    };
     dir.join(format!(
-        "{}_{}_{}.csv",
+        "{}_{}{dtype}_{}.csv",
         info.op,
         info.shape,
         slug(&info.gpu)
@@ -744,6 +751,30 @@ mod tests {
             driver: "13.0".into(),
             nvrtc: "13.0".into(),
         }
+    }
+
+    #[test]
+    fn run_csv_names_carry_the_dtype_unless_f32() {
+        let dir = Path::new("out");
+        let f32_info = info();
+        assert_eq!(
+            run_csv_path(dir, &f32_info),
+            dir.join("transpose_1000x1000_nvidia-h100-80gb-hbm3.csv"),
+            "float32 runs keep the names they had before --dtype"
+        );
+        let f64_info = RunInfo {
+            dtype: "f64".into(),
+            ..info()
+        };
+        assert_eq!(
+            run_csv_path(dir, &f64_info),
+            dir.join("transpose_1000x1000_f64_nvidia-h100-80gb-hbm3.csv")
+        );
+        assert_eq!(
+            Journal::path_for(dir, &f64_info),
+            dir.join("transpose_1000x1000_f64_nvidia-h100-80gb-hbm3.journal.jsonl"),
+            "a journal per dtype: results of one element type never resume another's"
+        );
     }
 
     #[test]

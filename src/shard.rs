@@ -224,6 +224,9 @@ pub struct Sweep {
     pub op_fingerprint: String,
     /// Every shape of the sweep, in order (not only this shard's).
     pub shapes: Vec<String>,
+    /// `--dtype`, when given (shards of one sweep must tune the same element type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
     /// `--param` overrides (with `--block-size` folded in).
     pub params: Vec<String>,
     pub reps: usize,

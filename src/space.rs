@@ -138,9 +138,11 @@ fn check_value(spec: &ParamSpec, value: &Value) -> std::result::Result<(), Strin
     Ok(())
 }
 
-/// Shape dimensions and device limits: the variables every expression of the op sees.
+/// Shape dimensions, the element size and device limits: the variables every expression of
+/// the op sees.
 pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
     let mut vars = Vars::new();
+    vars.set_int("ELEM_BYTES", op.dtype.bytes() as i64);
     for (name, dim) in op.spec.dims.iter().zip(&shape.dims) {
         vars.set_int(name, *dim as i64);
     }
@@ -321,33 +323,166 @@ mod tests {
             .clone()
     }
 
+    fn int(c: &Candidate, name: &str) -> i64 {
+        match value(c, name) {
+            Value::Int(i) => i,
+            other => panic!("{name} is not an integer: {other}"),
+        }
+    }
+
+    fn var(c: &Candidate, name: &str) -> i64 {
+        match c.vars.get(name) {
+            Some(Value::Int(i)) => *i,
+            other => panic!("{name} is not an integer define: {other:?}"),
+        }
+    }
+
     #[test]
     fn default_space_respects_every_constraint() {
-        let op = transpose();
-        let all = enumerate(&op, &shape("1000x1000"), &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
-        assert_eq!(all.len(), 4 * 6 * 2 * 2 * 4);
-        let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
-        assert!(!live.is_empty());
-        for c in &live {
-            let (Value::Int(t), Value::Int(b)) = (value(c, "TILE_DIM"), value(c, "BLOCK_ROWS"))
-            else {
-                panic!("integer params")
-            };
-            assert!(b <= t && t % b == 0 && t * b <= 1024);
-            if value(c, "BOUNDS") == Value::Str("none".into()) {
-                assert_eq!(1000 % t, 0, "BOUNDS=none kept for a non-multiple tile {t}");
+        for dtype in ["f32", "f64", "f16"] {
+            let op = transpose().with_dtype(Some(dtype)).unwrap();
+            let elem = op.dtype.bytes() as i64;
+            for s in ["1000x1000", "1024x1024", "8191x8191", "33x4097"] {
+                let sh = shape(s);
+                let (rows, cols) = (sh.dims[0] as i64, sh.dims[1] as i64);
+                let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+                assert_eq!(
+                    all.len(),
+                    3 * 6 * 4 * 3 * 2 * 3,
+                    "{dtype} {s}: default points"
+                );
+                let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
+                assert!(!live.is_empty(), "{dtype} {s}");
+                for c in &live {
+                    let (b, v) = (int(c, "BLOCK_ROWS"), int(c, "VEC"));
+                    let (tw, th) = (var(c, "TILE_W"), var(c, "TILE_H"));
+                    let threads = tw / v * b;
+                    assert!((32..=1024).contains(&threads), "{}", c.config.label());
+                    assert!(v * elem <= 16, "{}", c.config.label());
+                    assert_eq!((th / v) % b, 0, "{}", c.config.label());
+                    assert!(var(c, "SMEM_BYTES") <= 48 * 1024);
+                    if v > 1 {
+                        assert!(rows % v == 0 && cols % v == 0, "unaligned vectors kept");
+                    }
+                    if value(c, "BOUNDS") == Value::Str("none".into()) {
+                        assert!(rows % th == 0 && cols % tw == 0, "BOUNDS=none kept");
+                    }
+                    let launch = c.launch.unwrap();
+                    assert_eq!(launch.block, ((tw / v) as u32, b as u32, 1));
+                }
+                let reasons = prune_summary(&all);
+                assert_eq!(
+                    reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(),
+                    all.len()
+                );
+                let vec_live = live.iter().filter(|c| int(c, "VEC") > 1).count();
+                if s == "8191x8191" || s == "33x4097" {
+                    assert_eq!(vec_live, 0, "{dtype} {s}: odd strides cannot use vectors");
+                    assert!(reasons.iter().any(|(r, _)| r.contains("multiples of VEC")));
+                } else {
+                    assert!(vec_live > 0, "{dtype} {s}: vectors are used where aligned");
+                }
+                // Keep the compile work of CI bounded: distinct sources per shape.
+                assert!(live.len() <= 900, "{dtype} {s}: {} live", live.len());
             }
         }
-        // 1000 is a multiple of 8 only: BOUNDS=none survives only with TILE_DIM=8.
-        assert!(live
+        // 16-byte vectors at most: f64 never takes VEC=4.
+        let op = transpose().with_dtype(Some("f64")).unwrap();
+        let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        assert!(all
             .iter()
-            .any(|c| value(c, "BOUNDS") == Value::Str("none".into())));
-        let reasons = prune_summary(&all);
-        assert!(reasons.iter().any(|(r, _)| r.contains("BOUNDS=none")));
-        assert!(reasons.iter().any(|(r, _)| r.contains("threads per block")));
+            .filter(|c| int(c, "VEC") == 4)
+            .all(|c| c.pruned.as_deref().is_some_and(|r| r.contains("16 bytes"))));
+    }
+
+    #[test]
+    fn the_classic_kernel_is_one_point_of_the_space() {
+        // VEC=1, one tile per block, square: the kernel the op had before the new parameters.
+        let op = transpose();
+        let pins: Vec<ParamOverride> = [
+            "TILE_DIM=32",
+            "BLOCK_ROWS=8",
+            "PAD=1",
+            "UNROLL=on",
+            "BOUNDS=always",
+        ]
+        .iter()
+        .chain(
+            op.assumed_params(&["TILE_DIM", "BLOCK_ROWS", "PAD", "UNROLL", "BOUNDS"])
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .iter(),
+        )
+        .map(|p| parse_override(&op, p).unwrap())
+        .collect();
+        let all = enumerate(&op, &shape("1000x1000"), &DeviceLimits::SM90_DEFAULT, &pins).unwrap();
+        assert_eq!(all.len(), 1);
+        let c = &all[0];
         assert_eq!(
-            reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(),
-            all.len()
+            c.config.label(),
+            "TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=always VEC=1 TILES_PER_BLOCK=1 \
+             ASPECT=square CACHE=default"
+        );
+        assert_eq!(c.launch.unwrap().block, (32, 8, 1));
+        assert_eq!(c.launch.unwrap().grid, (32, 32, 1));
+        assert_eq!(var(c, "SMEM_BYTES"), 32 * 33 * 4);
+    }
+
+    #[test]
+    fn shapes_of_tiles_and_tiles_per_block_set_the_launch() {
+        let op = transpose();
+        let pin = |extra: &[&str]| {
+            let mut p: Vec<ParamOverride> = ["TILE_DIM=32", "BLOCK_ROWS=8", "BOUNDS=always"]
+                .iter()
+                .chain(extra)
+                .map(|t| parse_override(&op, t).unwrap())
+                .collect();
+            p.push(parse_override(&op, "UNROLL=on").unwrap());
+            let all = enumerate(&op, &shape("1000x3000"), &DeviceLimits::SM90_DEFAULT, &p).unwrap();
+            assert_eq!(all.len(), 1);
+            all.into_iter().next().unwrap()
+        };
+        let c = pin(&["VEC=1", "TILES_PER_BLOCK=1", "ASPECT=wide"]);
+        assert_eq!((var(&c, "TILE_W"), var(&c, "TILE_H")), (64, 32));
+        assert_eq!(c.launch.unwrap().block, (64, 8, 1));
+        assert_eq!(c.launch.unwrap().grid, (47, 32, 1));
+        assert_eq!(var(&c, "OUT_ROWS"), 16);
+        let c = pin(&["VEC=4", "TILES_PER_BLOCK=2", "ASPECT=tall"]);
+        assert_eq!((var(&c, "TILE_W"), var(&c, "TILE_H")), (32, 64));
+        assert_eq!(c.launch.unwrap().block, (8, 8, 1));
+        // 1000 rows: 16 tiles of 64, two per block.
+        assert_eq!(c.launch.unwrap().grid, (94, 8, 1));
+        assert_eq!(
+            var(&c, "SMEM_BYTES"),
+            32 * 64 * 4,
+            "vectors: swizzled, not padded"
+        );
+        assert_eq!(
+            var(&c, "OUT_ROWS"),
+            4,
+            "64 threads cover 4 rows of out (16 vectors each)"
+        );
+        assert!(c.pruned.is_none(), "{:?}", c.pruned);
+        // A tall tile with one row of threads cannot cover a row of out (32 > 8 threads).
+        let c = pin(&["VEC=4", "TILES_PER_BLOCK=1", "ASPECT=tall"]);
+        assert!(c.pruned.is_none());
+        let p: Vec<ParamOverride> = [
+            "TILE_DIM=32",
+            "BLOCK_ROWS=1",
+            "BOUNDS=always",
+            "UNROLL=on",
+            "VEC=1",
+            "TILES_PER_BLOCK=1",
+            "ASPECT=tall",
+        ]
+        .iter()
+        .map(|t| parse_override(&op, t).unwrap())
+        .collect();
+        let all = enumerate(&op, &shape("1000x3000"), &DeviceLimits::SM90_DEFAULT, &p).unwrap();
+        assert_eq!(
+            all[0].pruned.as_deref(),
+            Some("too few threads to cover one row of out (TILE_H / VEC vectors)")
         );
     }
 
@@ -375,12 +510,19 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 2 * 2 * 4);
-        // TILE_DIM=128 needs 128*129*4 bytes > 48 KiB: always pruned.
+        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3);
+        // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
             .filter(|c| value(c, "TILE_DIM") == Value::Int(128))
             .all(|c| c.pruned.is_some()));
+        // In f16 a square 128 tile fits (32 KiB).
+        let op = transpose().with_dtype(Some("f16")).unwrap();
+        let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
+        let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
+        assert!(all
+            .iter()
+            .any(|c| value(c, "TILE_DIM") == Value::Int(128) && c.pruned.is_none()));
     }
 
     #[test]

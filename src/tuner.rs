@@ -35,6 +35,9 @@ pub struct TuneOptions {
     /// A template file that replaces the one the spec names.
     pub template: Option<PathBuf>,
     pub shape: String,
+    /// Element type (`f32`, `f64`, `f16`); `None`: the op's default. One the op's templates do
+    /// not support is bad input ([`Op::with_dtype`]).
+    pub dtype: Option<String>,
     /// `NAME=v1,v2,...` overrides.
     pub params: Vec<String>,
     pub bench: BenchSettings,
@@ -87,6 +90,7 @@ impl Default for TuneOptions {
             spec: None,
             template: None,
             shape: String::new(),
+            dtype: None,
             params: Vec::new(),
             bench: BenchSettings {
                 warmup: 3,
@@ -533,12 +537,14 @@ fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
     pb
 }
 
-/// The op the options name: a user's spec, or a built-in (or `--templates`) op.
+/// The op the options name (a user's spec, or a built-in or `--templates` op), for the
+/// element type they name.
 pub fn load_op(opts: &TuneOptions) -> Result<Op> {
     match &opts.spec {
         Some(spec) => Op::load_spec(spec, opts.template.as_deref()),
         None => Op::load(&opts.op, opts.templates.as_deref()),
-    }
+    }?
+    .with_dtype(opts.dtype.as_deref())
 }
 
 /// The shapes of a sweep: `--shape A,B,C` or `--shapes FILE`, all checked against the op
@@ -720,7 +726,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut info = RunInfo {
         op: op.name().to_string(),
         shape: shape.to_string(),
-        dtype: op.spec.dtype.clone(),
+        dtype: op.dtype.name().to_string(),
         gpu: dev.name.clone(),
         compute_capability: format!("{}.{}", dev.compute_capability.0, dev.compute_capability.1),
         cache: opts.bench.cache.as_str().to_string(),
@@ -890,6 +896,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         device: opts.device,
         bench: opts.bench,
         seed: opts.seed,
+        dtype: op.dtype,
         reference: op.spec.reference.clone(),
         reference_kernel,
         shape: shape.dims.clone(),
@@ -1609,10 +1616,11 @@ fn baseline_launch(
     )
 }
 
-/// Sizes of the op's buffers for this shape.
+/// Sizes of the op's buffers for this shape, in elements of `elem_bytes` bytes.
 struct BufferLayout {
     buffers: Vec<(String, Role, usize, crate::ops::Fill)>,
     args: Vec<ArgSpec>,
+    elem_bytes: usize,
 }
 
 enum ArgSpec {
@@ -1623,6 +1631,7 @@ enum ArgSpec {
 impl BufferLayout {
     fn new(op: &Op, base: &Vars) -> Result<BufferLayout> {
         let mut buffers = Vec::new();
+        let elem_bytes = op.dtype.bytes();
         for b in &op.spec.buffers {
             let n = base.eval_int(
                 &b.elements,
@@ -1630,7 +1639,7 @@ impl BufferLayout {
             )?;
             let n = usize::try_from(n)
                 .ok()
-                .filter(|n| n.checked_mul(4).is_some())
+                .filter(|n| n.checked_mul(elem_bytes).is_some())
                 .ok_or_else(|| Error::Expr {
                     expr: b.elements.clone(),
                     context: format!("{} buffers.{}", op.origin, b.name),
@@ -1652,7 +1661,11 @@ impl BufferLayout {
                 args.push(ArgSpec::Int(v));
             }
         }
-        Ok(BufferLayout { buffers, args })
+        Ok(BufferLayout {
+            buffers,
+            args,
+            elem_bytes,
+        })
     }
 
     fn output(&self) -> (&str, usize) {
@@ -1666,7 +1679,9 @@ impl BufferLayout {
     /// Device bytes a run needs: the buffers, the expected output, and the L2 flush buffer.
     fn check_memory(&self, device: &DeviceInfo, free: u64) -> Result<()> {
         let elems: usize = self.buffers.iter().map(|b| b.2).sum::<usize>() + self.output().1;
-        let need = elems as u64 * 4 + (device.l2_bytes as u64 * 2).max(64 << 20) + (64 << 20);
+        let need = elems as u64 * self.elem_bytes as u64
+            + (device.l2_bytes as u64 * 2).max(64 << 20)
+            + (64 << 20);
         if need > free {
             return Err(Error::OutOfMemory {
                 need_mib: need >> 20,

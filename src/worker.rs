@@ -111,6 +111,9 @@ pub struct Job {
     pub device: usize,
     pub bench: BenchSettings,
     pub seed: u64,
+    /// Element type of every buffer (the run's `--dtype`).
+    #[serde(default)]
+    pub dtype: crate::dtype::Dtype,
     pub reference: String,
     pub reference_kernel: Option<ReferenceKernel>,
     pub shape: Vec<u64>,
@@ -164,30 +167,34 @@ enum Line {
     Ready,
 }
 
-/// Host-side data of a job: inputs and, when computed on the CPU, the expected output.
+/// Host-side data of a job: inputs and, when computed on the CPU, the expected output, as
+/// raw bytes of the job's element type.
 pub struct HostData {
-    pub inputs: Vec<Vec<f32>>,
-    pub reference: Option<Vec<f32>>,
+    pub inputs: Vec<Vec<u8>>,
+    pub reference: Option<Vec<u8>>,
 }
 
 impl HostData {
     pub fn new(job: &Job) -> Result<HostData> {
-        let inputs: Vec<Vec<f32>> = job
+        let inputs: Vec<Vec<u8>> = job
             .buffers
             .iter()
             .enumerate()
             .filter(|(_, b)| b.input)
-            .map(|(i, b)| verify::fill_input(b.fill, b.len, job.seed.wrapping_add(i as u64)))
+            .map(|(i, b)| {
+                verify::fill_input(b.fill, job.dtype, b.len, job.seed.wrapping_add(i as u64))
+            })
             .collect();
         let reference = match job.reference_kernel {
             Some(_) => None,
             None => {
-                let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+                let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
                 Some(verify::cpu_reference(
                     &job.reference,
                     &Shape {
                         dims: job.shape.clone(),
                     },
+                    job.dtype,
                     &refs,
                 )?)
             }
@@ -220,7 +227,7 @@ impl Session {
         let mut buffers = Vec::new();
         let mut inputs = host.inputs.iter();
         for b in &job.buffers {
-            let mut buf = gpu.alloc(b.len, &b.name)?;
+            let mut buf = gpu.alloc(b.len, job.dtype.bytes(), &b.name)?;
             if b.input {
                 gpu.upload(
                     inputs.next().expect("one host input per input buffer"),
@@ -234,7 +241,7 @@ impl Session {
             .position(|(n, _)| *n == job.output)
             .ok_or_else(|| Error::Usage("job output buffer missing".into()))?;
         let out_len = buffers[output].1.len;
-        let mut expected = gpu.alloc(out_len, "the expected output")?;
+        let mut expected = gpu.alloc(out_len, job.dtype.bytes(), "the expected output")?;
         let find = |name: &str| buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b.ptr);
         let args = job
             .args
@@ -271,7 +278,7 @@ impl Session {
                 gpu.launch(&kernel, dims, &ref_args)?;
                 gpu.synchronize("computing the GPU reference")?;
                 let on_gpu = gpu.download(&expected)?;
-                let refs: Vec<&[f32]> = host.inputs.iter().map(Vec::as_slice).collect();
+                let refs: Vec<&[u8]> = host.inputs.iter().map(Vec::as_slice).collect();
                 // A reference configuration of a user's op is the answer by definition;
                 // built-in GPU references are checked against the CPU first.
                 if job.reference != "config" {
@@ -428,7 +435,7 @@ impl Session {
         let outcome = match &task.work {
             Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
                 (Some(f), Some(t)) => {
-                    let (src, dst, bytes) = (f.ptr, t.ptr, f.len.min(t.len) * 4);
+                    let (src, dst, bytes) = (f.ptr, t.ptr, f.bytes().min(t.bytes()));
                     self.check_and_time(job, task, expect, mode, &mut r, &|| {
                         self.gpu.copy(dst, src, bytes)
                     })

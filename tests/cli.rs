@@ -207,8 +207,9 @@ fn zero_reps_is_rejected() {
 
 #[test]
 fn a_space_emptied_by_the_constraints_is_rejected() {
-    // 64 x 32 = 2048 threads per block: every configuration is over the limit. The limits
-    // are the GPU's in a tuning run, so only --compile-only (sm_90 limits) needs no GPU.
+    // 64 x 32 = 2048 threads per block (one element per thread): every configuration is
+    // over the limit. The limits are the GPU's in a tuning run, so only --compile-only (sm_90
+    // limits) needs no GPU.
     let line = input_error_compile_only(&[
         "--shape",
         "64x64",
@@ -216,6 +217,8 @@ fn a_space_emptied_by_the_constraints_is_rejected() {
         "TILE_DIM=64",
         "--param",
         "BLOCK_ROWS=32",
+        "--param",
+        "VEC=1",
     ]);
     assert!(line.contains("pruned"), "{line}");
     assert!(
@@ -359,27 +362,70 @@ fn compiles_cleanly(tmp: &TempDir, args: &[&str]) -> Summary {
     s
 }
 
+/// Every default transpose variant of every element type compiles, at a shape that is a
+/// multiple of every tile (all bounds modes, vectors everywhere)...
 #[test]
 fn every_default_variant_compiles_for_a_tile_multiple_shape() {
     let tmp = tmp();
-    let s = compiles_cleanly(&tmp, &["--shape", "1000x1000", "--no-cache"]);
-    assert!(s.compiled > 100, "too few variants compiled: {s:?}");
-    assert_eq!(s.from_cache, 0, "--no-cache reads no cache: {s:?}");
-    assert!(s.unique >= 1 && s.unique <= s.compiled, "{s:?}");
+    for (dtype, live) in [("f32", 840), ("f64", 504), ("f16", 840)] {
+        let s = compiles_cleanly(
+            &tmp,
+            &["--shape", "256x512", "--dtype", dtype, "--no-cache"],
+        );
+        assert_eq!(s.compiled, live, "{dtype}: {s:?}");
+        assert_eq!(
+            s.compiled + s.pruned,
+            1296,
+            "{dtype}: the default space: {s:?}"
+        );
+        assert_eq!(s.from_cache, 0, "--no-cache reads no cache: {s:?}");
+        assert_eq!(
+            s.unique, s.compiled,
+            "{dtype}: every variant is its own source: {s:?}"
+        );
+    }
     assert!(
         !tmp.path().join("cache").exists(),
         "--no-cache must not write the cache"
     );
 }
 
+/// ... and at odd strides, where only one element per access is aligned (VEC=1) and the
+/// right and bottom tiles are partial.
 #[test]
 fn every_default_variant_compiles_for_a_non_multiple_shape() {
     let tmp = tmp();
-    let s = compiles_cleanly(&tmp, &["--shape", "999x1001", "--no-cache"]);
-    assert!(s.compiled > 100, "too few variants compiled: {s:?}");
-    // BOUNDS=none needs tile multiples, so a ragged shape prunes every BOUNDS=none variant.
-    assert!(s.pruned > 0, "{s:?}");
-    assert_eq!(s.from_cache, 0, "{s:?}");
+    for (dtype, live) in [("f32", 258), ("f64", 210), ("f16", 258)] {
+        let s = compiles_cleanly(
+            &tmp,
+            &["--shape", "999x1001", "--dtype", dtype, "--no-cache"],
+        );
+        assert_eq!(s.compiled, live, "{dtype}: {s:?}");
+        // BOUNDS=none needs tile multiples and VEC > 1 needs even strides: all pruned here.
+        assert_eq!(s.compiled + s.pruned, 1296, "{dtype}: {s:?}");
+        assert_eq!(s.from_cache, 0, "{s:?}");
+    }
+}
+
+#[test]
+fn dtypes_an_op_does_not_support_are_rejected() {
+    for op in [
+        ["--op", "matmul", "--shape", "64x64x64"],
+        ["--op", "sgemm", "--shape", "64x64x64"],
+    ] {
+        let line = input_error_everywhere(&[&op[..], &["--dtype", "f64"]].concat());
+        assert!(
+            line.contains("--dtype f64")
+                && line.contains(&format!("op {} supports f32 only", op[1])),
+            "{line}"
+        );
+    }
+    let line = input_error_everywhere(&["--shape", "64x64", "--dtype", "bf16"]);
+    assert!(
+        line.contains("op transpose supports f32, f64, f16 only")
+            && line.contains("'bf16' is not an element type"),
+        "{line}"
+    );
 }
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
@@ -407,6 +453,16 @@ fn emit_writes_one_source_per_compiled_variant() {
             "TILE_DIM=16",
             "--param",
             "BLOCK_ROWS=4,8",
+            "--param",
+            "PAD=0,1",
+            "--param",
+            "UNROLL=off,on",
+            "--param",
+            "VEC=1",
+            "--param",
+            "TILES_PER_BLOCK=1",
+            "--param",
+            "ASPECT=square",
             "--emit",
             emit_arg,
         ],
@@ -427,7 +483,7 @@ fn emit_writes_one_source_per_compiled_variant() {
         );
         let src = std::fs::read_to_string(f).expect("emitted source is UTF-8");
         for needle in [
-            "#define TILE_DIM 16",
+            "#define TILE_W 16",
             "#define BLOCK_ROWS",
             "#define PAD",
             "__global__",
@@ -452,9 +508,17 @@ fn the_cubin_cache_is_reused_and_a_damaged_entry_is_rebuilt() {
         "--param",
         "BLOCK_ROWS=4,8",
         "--param",
+        "PAD=0,1",
+        "--param",
         "UNROLL=on",
         "--param",
         "BOUNDS=always",
+        "--param",
+        "VEC=1",
+        "--param",
+        "TILES_PER_BLOCK=1",
+        "--param",
+        "ASPECT=square",
     ];
     let first = compiles_cleanly(&tmp, &args);
     assert_eq!(first.compiled, 8, "{first:?}");
@@ -523,8 +587,8 @@ fn templates_with(edit: impl Fn(&str) -> String) -> TempDir {
 fn a_tera_syntax_error_names_the_template() {
     let templates = templates_with(|t| {
         t.replacen(
-            "    __shared__ float tile",
-            "{% if %}\n    __shared__ float tile",
+            "    __shared__ tile_t tile",
+            "{% if %}\n    __shared__ tile_t tile",
             1,
         )
     });
@@ -537,8 +601,8 @@ fn a_tera_syntax_error_names_the_template() {
 fn cuda_that_does_not_compile_for_one_value_fails_only_those_variants() {
     let templates = templates_with(|t| {
         t.replacen(
-            "    __shared__ float tile",
-            "{% if PAD == 1 %}this is not cuda;{% endif %}\n    __shared__ float tile",
+            "    __shared__ tile_t tile",
+            "{% if PAD == 1 %}this is not cuda;{% endif %}\n    __shared__ tile_t tile",
             1,
         )
     });
@@ -556,9 +620,17 @@ fn cuda_that_does_not_compile_for_one_value_fails_only_those_variants() {
             "--param",
             "BLOCK_ROWS=8",
             "--param",
+            "PAD=0,1",
+            "--param",
             "UNROLL=on",
             "--param",
             "BOUNDS=always,edge",
+            "--param",
+            "VEC=1",
+            "--param",
+            "TILES_PER_BLOCK=1",
+            "--param",
+            "ASPECT=square",
         ],
     );
     assert_eq!(
@@ -617,6 +689,8 @@ fn help_shows_the_options_and_examples() {
             predicate::str::contains("Examples:")
                 .and(predicate::str::contains("--param"))
                 .and(predicate::str::contains("--compile-only"))
+                .and(predicate::str::contains("--dtype"))
+                .and(predicate::str::contains("--dtype f16"))
                 .and(predicate::str::contains("--shape"))
                 .and(predicate::str::contains(
                     "tune --op transpose --shape 1000x1000",

@@ -326,7 +326,9 @@ fn rust_api_finds_exact_nearest_and_valid_entries() {
     assert!(!valid_for(t8192, &[8191, 8191], None).unwrap());
     assert!(!valid_for(t8192, &[1000], None).unwrap());
     let src = tuned_source(best, None).unwrap();
-    assert!(src.contains("#define TILE_DIM 64") && src.contains("#define EVEN_TILES false"));
+    assert!(src.contains("#define TILE_W 64") && src.contains("#define EVEN_TILES false"));
+    // A row stored before VEC, TILES_PER_BLOCK, ASPECT and CACHE existed: the kernel it had.
+    assert!(src.contains("#define VEC 1") && src.contains("#define TILES_PER_BLOCK 1"));
     assert!(src.contains("transpose(float* __restrict__ out"));
     assert_eq!(shape_distance(&[1000, 1000], &[1000, 1000]), Some(0.0));
     assert_eq!(parse_dims("1000x3000"), Some(vec![1000, 3000]));

@@ -126,34 +126,112 @@ fn every_variant_verifies_on_multiple_and_odd_shapes() {
     }
 }
 
+/// Every default transpose variant of the other element types verifies: at an odd shape
+/// (one element per access, partial tiles) and at shapes where vectors are aligned, tiles
+/// partial (1000) or whole (1024). The copy baselines (the roof) verify too, and the files
+/// are named by the dtype.
+#[test]
+fn every_variant_verifies_in_f64_and_f16() {
+    if skip("every_variant_verifies_in_f64_and_f16") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for dtype in ["f64", "f16"] {
+        for shape in ["33x4097", "1000x1000", "1024x1024"] {
+            let out = tempfile::tempdir().unwrap();
+            let mut opts = options(shape, out.path());
+            opts.dtype = Some(dtype.into());
+            let o = tune(&opts).unwrap();
+            let failed: Vec<String> = o
+                .records
+                .iter()
+                .filter(|r| r.status == Status::Failed)
+                .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
+                .collect();
+            assert!(
+                failed.is_empty(),
+                "{dtype} {shape}: failures:\n{}",
+                failed.join("\n")
+            );
+            let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+            assert!(
+                ok.len() >= 200,
+                "{dtype} {shape}: only {} verified",
+                ok.len()
+            );
+            let vectors = ok.iter().filter(|r| param(r, "VEC") != "1").count();
+            assert_eq!(
+                vectors > 0,
+                shape != "33x4097",
+                "{dtype} {shape}: {vectors} VEC>1"
+            );
+            assert!(o
+                .records
+                .iter()
+                .filter(|r| r.kind == "baseline")
+                .all(|r| r.status == Status::Ok));
+            let info = o.info.as_ref().unwrap();
+            assert_eq!(info.dtype, dtype);
+            let csv = o.csv_path.as_ref().unwrap();
+            assert!(
+                csv.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .contains(&format!("_{shape}_{dtype}_")),
+                "{}",
+                csv.display()
+            );
+            let best = &o.records[o.best.expect("a best variant")];
+            println!(
+                "{dtype} {shape}: {} verified, best {} at {:.1} GB/s ({:.1} % of {})",
+                ok.len(),
+                best.label(),
+                best.throughput.unwrap(),
+                best.frac_of_roof.unwrap_or(0.0) * 100.0,
+                info.roof
+            );
+        }
+    }
+}
+
 #[test]
 fn wrong_results_are_failed_never_best() {
     if skip("wrong_results_are_failed_never_best") {
         return;
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
-    // PAD=1 variants write a slightly wrong value: they must be caught by verification.
+    // PAD=1 variants flip the lowest bit of what they write: the comparison of raw bits must
+    // catch it for elements of every size.
     let (_keep, dir) = templates_with(|t| {
         t.replace(
-            "out[oy * rows + ox] = tile[threadIdx.x][threadIdx.y + j];",
-            "out[oy * rows + ox] = tile[threadIdx.x][threadIdx.y + j]{% if PAD == 1 %} * 1.0001f{% endif %};",
+            "STORE(&out[oy * rows + ox], tile[ox_in_tile][oy0_in_tile + j]);",
+            "STORE(&out[oy * rows + ox], tile[ox_in_tile][oy0_in_tile + j]{% if PAD == 1 %} ^ 1u{% endif %});",
         )
     });
-    let out = tempfile::tempdir().unwrap();
-    let mut opts = options("512x768", out.path());
-    opts.templates = Some(dir);
-    opts.cubin_cache = false;
-    opts.params = vec!["TILE_DIM=16,32".into()];
-    let o = tune(&opts).unwrap();
-    for r in variants(&o).filter(|r| r.status != Status::Pruned) {
-        if param(r, "PAD") == "1" {
-            assert_eq!(r.status, Status::Failed, "{}", r.label());
-            assert!(r.error.contains("wrong result"), "{}", r.error);
-        } else {
-            assert_eq!(r.status, Status::Ok, "{}: {}", r.label(), r.error);
+    for dtype in ["f32", "f64", "f16"] {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options("512x768", out.path());
+        opts.templates = Some(dir.clone());
+        opts.cubin_cache = false;
+        opts.dtype = Some(dtype.into());
+        opts.params = vec![
+            "TILE_DIM=16,32".into(),
+            "PAD=0,1".into(),
+            "VEC=1".into(),
+            "TILES_PER_BLOCK=1".into(),
+            "ASPECT=square".into(),
+        ];
+        let o = tune(&opts).unwrap();
+        for r in variants(&o).filter(|r| r.status != Status::Pruned) {
+            if param(r, "PAD") == "1" {
+                assert_eq!(r.status, Status::Failed, "{dtype} {}", r.label());
+                assert!(r.error.contains("wrong result"), "{}", r.error);
+            } else {
+                assert_eq!(r.status, Status::Ok, "{dtype} {}: {}", r.label(), r.error);
+            }
         }
+        assert_eq!(param(&o.records[o.best.unwrap()], "PAD"), "0");
     }
-    assert_eq!(param(&o.records[o.best.unwrap()], "PAD"), "0");
 }
 
 #[test]
@@ -166,19 +244,27 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
     // PAD=1 variants declare __launch_bounds__(32) but launch 256 threads: the launch fails.
     let (_keep, dir) = templates_with(|t| {
         t.replace(
-            "__launch_bounds__(TILE_DIM * BLOCK_ROWS)",
-            "__launch_bounds__({% if PAD == 1 %}32{% else %}TILE_DIM * BLOCK_ROWS{% endif %})",
+            "__launch_bounds__(THREADS)",
+            "__launch_bounds__({% if PAD == 1 %}32{% else %}THREADS{% endif %})",
         )
         .replace(
-            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n    const long long tiles_y",
-            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1.0f;\n{% endif %}    const long long tiles_y",
+            "    __shared__ tile_t tile;\n    const long long tiles_y",
+            "    __shared__ tile_t tile;\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1;\n{% endif %}    const long long tiles_y",
         )
     });
     let out = tempfile::tempdir().unwrap();
     let mut opts = options("256x256", out.path());
     opts.templates = Some(dir);
     opts.cubin_cache = false;
-    opts.params = vec!["TILE_DIM=32".into(), "BLOCK_ROWS=8".into()];
+    opts.params = vec![
+        "TILE_DIM=32".into(),
+        "BLOCK_ROWS=8".into(),
+        "PAD=0,1".into(),
+        "UNROLL=off,on".into(),
+        "VEC=1".into(),
+        "TILES_PER_BLOCK=1".into(),
+        "ASPECT=square".into(),
+    ];
     let o = tune(&opts).unwrap();
     let live: Vec<&Record> = variants(&o)
         .filter(|r| r.status != Status::Pruned)
@@ -209,8 +295,8 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
     // UNROLL=on variants spin forever.
     let (_keep, dir) = templates_with(|t| {
         t.replace(
-            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n    const long long tiles_y",
-            "    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n{% if UNROLL == \"on\" %}    while (((volatile const float*)in)[0] < 2.0f) {}\n{% endif %}    const long long tiles_y",
+            "    __shared__ tile_t tile;\n    const long long tiles_y",
+            "    __shared__ tile_t tile;\n{% if UNROLL == \"on\" %}    while (((volatile const float*)in)[0] < 2.0f) {}\n{% endif %}    const long long tiles_y",
         )
     });
     let out = tempfile::tempdir().unwrap();
@@ -222,6 +308,11 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
         "TILE_DIM=32".into(),
         "BLOCK_ROWS=8".into(),
         "BOUNDS=always".into(),
+        "PAD=0,1".into(),
+        "UNROLL=off,on".into(),
+        "VEC=1".into(),
+        "TILES_PER_BLOCK=1".into(),
+        "ASPECT=square".into(),
     ];
     let start = std::time::Instant::now();
     let o = tune(&opts).unwrap();
@@ -354,7 +445,12 @@ fn resume_reuses_the_journal_and_measures_only_what_is_missing() {
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let mut opts = options("512x512", out.path());
-    opts.params = vec!["TILE_DIM=16,32".into(), "BOUNDS=none,edge".into()];
+    opts.params = vec![
+        "TILE_DIM=16,32".into(),
+        "BOUNDS=none,edge".into(),
+        "TILES_PER_BLOCK=1".into(),
+        "ASPECT=square".into(),
+    ];
     let first = tune(&opts).unwrap();
     let journal = first.journal_path.clone().unwrap();
     let lines = std::fs::read_to_string(&journal).unwrap().lines().count();

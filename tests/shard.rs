@@ -211,6 +211,16 @@ fn the_shards_of_a_compile_only_run_emit_exactly_the_unsharded_sources() {
         "TILE_DIM=16,32",
         "--param",
         "BLOCK_ROWS=2,4,8",
+        "--param",
+        "PAD=0,1",
+        "--param",
+        "UNROLL=off,on",
+        "--param",
+        "VEC=1",
+        "--param",
+        "TILES_PER_BLOCK=1",
+        "--param",
+        "ASPECT=square",
     ];
     let emit = |name: &str| t.path().join(name);
     let run = |dir: &str, shard: Option<&str>| {
@@ -265,6 +275,12 @@ fn a_sweep_of_many_shapes_is_split_by_whole_shapes() {
         "UNROLL=on",
         "--param",
         "BOUNDS=edge",
+        "--param",
+        "VEC=1",
+        "--param",
+        "TILES_PER_BLOCK=1",
+        "--param",
+        "ASPECT=square",
     ];
     let mut seen: Vec<String> = Vec::new();
     for k in 0..3 {
@@ -350,6 +366,7 @@ fn sweep(shapes: &[&str]) -> Sweep {
         op: "transpose".into(),
         op_fingerprint: shard::op_fingerprint(&op),
         shapes: shapes.iter().map(|s| s.to_string()).collect(),
+        dtype: None,
         params: vec![],
         reps: 30,
         warmup: 3,

@@ -34,7 +34,14 @@ impl TunedKernel {
 /// limits ([`DeviceLimits::SM90_DEFAULT`]). Every parameter of the op must be given once;
 /// values outside the spec's default lists are accepted as `--param` accepts them.
 pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> {
-    let pairs = parse_params(params);
+    let mut pairs = parse_params(params);
+    // A row stored before some parameters existed: they take the values it had then.
+    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+    for assumed in op.assumed_params(&names) {
+        if let Some((n, v)) = assumed.split_once('=') {
+            pairs.push((n.to_string(), v.to_string()));
+        }
+    }
     let mut overrides = Vec::new();
     for (name, value) in &pairs {
         overrides.push(parse_override(op, &format!("{name}={value}"))?);
@@ -75,7 +82,8 @@ pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> 
 /// The op, shape and configuration of a row, rendered. `templates`: where op specs and
 /// templates are read from (`None`: the built-in ones, as `tune` without `--templates`).
 pub fn specialize(row: &BestRow, templates: Option<&Path>) -> Result<TunedKernel> {
-    let op = Op::load(&row.op, templates)?;
+    let op = Op::load(&row.op, templates)?
+        .with_dtype(Some(row.dtype.as_str()).filter(|d| !d.is_empty()))?;
     let shape = Shape::parse(&row.shape, &op.spec.dims)?;
     let candidate = candidate_for(&op, &shape, &row.params)?;
     if let Some(why) = &candidate.pruned {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 9 on the GPU machine (no Rust there), from binaries built here by scripts/gpu-build.sh
+# into .gpu/. Logs and CSVs go to $OUT (default ./gpu-out).
+# Usage: bash scripts/gpu-dtype.sh [tests|table|quick|levers]
+#   tests:  the GPU tests (every transpose variant verifies in f32, f64 and f16, ...)
+#   table:  the issue's table: every dtype at 1000x1000, 1024x1024, 4096x4096, 8192x8192 and
+#           the non-multiples 8191x8191 (odd strides: no vectors) and 6000x6000 (even strides,
+#           partial 64-tiles); exhaustive (the default space is under 1024 valid points)
+#   quick:  8192x8192 and 8191x8191 in every dtype
+#   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+part=${1:-table}
+mkdir -p "$OUT/results"
+export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache} TUNE_EXE=$PWD/.gpu/tune
+log="$OUT/dtype.log"
+run() {
+  echo | tee -a "$log"
+  echo "== tune $*" | tee -a "$log"
+  local t0=$(date +%s%N)
+  ./.gpu/tune "$@" --out "${RESULTS:-$OUT/results}" 2>>"$OUT/stderr.log" | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "exit $rc, wall $((ms / 1000)).$(printf %03d $((ms % 1000))) s" | tee -a "$log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
+case "$part" in
+  tests)
+    ./.gpu/gpu-tests --nocapture --test-threads=1 2>&1 | tee "$OUT/gpu-tests.log" \
+      | grep -E "^test |test result|verified, best|panicked" | tee -a "$log"
+    ;;
+  table)
+    for dtype in f32 f64 f16; do
+      for shape in 1000x1000 1024x1024 4096x4096 8192x8192 8191x8191 6000x6000; do
+        run --op transpose --shape "$shape" --dtype "$dtype"
+      done
+    done
+    ;;
+  quick)
+    for dtype in f32 f64 f16; do
+      for shape in 8192x8192 8191x8191; do
+        run --op transpose --shape "$shape" --dtype "$dtype"
+      done
+    done
+    ;;
+  levers)
+    base=(--op transpose --shape 8191x8191 --param TILE_DIM=32,64 --param BLOCK_ROWS=4,8,16,32)
+    # Each in its own folder: runs of one op, shape and dtype write the same file names.
+    RESULTS=$OUT/levers-aspect run "${base[@]}" --param ASPECT=square,wide,tall --param TILES_PER_BLOCK=1
+    RESULTS=$OUT/levers-tiles run "${base[@]}" --param ASPECT=square --param TILES_PER_BLOCK=1,2,4
+    RESULTS=$OUT/levers-cache run "${base[@]}" --param ASPECT=square,wide,tall --param CACHE=default,streaming
+    RESULTS=$OUT/levers-swizzle run --op transpose --shape 8192x8192 --dtype f16 --param PAD=0,1 --param VEC=2,4
+    ;;
+esac
