@@ -94,21 +94,25 @@ impl SearchSpace {
         })
     }
 
-    /// The live candidates of an enumerated space, and for each point the index of its
-    /// candidate in `candidates` (what the tuner needs to go from a proposal to a kernel).
-    pub fn from_candidates(candidates: &[Candidate]) -> Result<(SearchSpace, Vec<usize>)> {
+    /// The candidates `live` (positions in `candidates`, e.g. the unpruned ones, or a shard's
+    /// share of them) as a space, and for each point its candidate's `index` (what the tuner
+    /// needs to go from a proposal to a kernel). Nothing is copied but the value labels.
+    pub fn from_candidates(
+        candidates: &[Candidate],
+        live: &[usize],
+    ) -> Result<(SearchSpace, Vec<usize>)> {
         let names: Vec<String> = candidates
             .first()
             .map(|c| c.config.values.iter().map(|(n, _)| n.clone()).collect())
             .unwrap_or_default();
-        let mut rows = Vec::new();
-        let mut which = Vec::new();
-        for (i, c) in candidates.iter().enumerate() {
-            if c.pruned.is_none() {
-                rows.push(c.config.values.iter().map(|(_, v)| v.to_string()).collect());
-                which.push(i);
-            }
-        }
+        let rows: Vec<Vec<String>> = live
+            .iter()
+            .map(|&i| {
+                let values = &candidates[i].config.values;
+                values.iter().map(|(_, v)| v.to_string()).collect()
+            })
+            .collect();
+        let which = live.iter().map(|&i| candidates[i].index).collect();
         Ok((SearchSpace::from_rows(names, &rows)?, which))
     }
 

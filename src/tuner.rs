@@ -1291,7 +1291,7 @@ impl Search {
         live: &[usize],
     ) -> Result<Option<Search>> {
         // The space is the live configurations this run owns (all, or a shard's share).
-        let owned: Vec<Candidate> = live.iter().map(|&i| candidates[i].clone()).collect();
+        let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
         let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
             ("auto", None) if live <= AUTO_EXHAUSTIVE_MAX => return Ok(None),
@@ -1300,13 +1300,11 @@ impl Search {
             (other, _) => other,
         };
         let budget = opts.budget.unwrap_or(Budget::Variants(DEFAULT_BUDGET));
-        let (space, which) = crate::search::SearchSpace::from_candidates(&owned)?;
         let hint = match budget {
             Budget::Variants(n) => Some(n),
             Budget::Seconds(_) => None,
         };
         let strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
-        let candidate_of: Vec<usize> = which.iter().map(|&i| owned[i].index).collect();
         let point_of = candidate_of
             .iter()
             .enumerate()
