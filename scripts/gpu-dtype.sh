@@ -7,6 +7,8 @@
 #           the non-multiples 8191x8191 (odd strides: no vectors) and 6000x6000 (even strides,
 #           partial 64-tiles); exhaustive (the default space is under 1024 valid points)
 #   quick:  8192x8192 and 8191x8191 in every dtype
+#   odd:    small odd shapes (every variant verified), then the odd stride 8191x8191 in
+#           every dtype
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -41,6 +43,18 @@ case "$part" in
       for shape in 8192x8192 8191x8191; do
         run --op transpose --shape "$shape" --dtype "$dtype"
       done
+    done
+    ;;
+  odd)
+    # Small odd shapes first (every variant verified: the peeled and sector-aligned paths at
+    # ragged edges), each in its own folder.
+    for dtype in f32 f64 f16; do
+      for shape in 7x5 1x9 9x1 33x4097 4097x33 999x1001; do
+        RESULTS=/tmp/odd-small run --op transpose --shape "$shape" --dtype "$dtype" --reps 5 | grep -E "^Best|verified configurations"
+      done
+    done
+    for dtype in f32 f64 f16; do
+      run --op transpose --shape 8191x8191 --dtype "$dtype"
     done
     ;;
   levers)

@@ -127,7 +127,7 @@ fn every_variant_verifies_on_multiple_and_odd_shapes() {
 }
 
 /// Every default transpose variant of the other element types verifies: at an odd shape
-/// (one element per access, partial tiles) and at shapes where vectors are aligned, tiles
+/// (vectors peeled per row, partial tiles) and at shapes where vectors are aligned, tiles
 /// partial (1000) or whole (1024). The copy baselines (the roof) verify too, and the files
 /// are named by the dtype.
 #[test]
@@ -159,12 +159,9 @@ fn every_variant_verifies_in_f64_and_f16() {
                 "{dtype} {shape}: only {} verified",
                 ok.len()
             );
+            // Vectors at every shape: at the odd stride each row is peeled to aligned vectors.
             let vectors = ok.iter().filter(|r| param(r, "VEC") != "1").count();
-            assert_eq!(
-                vectors > 0,
-                shape != "33x4097",
-                "{dtype} {shape}: {vectors} VEC>1"
-            );
+            assert!(vectors > 0, "{dtype} {shape}: no VEC>1 variant verified");
             assert!(o
                 .records
                 .iter()
