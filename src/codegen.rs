@@ -127,7 +127,7 @@ mod tests {
         assert!(c
             .config
             .label()
-            .ends_with("VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default"));
+            .ends_with("VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default RUNS=tile"));
         let src = r.render(c).unwrap();
         assert!(src.contains("#define TILE_W 32") && src.contains("#define TILE_H 32"));
         assert!(src.contains("#define BLOCK_ROWS 8"));

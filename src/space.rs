@@ -348,7 +348,7 @@ mod tests {
                 let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
                 assert_eq!(
                     all.len(),
-                    3 * 6 * 4 * 3 * 2 * 3,
+                    3 * 6 * 4 * 3 * 2 * 3 * 2,
                     "{dtype} {s}: default points"
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
@@ -361,8 +361,17 @@ mod tests {
                     assert!(v * elem <= 16, "{}", c.config.label());
                     assert_eq!((th / v) % b, 0, "{}", c.config.label());
                     assert!(var(c, "SMEM_BYTES") <= 48 * 1024);
-                    if v > 1 {
-                        assert!(rows % v == 0 && cols % v == 0, "unaligned vectors kept");
+                    // Vectors at strides that are not multiples of VEC take the realigning path.
+                    let peel = c.vars.get("PEEL") == Some(&Value::Bool(true));
+                    assert_eq!(
+                        peel,
+                        v > 1 && (rows % v != 0 || cols % v != 0),
+                        "{}",
+                        c.config.label()
+                    );
+                    // Sector-aligned runs only where a row of out is not whole sectors.
+                    if value(c, "RUNS") == Value::Str("sector".into()) {
+                        assert!(v == 1 && (rows * elem) % 32 != 0, "{}", c.config.label());
                     }
                     if value(c, "BOUNDS") == Value::Str("none".into()) {
                         assert!(rows % th == 0 && cols % tw == 0, "BOUNDS=none kept");
@@ -376,12 +385,16 @@ mod tests {
                     all.len()
                 );
                 let vec_live = live.iter().filter(|c| int(c, "VEC") > 1).count();
-                if s == "8191x8191" || s == "33x4097" {
-                    assert_eq!(vec_live, 0, "{dtype} {s}: odd strides cannot use vectors");
-                    assert!(reasons.iter().any(|(r, _)| r.contains("multiples of VEC")));
-                } else {
-                    assert!(vec_live > 0, "{dtype} {s}: vectors are used where aligned");
-                }
+                assert!(vec_live > 0, "{dtype} {s}: vectors at every stride");
+                let sector_live = live
+                    .iter()
+                    .filter(|c| value(c, "RUNS") == Value::Str("sector".into()))
+                    .count();
+                assert_eq!(
+                    sector_live > 0,
+                    (rows * elem) % 32 != 0,
+                    "{dtype} {s}: RUNS=sector where rows of out are not whole sectors"
+                );
                 // Keep the compile work of CI bounded: distinct sources per shape.
                 assert!(live.len() <= 900, "{dtype} {s}: {} live", live.len());
             }
@@ -422,7 +435,7 @@ mod tests {
         assert_eq!(
             c.config.label(),
             "TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=always VEC=1 TILES_PER_BLOCK=1 \
-             ASPECT=square CACHE=default"
+             ASPECT=square CACHE=default RUNS=tile"
         );
         assert_eq!(c.launch.unwrap().block, (32, 8, 1));
         assert_eq!(c.launch.unwrap().grid, (32, 32, 1));
@@ -433,11 +446,12 @@ mod tests {
     fn shapes_of_tiles_and_tiles_per_block_set_the_launch() {
         let op = transpose();
         let pin = |extra: &[&str]| {
-            let mut p: Vec<ParamOverride> = ["TILE_DIM=32", "BLOCK_ROWS=8", "BOUNDS=always"]
-                .iter()
-                .chain(extra)
-                .map(|t| parse_override(&op, t).unwrap())
-                .collect();
+            let mut p: Vec<ParamOverride> =
+                ["TILE_DIM=32", "BLOCK_ROWS=8", "BOUNDS=always", "RUNS=tile"]
+                    .iter()
+                    .chain(extra)
+                    .map(|t| parse_override(&op, t).unwrap())
+                    .collect();
             p.push(parse_override(&op, "UNROLL=on").unwrap());
             let all = enumerate(&op, &shape("1000x3000"), &DeviceLimits::SM90_DEFAULT, &p).unwrap();
             assert_eq!(all.len(), 1);
@@ -510,7 +524,7 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3);
+        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3 * 2);
         // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
