@@ -464,6 +464,8 @@ fn emit_writes_one_source_per_compiled_variant() {
             "TILES_PER_BLOCK=1",
             "--param",
             "ASPECT=square",
+            "--param",
+            "RUNS=tile",
             "--emit",
             emit_arg,
         ],
@@ -632,6 +634,8 @@ fn cuda_that_does_not_compile_for_one_value_fails_only_those_variants() {
             "TILES_PER_BLOCK=1",
             "--param",
             "ASPECT=square",
+            "--param",
+            "RUNS=tile",
         ],
     );
     assert_eq!(

@@ -221,6 +221,8 @@ fn the_shards_of_a_compile_only_run_emit_exactly_the_unsharded_sources() {
         "TILES_PER_BLOCK=1",
         "--param",
         "ASPECT=square",
+        "--param",
+        "RUNS=tile",
     ];
     let emit = |name: &str| t.path().join(name);
     let run = |dir: &str, shard: Option<&str>| {
@@ -281,6 +283,8 @@ fn a_sweep_of_many_shapes_is_split_by_whole_shapes() {
         "TILES_PER_BLOCK=1",
         "--param",
         "ASPECT=square",
+        "--param",
+        "RUNS=tile",
     ];
     let mut seen: Vec<String> = Vec::new();
     for k in 0..3 {
