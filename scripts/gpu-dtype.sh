@@ -9,6 +9,7 @@
 #   quick:  8192x8192 and 8191x8191 in every dtype
 #   odd:    small odd shapes (every variant verified), then the odd stride 8191x8191 in
 #           every dtype
+#   sector: 8191x8191 f32 and f16, RUNS=sector with PAD, CACHE and TILES_PER_BLOCK opened
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -55,6 +56,15 @@ case "$part" in
     done
     for dtype in f32 f64 f16; do
       run --op transpose --shape 8191x8191 --dtype "$dtype"
+    done
+    ;;
+  sector)
+    # 8191x8191 with sector-aligned runs and the levers the default sweep leaves out
+    # (PAD=0, streaming cache hints, 4 tiles per block), exhaustive.
+    for dtype in f32 f16; do
+      RESULTS=$OUT/sector-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
+        --param VEC=1 --param RUNS=sector --param PAD=0,1 --param CACHE=default,streaming \
+        --param TILES_PER_BLOCK=1,2,4
     done
     ;;
   levers)
