@@ -14,4 +14,6 @@ for t in gpu faults; do
 done
 cargo build --release --example tuned_transpose
 cp "$target"/release/examples/tuned_transpose .gpu/tuned_transpose
+# Stripped: the device tool carries at most 64 MiB with the working tree (results/ is ~46 MiB).
+command -v strip >/dev/null && strip .gpu/tune .gpu/*-tests .gpu/tuned_transpose
 ls -la .gpu
