@@ -10,6 +10,7 @@
 #   odd:    small odd shapes (every variant verified), then the odd stride 8191x8191 in
 #           every dtype
 #   sector: 8191x8191 f32 and f16, RUNS=sector with PAD, CACHE and TILES_PER_BLOCK opened
+#   l2:     8191x8191 f32 and f16, VEC=1, with and without L2 prefetch-size hints
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -65,6 +66,13 @@ case "$part" in
       RESULTS=$OUT/sector-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
         --param VEC=1 --param RUNS=sector --param PAD=0,1 --param CACHE=default,streaming \
         --param TILES_PER_BLOCK=1,2,4
+    done
+    ;;
+  l2)
+    # 8191x8191 with the L2 prefetch-size hints on the loads (CACHE=l2_128, l2_256), VEC=1.
+    for dtype in f32 f16; do
+      RESULTS=$OUT/l2-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
+        --param VEC=1 --param CACHE=default,l2_128,l2_256
     done
     ;;
   levers)
