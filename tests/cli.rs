@@ -438,6 +438,45 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The choices outside the default sweep compile too: the L2 prefetch-size hints on every
+/// load width (one element, 8- and 16-byte vectors, realigned or not), with and without
+/// sector-aligned runs, in every element type.
+#[test]
+fn cache_hint_choices_compile_on_every_load_path() {
+    let tmp = tmp();
+    for dtype in ["f32", "f64", "f16"] {
+        for shape in ["256x512", "999x1001"] {
+            let s = compiles_cleanly(
+                &tmp,
+                &[
+                    "--shape",
+                    shape,
+                    "--dtype",
+                    dtype,
+                    "--no-cache",
+                    "--param",
+                    "TILE_DIM=32",
+                    "--param",
+                    "BLOCK_ROWS=8",
+                    "--param",
+                    "BOUNDS=edge",
+                    "--param",
+                    "TILES_PER_BLOCK=1",
+                    "--param",
+                    "ASPECT=square",
+                    "--param",
+                    "CACHE=l2_128,l2_256",
+                ],
+            );
+            // Two hints x (VEC 1, 2 and, but for f64, 4; plus RUNS=sector with VEC=1 where rows
+            // of out are not whole sectors: at the odd shape).
+            let vecs = if dtype == "f64" { 2 } else { 3 };
+            let sector = usize::from(shape == "999x1001");
+            assert_eq!(s.compiled, 2 * (vecs + sector), "{dtype} {shape}: {s:?}");
+        }
+    }
+}
+
 #[test]
 fn emit_writes_one_source_per_compiled_variant() {
     let tmp = tmp();
