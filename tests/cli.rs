@@ -12,6 +12,8 @@ use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
+mod common;
+
 /// The `tune` binary with its cubin cache and result folder inside `tmp`.
 fn tune(tmp: &TempDir) -> Command {
     let mut cmd = Command::cargo_bin("tune").expect("the tune binary is built");
@@ -483,32 +485,24 @@ fn emit_writes_one_source_per_compiled_variant() {
     // A folder that does not exist yet, as in `--emit gen/`.
     let emit = tmp.path().join("gen").join("sources");
     let emit_arg = emit.to_str().expect("a UTF-8 temp path");
-    let s = compiles_cleanly(
-        &tmp,
-        &[
-            "--shape",
-            "999x1001",
-            "--no-cache",
-            "--param",
-            "TILE_DIM=16",
-            "--param",
-            "BLOCK_ROWS=4,8",
-            "--param",
-            "PAD=0,1",
-            "--param",
-            "UNROLL=off,on",
-            "--param",
-            "VEC=1",
-            "--param",
-            "TILES_PER_BLOCK=1",
-            "--param",
-            "ASPECT=square",
-            "--param",
-            "RUNS=tile",
-            "--emit",
-            emit_arg,
-        ],
-    );
+    let pins = common::classic_transpose_pins();
+    let mut args = vec![
+        "--shape",
+        "999x1001",
+        "--no-cache",
+        "--param",
+        "TILE_DIM=16",
+        "--param",
+        "BLOCK_ROWS=4,8",
+        "--param",
+        "PAD=0,1",
+        "--param",
+        "UNROLL=off,on",
+        "--emit",
+        emit_arg,
+    ];
+    args.extend(pins.iter().map(String::as_str));
+    let s = compiles_cleanly(&tmp, &args);
     // 2 BLOCK_ROWS x 2 PAD x 2 UNROLL x 3 BOUNDS (none is pruned on a ragged shape).
     assert_eq!(s.compiled, 24, "{s:?}");
     let files = files_in(&emit);
@@ -542,7 +536,8 @@ fn emit_writes_one_source_per_compiled_variant() {
 #[test]
 fn the_cubin_cache_is_reused_and_a_damaged_entry_is_rebuilt() {
     let tmp = tmp();
-    let args = [
+    let pins = common::classic_transpose_pins();
+    let mut args = vec![
         "--shape",
         "1000x1000",
         "--param",
@@ -555,13 +550,8 @@ fn the_cubin_cache_is_reused_and_a_damaged_entry_is_rebuilt() {
         "UNROLL=on",
         "--param",
         "BOUNDS=always",
-        "--param",
-        "VEC=1",
-        "--param",
-        "TILES_PER_BLOCK=1",
-        "--param",
-        "ASPECT=square",
     ];
+    args.extend(pins.iter().map(String::as_str));
     let first = compiles_cleanly(&tmp, &args);
     assert_eq!(first.compiled, 8, "{first:?}");
     assert_eq!(first.from_cache, 0, "the cache starts empty: {first:?}");
@@ -649,34 +639,26 @@ fn cuda_that_does_not_compile_for_one_value_fails_only_those_variants() {
         )
     });
     let tmp = tmp();
-    let run = compile_only(
-        &tmp,
-        &[
-            "--shape",
-            "64x64",
-            "--no-cache",
-            "--templates",
-            templates.path().to_str().expect("a UTF-8 temp path"),
-            "--param",
-            "TILE_DIM=32",
-            "--param",
-            "BLOCK_ROWS=8",
-            "--param",
-            "PAD=0,1",
-            "--param",
-            "UNROLL=on",
-            "--param",
-            "BOUNDS=always,edge",
-            "--param",
-            "VEC=1",
-            "--param",
-            "TILES_PER_BLOCK=1",
-            "--param",
-            "ASPECT=square",
-            "--param",
-            "RUNS=tile",
-        ],
-    );
+    let pins = common::classic_transpose_pins();
+    let mut args = vec![
+        "--shape",
+        "64x64",
+        "--no-cache",
+        "--templates",
+        templates.path().to_str().expect("a UTF-8 temp path"),
+        "--param",
+        "TILE_DIM=32",
+        "--param",
+        "BLOCK_ROWS=8",
+        "--param",
+        "PAD=0,1",
+        "--param",
+        "UNROLL=on",
+        "--param",
+        "BOUNDS=always,edge",
+    ];
+    args.extend(pins.iter().map(String::as_str));
+    let run = compile_only(&tmp, &args);
     assert_eq!(
         run.code,
         Some(1),

@@ -10,6 +10,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod common;
+
 static GPU: Mutex<()> = Mutex::new(());
 
 fn options(shape: &str, out: &Path) -> TuneOptions {
@@ -62,6 +64,21 @@ fn variants(o: &TuneOutcome) -> impl Iterator<Item = &Record> {
     o.records.iter().filter(|r| r.kind == "variant")
 }
 
+/// Fails the test with every failed record of the run (`what` names the run).
+fn assert_none_failed(o: &TuneOutcome, what: &str) {
+    let failed: Vec<String> = o
+        .records
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{what}: failures:\n{}",
+        failed.join("\n")
+    );
+}
+
 /// A copy of templates/ with the transpose template edited, for planted faults.
 fn templates_with(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     templates_with_edited("transpose.cu.tera", edit)
@@ -95,17 +112,7 @@ fn every_variant_verifies_on_multiple_and_odd_shapes() {
     for shape in ["1000x1000", "1024x1024", "999x1001", "33x4097"] {
         let out = tempfile::tempdir().unwrap();
         let o = tune(&options(shape, out.path())).unwrap();
-        let failed: Vec<String> = o
-            .records
-            .iter()
-            .filter(|r| r.status == Status::Failed)
-            .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
-            .collect();
-        assert!(
-            failed.is_empty(),
-            "{shape}: failures:\n{}",
-            failed.join("\n")
-        );
+        assert_none_failed(&o, shape);
         let ok = variants(&o).filter(|r| r.status == Status::Ok).count();
         assert!(ok >= 200, "{shape}: only {ok} variants verified");
         assert!(o
@@ -142,17 +149,7 @@ fn every_variant_verifies_in_f64_and_f16() {
             let mut opts = options(shape, out.path());
             opts.dtype = Some(dtype.into());
             let o = tune(&opts).unwrap();
-            let failed: Vec<String> = o
-                .records
-                .iter()
-                .filter(|r| r.status == Status::Failed)
-                .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
-                .collect();
-            assert!(
-                failed.is_empty(),
-                "{dtype} {shape}: failures:\n{}",
-                failed.join("\n")
-            );
+            assert_none_failed(&o, &format!("{dtype} {shape}"));
             let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
             assert!(
                 ok.len() >= 200,
@@ -211,13 +208,8 @@ fn wrong_results_are_failed_never_best() {
         opts.templates = Some(dir.clone());
         opts.cubin_cache = false;
         opts.dtype = Some(dtype.into());
-        opts.params = vec![
-            "TILE_DIM=16,32".into(),
-            "PAD=0,1".into(),
-            "VEC=1".into(),
-            "TILES_PER_BLOCK=1".into(),
-            "ASPECT=square".into(),
-        ];
+        opts.params = vec!["TILE_DIM=16,32".into(), "PAD=0,1".into()];
+        opts.params.extend(common::classic_transpose_params());
         let o = tune(&opts).unwrap();
         for r in variants(&o).filter(|r| r.status != Status::Pruned) {
             if param(r, "PAD") == "1" {
@@ -258,10 +250,8 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
         "BLOCK_ROWS=8".into(),
         "PAD=0,1".into(),
         "UNROLL=off,on".into(),
-        "VEC=1".into(),
-        "TILES_PER_BLOCK=1".into(),
-        "ASPECT=square".into(),
     ];
+    opts.params.extend(common::classic_transpose_params());
     let o = tune(&opts).unwrap();
     let live: Vec<&Record> = variants(&o)
         .filter(|r| r.status != Status::Pruned)
@@ -307,10 +297,8 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
         "BOUNDS=always".into(),
         "PAD=0,1".into(),
         "UNROLL=off,on".into(),
-        "VEC=1".into(),
-        "TILES_PER_BLOCK=1".into(),
-        "ASPECT=square".into(),
     ];
+    opts.params.extend(common::classic_transpose_params());
     let start = std::time::Instant::now();
     let o = tune(&opts).unwrap();
     let live: Vec<&Record> = variants(&o)
@@ -344,17 +332,7 @@ fn matmul_variants_verify_against_the_reference_and_cublas() {
         let mut opts = options(shape, out.path());
         opts.op = "matmul".into();
         let o = tune(&opts).unwrap();
-        let failed: Vec<String> = o
-            .records
-            .iter()
-            .filter(|r| r.status == Status::Failed)
-            .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
-            .collect();
-        assert!(
-            failed.is_empty(),
-            "{shape}: failures:\n{}",
-            failed.join("\n")
-        );
+        assert_none_failed(&o, shape);
         let cublas = o.records.iter().find(|r| r.name == "cublas_sgemm").unwrap();
         assert_eq!(cublas.status, Status::Ok);
         assert_eq!(o.info.as_ref().unwrap().roof, "cublas_sgemm");
@@ -578,13 +556,7 @@ fn the_vector_add_example_tunes_end_to_end_from_its_spec() {
     let mut opts = options("1000003", out.path());
     opts.spec = Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vector_add"));
     let o = tune(&opts).unwrap();
-    let failed: Vec<String> = o
-        .records
-        .iter()
-        .filter(|r| r.status == Status::Failed)
-        .map(|r| format!("{}: {}", r.label(), r.error))
-        .collect();
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    assert_none_failed(&o, "vector_add 1000003");
     assert!(variants(&o).filter(|r| r.status == Status::Ok).count() >= 80);
     assert!(o.best.is_some());
 }

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tempfile::TempDir;
 
+mod common;
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -215,19 +217,13 @@ fn the_shards_of_a_compile_only_run_emit_exactly_the_unsharded_sources() {
         "PAD=0,1",
         "--param",
         "UNROLL=off,on",
-        "--param",
-        "VEC=1",
-        "--param",
-        "TILES_PER_BLOCK=1",
-        "--param",
-        "ASPECT=square",
-        "--param",
-        "RUNS=tile",
     ];
+    let pins = common::classic_transpose_pins();
     let emit = |name: &str| t.path().join(name);
     let run = |dir: &str, shard: Option<&str>| {
         let d = emit(dir);
         let mut args: Vec<&str> = space.to_vec();
+        args.extend(pins.iter().map(String::as_str));
         args.extend(["--emit", d.to_str().unwrap()]);
         if let Some(s) = shard {
             args.extend(["--shard", s]);
@@ -277,23 +273,17 @@ fn a_sweep_of_many_shapes_is_split_by_whole_shapes() {
         "UNROLL=on",
         "--param",
         "BOUNDS=edge",
-        "--param",
-        "VEC=1",
-        "--param",
-        "TILES_PER_BLOCK=1",
-        "--param",
-        "ASPECT=square",
-        "--param",
-        "RUNS=tile",
     ];
+    let pins = common::classic_transpose_pins();
     let mut seen: Vec<String> = Vec::new();
     for k in 0..3 {
         let shard = format!("{k}/3");
-        let args = [
+        let mut args = [
             &["--shape", list.as_str(), "--shard", shard.as_str()],
             &one_variant[..],
         ]
         .concat();
+        args.extend(pins.iter().map(String::as_str));
         let shapes_of = |out: &Output| -> Vec<String> {
             text(&out.stdout)
                 .lines()
