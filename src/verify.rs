@@ -17,16 +17,21 @@ use rand::{Rng, SeedableRng};
 /// repeated, as f64 (0x7ff87ff87ff87ff8) it is a NaN, so the poison is a NaN of every type.
 pub const NAN_BITS: u32 = 0x7ff8_7ff8;
 
+/// Draws until `draw` gives a value that `is_zero` does not reject.
+fn nonzero<T>(mut draw: impl FnMut() -> T, is_zero: impl Fn(&T) -> bool) -> T {
+    loop {
+        let v = draw();
+        if !is_zero(&v) {
+            return v;
+        }
+    }
+}
+
 /// `n` float32 values uniform in [-1, 1], none exactly zero (zeros hide unwritten outputs).
 pub fn random_input(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     (0..n)
-        .map(|_| loop {
-            let v: f32 = rng.random_range(-1.0f32..=1.0);
-            if v != 0.0 {
-                break v;
-            }
-        })
+        .map(|_| nonzero(|| rng.random_range(-1.0f32..=1.0), |v| *v == 0.0))
         .collect()
 }
 
@@ -39,30 +44,18 @@ pub fn random_bytes(dtype: Dtype, n: usize, seed: u64) -> Vec<u8> {
     for _ in 0..n {
         match dtype {
             Dtype::F32 => {
-                let v = loop {
-                    let v: f32 = rng.random_range(-1.0f32..=1.0);
-                    if v != 0.0 {
-                        break v;
-                    }
-                };
+                let v = nonzero(|| rng.random_range(-1.0f32..=1.0), |v| *v == 0.0);
                 out.extend_from_slice(&v.to_le_bytes());
             }
             Dtype::F64 => {
-                let v = loop {
-                    let v: f64 = rng.random_range(-1.0f64..=1.0);
-                    if v != 0.0 {
-                        break v;
-                    }
-                };
+                let v = nonzero(|| rng.random_range(-1.0f64..=1.0), |v| *v == 0.0);
                 out.extend_from_slice(&v.to_le_bytes());
             }
             Dtype::F16 => {
-                let v = loop {
-                    let v = half::f16::from_f32(rng.random_range(-1.0f32..=1.0));
-                    if v.to_f32() != 0.0 {
-                        break v;
-                    }
-                };
+                let v = nonzero(
+                    || half::f16::from_f32(rng.random_range(-1.0f32..=1.0)),
+                    |v| v.to_f32() == 0.0,
+                );
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
