@@ -18,15 +18,7 @@ part=${1:-table}
 mkdir -p "$OUT/results"
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache} TUNE_EXE=$PWD/.gpu/tune
 log="$OUT/dtype.log"
-run() {
-  echo | tee -a "$log"
-  echo "== tune $*" | tee -a "$log"
-  local t0=$(date +%s%N)
-  ./.gpu/tune "$@" --out "${RESULTS:-$OUT/results}" 2>>"$OUT/stderr.log" | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-  echo "exit $rc, wall $((ms / 1000)).$(printf %03d $((ms % 1000))) s" | tee -a "$log"
-}
+. "$(dirname "$0")/gpu-run.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 case "$part" in
   tests)

@@ -8,32 +8,23 @@ set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
 log="$OUT/sgemm3.log"
-run() {
-  local dir=$1; shift
-  echo | tee -a "$log"
-  echo "== tune $*" | tee -a "$log"
-  local t0=$(date +%s%N)
-  ./.gpu/tune "$@" --out "$OUT/$dir" 2>>"$OUT/stderr.log" | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-  echo "exit $rc, wall $((ms / 1000)).$(printf %03d $((ms % 1000))) s" | tee -a "$log"
-}
+. "$(dirname "$0")/gpu-run.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 if [ "${1:-}" != "tm16" ]; then
 # 128x128 blocks of 256 threads, 8x8 per thread (the classic SIMT GEMM tile), BK 8 or 16,
 # 2 to 5 stages, with and without a 128-register cap (OCCUPANCY=16: two blocks per SM).
-run big128 --op sgemm --shape 4096x4096x4096 --strategy exhaustive --param BM=128 --param BN=128 \
+RESULTS="$OUT/big128" run --op sgemm --shape 4096x4096x4096 --strategy exhaustive --param BM=128 --param BN=128 \
   --param BK=8,16 --param TM=8 --param TN=8 --param WARP_N=4,8,16 --param VEC=4 --param PAD=0,4 \
   --param STAGES=2,3,4,5 --param LOAD=async --param OCCUPANCY=0,16 --param BOUNDS=specialized
 # Session 2's winners (32 or 64 x 128, 8x8) with more stages and register caps.
-run narrow --op sgemm --shape 4096x4096x4096 --strategy exhaustive --param BM=32,64 --param BN=128 \
+RESULTS="$OUT/narrow" run --op sgemm --shape 4096x4096x4096 --strategy exhaustive --param BM=32,64 --param BN=128 \
   --param BK=16,32 --param TM=8 --param TN=8 --param WARP_N=8,16 --param VEC=4 --param PAD=0 \
   --param STAGES=2,3,4 --param LOAD=async --param OCCUPANCY=0,8,16 --param BOUNDS=specialized
 fi
 # Odd shapes: the default space with STAGES up to 5 and OCCUPANCY 0/16, annealed.
 if [ "${1:-}" != "tm16" ]; then
 for shape in 3000x2000x1500 1023x1025x1027; do
-  run "odd-$shape" --op sgemm --shape "$shape" --strategy anneal --budget 384 \
+  RESULTS="$OUT/odd-$shape" run --op sgemm --shape "$shape" --strategy anneal --budget 384 \
     --param STAGES=1,2,3,4,5 --param OCCUPANCY=0,16
 done
 fi
@@ -43,10 +34,10 @@ fi
 tm16=(--param BK=8,16 --param TM=8,16 --param WARP_N=4,8,16 --param PAD=0,4 --param STAGES=2,3
       --param LOAD=regs,async --param BOUNDS=specialized)
 for shape in 4096x4096x4096 3000x2000x1500; do
-  run "tm16-$shape" --op sgemm --shape "$shape" --strategy exhaustive --param BM=128,256 \
+  RESULTS="$OUT/tm16-$shape" run --op sgemm --shape "$shape" --strategy exhaustive --param BM=128,256 \
     --param BN=64,128 --param TN=8 --param VEC=4 "${tm16[@]}"
 done
-run tm16-1023x1025x1027 --op sgemm --shape 1023x1025x1027 --strategy exhaustive --param BM=64,128,256 \
+RESULTS="$OUT/tm16-1023x1025x1027" run --op sgemm --shape 1023x1025x1027 --strategy exhaustive --param BM=64,128,256 \
   --param BN=32,64 --param BK=16 --param TM=8,16 --param TN=4,8 --param WARP_N=4,8 --param VEC=1 \
   --param PAD=4 --param STAGES=2,3,4 --param LOAD=async --param BOUNDS=specialized
 rm -f "$OUT"/*/*.journal.jsonl "$OUT"/*/*.lock
