@@ -12,6 +12,8 @@
 #   sector: 8191x8191 f32 and f16, RUNS=sector with PAD, CACHE and TILES_PER_BLOCK opened
 #   l2:     8191x8191 f32 and f16, VEC=1, with and without L2 prefetch-size hints
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
+#   occ:    8191x8191 in every dtype, VEC=1, both RUNS, with OCCUPANCY caps and 1/2 tiles
+#           per block, exhaustive (session 4: the lean sector path)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 part=${1:-table}
@@ -49,6 +51,13 @@ case "$part" in
     done
     for dtype in f32 f64 f16; do
       run --op transpose --shape 8191x8191 --dtype "$dtype"
+    done
+    ;;
+  occ)
+    for dtype in f32 f16 f64; do
+      RESULTS=$OUT/occ-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
+        --param VEC=1 --param RUNS=tile,sector --param OCCUPANCY=0,32,64 --param TILES_PER_BLOCK=1,2 \
+        --param BOUNDS=edge,always
     done
     ;;
   sector)
