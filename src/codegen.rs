@@ -124,10 +124,9 @@ mod tests {
                         .contains("TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=edge")
             })
             .unwrap();
-        assert!(c
-            .config
-            .label()
-            .ends_with("VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default RUNS=tile"));
+        assert!(c.config.label().ends_with(
+            "VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0"
+        ));
         let src = r.render(c).unwrap();
         assert!(src.contains("#define TILE_W 32") && src.contains("#define TILE_H 32"));
         assert!(src.contains("#define BLOCK_ROWS 8"));
