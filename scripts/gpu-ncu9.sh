@@ -3,7 +3,7 @@
 # at 8191x8191 (odd stride) against their 8192x8192 counterparts, f16 and f32, to see where
 # the odd stride loses (DRAM bytes beyond the ideal, L2/L1 sectors per request, stalls).
 # Binaries from scripts/gpu-build.sh in .gpu/. Output under $OUT (default ./gpu-out).
-# Usage: bash scripts/gpu-ncu9.sh
+# Usage: bash scripts/gpu-ncu9.sh [session3|lean]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT/ncu"
@@ -21,7 +21,10 @@ smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_drain_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_memory_throttle_per_issue_active.ratio,launch__occupancy_limit_shared_mem,\
-launch__waves_per_multiprocessor,sm__maximum_warps_per_active_cycle_pct
+launch__waves_per_multiprocessor,sm__maximum_warps_per_active_cycle_pct,\
+smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,l1tex__throughput.avg.pct_of_peak_sustained_active,\
+l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,launch__registers_per_thread
 # name kernel shape dtype params...
 prof() {
   local name=$1 kernel=$2 shape=$3 dtype=$4; shift 4
@@ -34,8 +37,10 @@ prof() {
   echo "exit $?"
 }
 base="UNROLL=on CACHE=default PAD=1 VEC=1"
+part=${1:-session3}
 # shellcheck disable=SC2086
-{
+case "$part" in
+session3)
 prof f16_8191_copyvec4 copy_vec4 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=16 ASPECT=tall BOUNDS=edge TILES_PER_BLOCK=2 RUNS=tile $base
 prof f16_8191_t32tall_sector transpose 8191x8191 f16 TILE_DIM=32 BLOCK_ROWS=4 ASPECT=tall BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector $base
 prof f16_8191_t64tall_tile transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=16 ASPECT=tall BOUNDS=edge TILES_PER_BLOCK=2 RUNS=tile $base
@@ -44,7 +49,15 @@ prof f16_8192_t64tall transpose 8192x8192 f16 TILE_DIM=64 BLOCK_ROWS=8 ASPECT=ta
 prof f32_8191_t32wide_sector transpose 8191x8191 f32 TILE_DIM=32 BLOCK_ROWS=2 ASPECT=wide BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector $base
 prof f32_8191_t64tall_tile transpose 8191x8191 f32 TILE_DIM=64 BLOCK_ROWS=16 ASPECT=tall BOUNDS=edge TILES_PER_BLOCK=1 RUNS=tile $base
 prof f32_8192_t64square transpose 8192x8192 f32 TILE_DIM=64 BLOCK_ROWS=8 ASPECT=square BOUNDS=specialized TILES_PER_BLOCK=1 RUNS=tile $base
-}
+;;
+lean)
+# Session 4, after the lean sector path: the new winners and the aligned reference.
+prof f16_8191_lean_t32tall_occ64 transpose 8191x8191 f16 TILE_DIM=32 BLOCK_ROWS=4 ASPECT=tall BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 $base
+prof f16_8191_lean_t64wide transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=4 ASPECT=wide BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=0 $base
+prof f16_8192_lean_t64tall transpose 8192x8192 f16 TILE_DIM=64 BLOCK_ROWS=8 ASPECT=tall BOUNDS=specialized TILES_PER_BLOCK=1 RUNS=tile OCCUPANCY=0 $base
+prof f32_8191_lean_t64sq_occ64 transpose 8191x8191 f32 TILE_DIM=64 BLOCK_ROWS=8 ASPECT=square BOUNDS=always TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 $base
+;;
+esac
 # One line per profile: the metrics in a table.
 python3 - "$OUT/ncu" <<'PY'
 import os, re, sys
