@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 9 on the GPU machine (no Rust there), from binaries built here by scripts/gpu-build.sh
 # into .gpu/. Logs and CSVs go to $OUT (default ./gpu-out).
-# Usage: bash scripts/gpu-dtype.sh [tests|table|quick|levers]
+# Usage: bash scripts/gpu-dtype.sh [tests|table|quick|odd|sector|l2|levers|occ]
 #   tests:  the GPU tests (every transpose variant verifies in f32, f64 and f16, ...)
 #   table:  the issue's table: every dtype at 1000x1000, 1024x1024, 4096x4096, 8192x8192 and
 #           the non-multiples 8191x8191 (odd strides: no vectors) and 6000x6000 (even strides,
@@ -11,14 +11,11 @@
 #           every dtype
 #   sector: 8191x8191 f32 and f16, RUNS=sector with PAD, CACHE and TILES_PER_BLOCK opened
 #   l2:     8191x8191 f32 and f16, VEC=1, with and without L2 prefetch-size hints
+#   (session 4 parts `carry` and `outvec`, for two reverted template experiments, are in
+#   commit d794a8c)
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
 #   occ:    8191x8191 in every dtype, VEC=1, both RUNS, with OCCUPANCY caps and 1/2 tiles
 #           per block, exhaustive (session 4: the lean sector path)
-#   carry:  RUNS=sector with LEAD rows carried between a block's tiles (TILES_PER_BLOCK 2, 4):
-#           small odd shapes (every variant verified), then 8191x8191 f16 and f32 with
-#           TILE_DIM up to 128 and OCCUPANCY caps, exhaustive
-#   outvec: RUNS=sector with OUT_VEC 1/2/4/8 elements per store: small odd shapes (every
-#           variant verified), then 8191x8191 in every dtype with OCCUPANCY 0/64, exhaustive
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 part=${1:-table}
@@ -63,33 +60,6 @@ case "$part" in
       RESULTS=$OUT/occ-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
         --param VEC=1 --param RUNS=tile,sector --param OCCUPANCY=0,32,64 --param TILES_PER_BLOCK=1,2 \
         --param BOUNDS=edge,always
-    done
-    ;;
-  carry)
-    for dtype in f16 f32 f64; do
-      for shape in 7x5 33x4097 4097x33 999x1001 100x8191 8191x100; do
-        RESULTS=/tmp/carry-small run --op transpose --shape "$shape" --dtype "$dtype" --reps 5 --strategy exhaustive \
-          --param VEC=1 --param RUNS=sector --param TILES_PER_BLOCK=2,4 --param OCCUPANCY=0,64 \
-          | grep -E "^Best|verified configurations"
-      done
-    done
-    for dtype in f16 f32; do
-      RESULTS=$OUT/carry-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
-        --param VEC=1 --param RUNS=sector --param TILES_PER_BLOCK=1,2,4 --param TILE_DIM=32,64,128 \
-        --param OCCUPANCY=0,64 --param BOUNDS=edge
-    done
-    ;;
-  outvec)
-    for dtype in f16 f32 f64; do
-      for shape in 7x5 33x4097 4097x33 999x1001 100x8191 8191x100; do
-        RESULTS=/tmp/outvec-small run --op transpose --shape "$shape" --dtype "$dtype" --reps 5 --strategy exhaustive \
-          --param VEC=1 --param RUNS=sector --param OUT_VEC=2,4,8 --param TILES_PER_BLOCK=1,2 \
-          | grep -E "^Best|verified configurations"
-      done
-    done
-    for dtype in f16 f32 f64; do
-      RESULTS=$OUT/outvec-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
-        --param VEC=1 --param RUNS=sector --param OUT_VEC=1,2,4,8 --param OCCUPANCY=0,64 --param BOUNDS=edge
     done
     ;;
   sector)
