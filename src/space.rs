@@ -348,7 +348,7 @@ mod tests {
                 let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
                 assert_eq!(
                     all.len(),
-                    3 * 6 * 4 * 3 * 2 * 3 * 2,
+                    3 * 6 * 4 * 3 * 2 * 3 * 2 * 2,
                     "{dtype} {s}: default points"
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
@@ -372,6 +372,13 @@ mod tests {
                     // Sector-aligned runs only where a row of out is not whole sectors.
                     if value(c, "RUNS") == Value::Str("sector".into()) {
                         assert!(v == 1 && (rows * elem) % 32 != 0, "{}", c.config.label());
+                        // Never at tile multiples: `specialized` would duplicate `always`.
+                        assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
+                    }
+                    // The occupancy cap is swept where it was measured to matter.
+                    if int(c, "OCCUPANCY") == 64 {
+                        assert_eq!(value(c, "RUNS"), Value::Str("sector".into()));
+                        assert!((2..=8).contains(&b), "{}", c.config.label());
                     }
                     if value(c, "BOUNDS") == Value::Str("none".into()) {
                         assert!(rows % th == 0 && cols % tw == 0, "BOUNDS=none kept");
@@ -395,8 +402,12 @@ mod tests {
                     (rows * elem) % 32 != 0,
                     "{dtype} {s}: RUNS=sector where rows of out are not whole sectors"
                 );
-                // Keep the compile work of CI bounded: distinct sources per shape.
-                assert!(live.len() <= 900, "{dtype} {s}: {} live", live.len());
+                // Keep the compile work of CI bounded, and `auto` exhaustive on the default space.
+                assert!(
+                    live.len() <= crate::tuner::AUTO_EXHAUSTIVE_MAX,
+                    "{dtype} {s}: {} live",
+                    live.len()
+                );
             }
         }
         // 16-byte vectors at most: f64 never takes VEC=4.
@@ -446,12 +457,17 @@ mod tests {
     fn shapes_of_tiles_and_tiles_per_block_set_the_launch() {
         let op = transpose();
         let pin = |extra: &[&str]| {
-            let mut p: Vec<ParamOverride> =
-                ["TILE_DIM=32", "BLOCK_ROWS=8", "BOUNDS=always", "RUNS=tile"]
-                    .iter()
-                    .chain(extra)
-                    .map(|t| parse_override(&op, t).unwrap())
-                    .collect();
+            let mut p: Vec<ParamOverride> = [
+                "TILE_DIM=32",
+                "BLOCK_ROWS=8",
+                "BOUNDS=always",
+                "RUNS=tile",
+                "OCCUPANCY=0",
+            ]
+            .iter()
+            .chain(extra)
+            .map(|t| parse_override(&op, t).unwrap())
+            .collect();
             p.push(parse_override(&op, "UNROLL=on").unwrap());
             let all = enumerate(&op, &shape("1000x3000"), &DeviceLimits::SM90_DEFAULT, &p).unwrap();
             assert_eq!(all.len(), 1);
@@ -524,7 +540,7 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3 * 2);
+        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3 * 2 * 2);
         // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
