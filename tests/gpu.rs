@@ -84,6 +84,16 @@ fn templates_with(edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBu
     templates_with_edited("transpose.cu.tera", edit)
 }
 
+/// `text` with a planted change: `from` (which must still be in the template: a test whose
+/// fault silently failed to plant would pass for the wrong reason) replaced by `to`.
+fn plant(text: &str, from: &str, to: &str) -> String {
+    assert!(
+        text.contains(from),
+        "the template no longer contains {from:?}: update the planted fault"
+    );
+    text.replace(from, to)
+}
+
 /// A copy of templates/ with the template `file` edited.
 fn templates_with_edited(
     file: &str,
@@ -197,7 +207,8 @@ fn wrong_results_are_failed_never_best() {
     // PAD=1 variants flip the lowest bit of what they write: the comparison of raw bits must
     // catch it for elements of every size.
     let (_keep, dir) = templates_with(|t| {
-        t.replace(
+        plant(
+            &t,
             "STORE(&out[oy * rows + ox], tile[ox_in_tile][oy0_in_tile + j]);",
             "STORE(&out[oy * rows + ox], tile[ox_in_tile][oy0_in_tile + j]{% if PAD == 1 %} ^ 1u{% endif %});",
         )
@@ -232,11 +243,13 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
     // UNROLL=on variants write far out of bounds: an illegal address that kills the context.
     // PAD=1 variants declare __launch_bounds__(32) but launch 256 threads: the launch fails.
     let (_keep, dir) = templates_with(|t| {
-        t.replace(
-            "__launch_bounds__(THREADS)",
-            "__launch_bounds__({% if PAD == 1 %}32{% else %}THREADS{% endif %})",
-        )
-        .replace(
+        let t = plant(
+            &t,
+            "__launch_bounds__(THREADS{%",
+            "__launch_bounds__({% if PAD == 1 %}32{% else %}THREADS{% endif %}{%",
+        );
+        plant(
+            &t,
             "    __shared__ tile_t tile;\n    const long long tiles_y",
             "    __shared__ tile_t tile;\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1;\n{% endif %}    const long long tiles_y",
         )
@@ -281,7 +294,8 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     // UNROLL=on variants spin forever.
     let (_keep, dir) = templates_with(|t| {
-        t.replace(
+        plant(
+            &t,
             "    __shared__ tile_t tile;\n    const long long tiles_y",
             "    __shared__ tile_t tile;\n{% if UNROLL == \"on\" %}    while (((volatile const float*)in)[0] < 2.0f) {}\n{% endif %}    const long long tiles_y",
         )
@@ -340,7 +354,8 @@ fn matmul_variants_verify_against_the_reference_and_cublas() {
     }
     // A variant that drops the last k-tile is caught by the tolerance check.
     let (_keep, dir) = templates_with_edited("matmul.cu.tera", |t| {
-        t.replace(
+        plant(
+            &t,
             "const int tiles = (K + BS - 1) / BS;",
             "const int tiles = (K + BS - 1) / BS{% if UNROLL == \"on\" %} - 1{% endif %};",
         )
