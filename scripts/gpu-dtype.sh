@@ -14,8 +14,9 @@
 #   (session 4 parts `carry` and `outvec`, for two reverted template experiments, are in
 #   commit d794a8c)
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
-#   pair:   READ=pair against READ=elem (RUNS=sector): small odd shapes verified in every dtype,
-#           then 8191x8191 in every dtype, exhaustive (session 5)
+#   async:  READ=async against READ=elem (RUNS=sector): small odd shapes verified in every dtype,
+#           then 8191x8191 in every dtype, exhaustive (session 5; the part for the reverted
+#           READ=pair experiment is in commit e39c2db)
 #   occ:    8191x8191 in every dtype, VEC=1, both RUNS, with OCCUPANCY caps and 1/2 tiles
 #           per block, exhaustive (session 4: the lean sector path)
 set -uo pipefail
@@ -59,16 +60,16 @@ case "$part" in
     # The one other table row whose space has RUNS=sector (2000-byte rows of out).
     run --op transpose --shape 1000x1000 --dtype f16
     ;;
-  pair)
+  async)
     for dtype in f32 f64 f16; do
       for shape in 7x5 33x4097 4097x33 999x1001 1000x1000 2001x3003; do
-        RESULTS=/tmp/pair-small run --op transpose --shape "$shape" --dtype "$dtype" --reps 5 \
-          --param VEC=1 --param RUNS=sector --param READ=elem,pair | grep -E "^Best|verified configurations|failed"
+        RESULTS=/tmp/async-small run --op transpose --shape "$shape" --dtype "$dtype" --reps 5 \
+          --param VEC=1 --param RUNS=sector --param READ=elem,async | grep -E "^Best|verified configurations|failed"
       done
     done
     for dtype in f16 f32 f64; do
-      RESULTS=$OUT/pair-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
-        --param VEC=1 --param RUNS=sector --param READ=elem,pair --param BOUNDS=edge,always
+      RESULTS=$OUT/async-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
+        --param VEC=1 --param RUNS=sector --param READ=elem,async --param BOUNDS=edge,always
     done
     ;;
   occ)

@@ -479,6 +479,45 @@ fn cache_hint_choices_compile_on_every_load_path() {
     }
 }
 
+/// READ=async (outside the default sweep) compiles in every element type, on both bounds
+/// paths of the sector-aligned kernel, with and without the occupancy cap.
+#[test]
+fn read_async_compiles_in_every_dtype() {
+    let tmp = tmp();
+    // 2 TILE_DIM x 2 ASPECT x 2 OCCUPANCY; in f64 the tall 64 tile is over 48 KiB.
+    for (dtype, live) in [("f32", 8), ("f64", 6), ("f16", 8)] {
+        let s = compiles_cleanly(
+            &tmp,
+            &[
+                "--shape",
+                "999x1001",
+                "--dtype",
+                dtype,
+                "--no-cache",
+                "--param",
+                "TILE_DIM=32,64",
+                "--param",
+                "BLOCK_ROWS=8",
+                "--param",
+                "BOUNDS=edge",
+                "--param",
+                "TILES_PER_BLOCK=1",
+                "--param",
+                "ASPECT=square,tall",
+                "--param",
+                "VEC=1",
+                "--param",
+                "RUNS=sector",
+                "--param",
+                "OCCUPANCY=0,64",
+                "--param",
+                "READ=async",
+            ],
+        );
+        assert_eq!(s.compiled, live, "{dtype}: {s:?}");
+    }
+}
+
 #[test]
 fn emit_writes_one_source_per_compiled_variant() {
     let tmp = tmp();
