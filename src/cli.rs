@@ -306,6 +306,12 @@ pub struct TuneArgs {
     #[arg(long)]
     pub keep_best: bool,
 
+    /// Leave the configurations that a constraint pruned out of the run CSV (by default each
+    /// has a row with the reason; at one shape they are most of a transpose space). The
+    /// report still counts them by reason.
+    #[arg(long)]
+    pub no_pruned_rows: bool,
+
     /// Reuse the results journaled by an earlier unfinished run of the same op, shape, GPU,
     /// cache state and settings, and measure only what is missing.
     #[arg(long)]
@@ -381,6 +387,7 @@ impl TuneArgs {
             confirm_rounds: self.confirm_rounds,
             progress: true,
             keep_best: self.keep_best,
+            pruned_rows: !self.no_pruned_rows,
             strategy: self.strategy.clone(),
             budget: self.budget,
             shard: None,

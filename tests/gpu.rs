@@ -230,6 +230,46 @@ fn read_async_variants_verify_at_odd_strides() {
     }
 }
 
+/// `--no-pruned-rows` (pruned_rows = false) leaves pruned configurations out of the run CSV
+/// and nothing else: the measured rows are the same as in a full CSV.
+#[test]
+fn pruned_rows_can_be_left_out_of_the_run_csv() {
+    if skip("pruned_rows_can_be_left_out_of_the_run_csv") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let csv_rows = |pruned_rows: bool| {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options("1000x1000", out.path());
+        opts.pruned_rows = pruned_rows;
+        // BOUNDS=none is pruned at 1000x1000 (not a multiple of 32).
+        opts.params = ["TILE_DIM=32", "BLOCK_ROWS=8", "BOUNDS=none,always"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        opts.params.extend(common::classic_transpose_params());
+        let o = tune(&opts).unwrap();
+        assert_eq!(
+            variants(&o).filter(|r| r.status == Status::Pruned).count(),
+            1,
+            "the report still sees the pruned configuration"
+        );
+        read_run_csv(o.csv_path.as_ref().unwrap()).unwrap()
+    };
+    let names = |rows: &[Record], status: Status| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r.status == status)
+            .map(|r| format!("{} {}", r.kind, r.name))
+            .collect()
+    };
+    let full = csv_rows(true);
+    let lean = csv_rows(false);
+    assert_eq!(names(&full, Status::Pruned).len(), 1);
+    assert!(names(&lean, Status::Pruned).is_empty());
+    assert_eq!(names(&lean, Status::Ok), names(&full, Status::Ok));
+    assert_eq!(lean.len() + 1, full.len());
+}
+
 #[test]
 fn wrong_results_are_failed_never_best() {
     if skip("wrong_results_are_failed_never_best") {
