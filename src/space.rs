@@ -557,9 +557,9 @@ mod tests {
 
     #[test]
     fn read_async_lives_on_the_sector_path_only_and_needs_the_f16_pad() {
-        let async_points = |dtype: &str, shape_text: &str, pad: &str| {
+        let async_points = |dtype: &str, shape_text: &str, pin: &str| {
             let op = transpose().with_dtype(Some(dtype)).unwrap();
-            let pins: Vec<ParamOverride> = ["READ=elem,async", "VEC=1", pad, "RUNS=tile,sector"]
+            let pins: Vec<ParamOverride> = ["READ=elem,async", "VEC=1", pin, "RUNS=tile,sector"]
                 .iter()
                 .map(|t| parse_override(&op, t).unwrap())
                 .collect();
@@ -587,6 +587,9 @@ mod tests {
         // elements are never shifted.
         assert_eq!(async_points("f16", "8191x8191", "PAD=0"), 0);
         assert!(async_points("f32", "8191x8191", "PAD=0") > 0);
+        // The L2 prefetch hints are load hints: cp.async takes none. Streaming stores apply.
+        assert_eq!(async_points("f32", "8191x8191", "CACHE=l2_128,l2_256"), 0);
+        assert!(async_points("f32", "8191x8191", "CACHE=streaming") > 0);
         // Whole-sector rows of out: no sector runs, hence no async read.
         assert_eq!(async_points("f16", "1024x1024", "PAD=1"), 0);
     }
