@@ -105,18 +105,6 @@ pub struct CheckArgs {
     /// Timed launches per configuration (at least the stored run's).
     #[arg(long, default_value_t = 30)]
     pub reps: usize,
-    /// How to choose the configurations to measure: `exhaustive` times every valid one;
-    /// `random`, `anneal` (simulated annealing) or `genetic` measure only --budget of them,
-    /// learning from each round of 16; `auto` is exhaustive up to 1024 valid configurations
-    /// and anneal above. Example: --op sgemm --strategy anneal --budget 300.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "exhaustive", "random", "anneal", "genetic"])]
-    pub strategy: String,
-
-    /// What a search may spend: a number of variants (300) or a time (90s, 5m); default 256
-    /// variants for a search, everything for exhaustive.
-    #[arg(long, value_name = "N|TIME", value_parser = budget_arg)]
-    pub budget: Option<Budget>,
-
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,

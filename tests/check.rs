@@ -277,3 +277,20 @@ fn the_binary_rejects_a_missing_database() {
         "{stderr}"
     );
 }
+
+/// `check` re-times stored winners: it has no search, so the search options of `tune` are
+/// usage errors here rather than options that silently do nothing.
+#[test]
+fn search_options_are_not_check_options() {
+    for args in [["--strategy", "anneal"], ["--budget", "100"]] {
+        let out = assert_cmd::Command::cargo_bin("tune")
+            .unwrap()
+            .arg("check")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("unexpected argument"), "{stderr}");
+    }
+}
