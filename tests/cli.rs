@@ -658,8 +658,8 @@ fn templates_with(edit: impl Fn(&str) -> String) -> TempDir {
 fn a_tera_syntax_error_names_the_template() {
     let templates = templates_with(|t| {
         t.replacen(
-            "    __shared__ tile_t tile",
-            "{% if %}\n    __shared__ tile_t tile",
+            "    __shared__ __align__(16) tile_t tile",
+            "{% if %}\n    __shared__ __align__(16) tile_t tile",
             1,
         )
     });
@@ -672,8 +672,8 @@ fn a_tera_syntax_error_names_the_template() {
 fn cuda_that_does_not_compile_for_one_value_fails_only_those_variants() {
     let templates = templates_with(|t| {
         t.replacen(
-            "    __shared__ tile_t tile",
-            "{% if PAD == 1 %}this is not cuda;{% endif %}\n    __shared__ tile_t tile",
+            "    __shared__ __align__(16) tile_t tile",
+            "{% if PAD == 1 %}this is not cuda;{% endif %}\n    __shared__ __align__(16) tile_t tile",
             1,
         )
     });

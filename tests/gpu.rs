@@ -322,8 +322,8 @@ fn a_faulting_kernel_is_recorded_and_the_run_goes_on() {
         );
         plant(
             &t,
-            "    __shared__ tile_t tile;\n    const long long tiles_y",
-            "    __shared__ tile_t tile;\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1;\n{% endif %}    const long long tiles_y",
+            "    __shared__ __align__(16) tile_t tile;\n    const long long tiles_y",
+            "    __shared__ __align__(16) tile_t tile;\n{% if UNROLL == \"on\" %}    out[1ll << 40] = 1;\n{% endif %}    const long long tiles_y",
         )
     });
     let out = tempfile::tempdir().unwrap();
@@ -368,8 +368,8 @@ fn a_hanging_kernel_is_killed_by_the_watchdog() {
     let (_keep, dir) = templates_with(|t| {
         plant(
             &t,
-            "    __shared__ tile_t tile;\n    const long long tiles_y",
-            "    __shared__ tile_t tile;\n{% if UNROLL == \"on\" %}    while (((volatile const float*)in)[0] < 2.0f) {}\n{% endif %}    const long long tiles_y",
+            "    __shared__ __align__(16) tile_t tile;\n    const long long tiles_y",
+            "    __shared__ __align__(16) tile_t tile;\n{% if UNROLL == \"on\" %}    while (((volatile const float*)in)[0] < 2.0f) {}\n{% endif %}    const long long tiles_y",
         )
     });
     let out = tempfile::tempdir().unwrap();
