@@ -17,6 +17,10 @@
 #   async:  READ=async against READ=elem (RUNS=sector): small odd shapes verified in every dtype,
 #           then 8191x8191 in every dtype, exhaustive (session 5; the part for the reverted
 #           READ=pair experiment is in commit e39c2db)
+#   next:   what session 5 left for the GPU (after a call of `tests`; both together would pass
+#           the device's 10 minutes a call): `async`, then 8191x8191 in every dtype over the
+#           whole default space plus READ=async, exhaustive (the table's rows if async wins;
+#           over 1024 valid points, hence named)
 #   occ:    8191x8191 in every dtype, VEC=1, both RUNS, with OCCUPANCY caps and 1/2 tiles
 #           per block, exhaustive (session 4: the lean sector path)
 set -uo pipefail
@@ -70,6 +74,13 @@ case "$part" in
     for dtype in f16 f32 f64; do
       RESULTS=$OUT/async-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
         --param VEC=1 --param RUNS=sector --param READ=elem,async --param BOUNDS=edge,always
+    done
+    ;;
+  next)
+    bash "$0" async
+    for dtype in f16 f32 f64; do
+      RESULTS=$OUT/next-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
+        --param READ=elem,async
     done
     ;;
   occ)
