@@ -54,7 +54,7 @@ bool emulate(const Cfg& c, int rows, int cols) {
         } else {
           int tid = ty*TW + tx, q = tid % RW, r = tid / RW, p = shift(top + r);
           bool extra = p != 0 && q == RW-1;
-          ll src = (ll)(top + r)*cols + xs - tx - p + q*WE;
+          ll src = (ll)(top + r)*cols + (ll)tc*TW - p + q*WE;
           for (int j = 0; j < TH+LEAD; j += WR) {
             int i = r + j;
             if (i > 0 && ((TH+LEAD) % WR == 0 || i < TH+LEAD)) {
