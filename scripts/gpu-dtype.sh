@@ -14,13 +14,9 @@
 #   (session 4 parts `carry` and `outvec`, for two reverted template experiments, are in
 #   commit d794a8c)
 #   levers: 8191x8191 f32 with the levers one at a time (ASPECT, TILES_PER_BLOCK, CACHE, PAD)
-#   async:  READ=async against READ=elem (RUNS=sector): small odd shapes verified in every dtype,
-#           then 8191x8191 in every dtype, exhaustive (session 5; the part for the reverted
-#           READ=pair experiment is in commit e39c2db)
-#   next:   what session 5 left for the GPU (after a call of `tests`; both together would pass
-#           the device's 10 minutes a call): `async`, then 8191x8191 in every dtype over the
-#           whole default space plus READ=async, exhaustive (the table's rows if async wins;
-#           over 1024 valid points, hence named)
+#   (session 5's parts `async` and `next`, READ=async against READ=elem, ran in session 6 through
+#   scripts/gpu-session6.sh and showed no gain; the code is in commit 3ae16dc, the READ=pair
+#   experiment's in e39c2db)
 #   occ:    8191x8191 in every dtype, VEC=1, both RUNS, with OCCUPANCY caps and 1/2 tiles
 #           per block, exhaustive (session 4: the lean sector path)
 set -uo pipefail
@@ -63,25 +59,6 @@ case "$part" in
     done
     # The one other table row whose space has RUNS=sector (2000-byte rows of out).
     run --op transpose --shape 1000x1000 --dtype f16
-    ;;
-  async)
-    for dtype in f32 f64 f16; do
-      for shape in 7x5 33x4097 4097x33 999x1001 1000x1000 2001x3003; do
-        RESULTS=/tmp/async-small run --op transpose --shape "$shape" --dtype "$dtype" --reps 5 \
-          --param VEC=1 --param RUNS=sector --param READ=elem,async | grep -E "^Best|verified configurations|failed"
-      done
-    done
-    for dtype in f16 f32 f64; do
-      RESULTS=$OUT/async-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
-        --param VEC=1 --param RUNS=sector --param READ=elem,async --param BOUNDS=edge,always
-    done
-    ;;
-  next)
-    bash "$0" async
-    for dtype in f16 f32 f64; do
-      RESULTS=$OUT/next-$dtype run --op transpose --shape 8191x8191 --dtype "$dtype" --strategy exhaustive \
-        --param READ=elem,async
-    done
     ;;
   occ)
     for dtype in f32 f16 f64; do

@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(
             c.config.label(),
             "TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=always VEC=1 TILES_PER_BLOCK=1 \
-             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem"
+             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0"
         );
         assert_eq!(c.launch.unwrap().block, (32, 8, 1));
         assert_eq!(c.launch.unwrap().grid, (32, 32, 1));
@@ -553,45 +553,6 @@ mod tests {
         assert!(all
             .iter()
             .any(|c| value(c, "TILE_DIM") == Value::Int(128) && c.pruned.is_none()));
-    }
-
-    #[test]
-    fn read_async_lives_on_the_sector_path_only_and_needs_the_f16_pad() {
-        let async_points = |dtype: &str, shape_text: &str, pin: &str| {
-            let op = transpose().with_dtype(Some(dtype)).unwrap();
-            let pins: Vec<ParamOverride> = ["READ=elem,async", "VEC=1", pin, "RUNS=tile,sector"]
-                .iter()
-                .map(|t| parse_override(&op, t).unwrap())
-                .collect();
-            let all =
-                enumerate(&op, &shape(shape_text), &DeviceLimits::SM90_DEFAULT, &pins).unwrap();
-            let live: Vec<_> = all
-                .iter()
-                .filter(|c| c.pruned.is_none() && value(c, "READ") == Value::Str("async".into()))
-                .collect();
-            for c in &live {
-                assert_eq!(
-                    value(c, "RUNS"),
-                    Value::Str("sector".into()),
-                    "{}",
-                    c.config.label()
-                );
-            }
-            live.len()
-        };
-        // Odd strides: sector runs exist, so async does, in every dtype with the pad.
-        for dtype in ["f32", "f64", "f16"] {
-            assert!(async_points(dtype, "8191x8191", "PAD=1") > 0, "{dtype}");
-        }
-        // A shifted f16 row's last element lands in the pad: none without it; 4- and 8-byte
-        // elements are never shifted.
-        assert_eq!(async_points("f16", "8191x8191", "PAD=0"), 0);
-        assert!(async_points("f32", "8191x8191", "PAD=0") > 0);
-        // The L2 prefetch hints are load hints: cp.async takes none. Streaming stores apply.
-        assert_eq!(async_points("f32", "8191x8191", "CACHE=l2_128,l2_256"), 0);
-        assert!(async_points("f32", "8191x8191", "CACHE=streaming") > 0);
-        // Whole-sector rows of out: no sector runs, hence no async read.
-        assert_eq!(async_points("f16", "1024x1024", "PAD=1"), 0);
     }
 
     #[test]
