@@ -186,6 +186,9 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             );
         }
     }
+    if let Some(line) = noisy_roof_line(&o.records, &info.roof) {
+        let _ = writeln!(s, "{line}");
+    }
     if let Some(c) = &o.confidence {
         let label = |at: usize| o.records[at].label();
         let runner_up = c.runner_up.as_ref().map(|(_, cmp)| cmp);
@@ -328,6 +331,28 @@ pub fn too_noisy_to_rank(
     ))
 }
 
+/// Above this spread (p90 - p10 over the median, in percent) of the roof baseline's launches,
+/// the "% of roof" figures get a warning. Why: every fraction of the run divides by the roof's
+/// median, and nothing else in the report shows when that one number is off. Seen on the H100
+/// (session 6): one cuBLAS timing at 1000^3 had a 46 % spread and a median 2.4x its usual, so
+/// the best kernel read "237.6 % of cublas_sgemm"; the same kernels' own spreads were 1-3 %.
+pub const NOISY_ROOF_PCT: f64 = 10.0;
+
+/// A warning when the roof baseline (named `roof`) timed noisily, or `None`.
+pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
+    let r = records
+        .iter()
+        .find(|r| r.kind == "baseline" && r.name == roof && r.status == Status::Ok)?;
+    let st = r.stats?;
+    if st.spread_pct.is_nan() || st.spread_pct > NOISY_ROOF_PCT {
+        return Some(format!(
+            "Warning: the roof {roof} timed noisily (spread {:.1}% over {} launches, median {:.4} ms, min {:.4} ms), so every % of it above is uncertain; run again to compare",
+            st.spread_pct, st.samples, st.median_ms, st.min_ms
+        ));
+    }
+    None
+}
+
 /// The warm-up line: the run's first warm-up in full, the later jobs' ones summed (those only
 /// ran when the GPU had cooled down between jobs).
 fn warmup_line(warmups: &[(String, crate::clocks::Warmup)]) -> Option<String> {
@@ -448,6 +473,41 @@ mod tests {
             ci_low_pct: low,
             ci_high_pct: high,
         }
+    }
+
+    #[test]
+    fn a_noisy_roof_is_named_and_a_steady_one_is_not() {
+        let baseline = |name: &str, spread_pct: f64| Record {
+            kind: "baseline".into(),
+            name: name.into(),
+            params: vec![],
+            status: Status::Ok,
+            error: String::new(),
+            stats: Some(crate::bench::Stats {
+                median_ms: 0.15,
+                min_ms: 0.1305,
+                max_ms: 0.239,
+                spread_pct,
+                samples: 30,
+            }),
+            throughput: None,
+            frac_of_roof: None,
+            compile_ms: None,
+            registers: None,
+            confirm: None,
+        };
+        // The H100 cuBLAS timing at 1000^3 that made a kernel read 237.6 % of it.
+        let records = vec![baseline("cublas_sgemm", 45.8), baseline("other", 1.0)];
+        let line = noisy_roof_line(&records, "cublas_sgemm").expect("a warning");
+        assert!(
+            line.contains("cublas_sgemm") && line.contains("45.8%"),
+            "{line}"
+        );
+        // Only the roof counts: another noisy baseline divides nothing.
+        assert_eq!(noisy_roof_line(&records, "other"), None);
+        let steady = vec![baseline("cublas_sgemm", 2.0)];
+        assert_eq!(noisy_roof_line(&steady, "cublas_sgemm"), None);
+        assert_eq!(noisy_roof_line(&steady, ""), None);
     }
 
     #[test]
