@@ -31,7 +31,6 @@ mkdir -p "$OUT/results"
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache} TUNE_EXE=$PWD/.gpu/tune
 log="$OUT/dtype.log"
 . "$(dirname "$0")/gpu-run.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 case "$part" in
   tests)
     ./.gpu/gpu-tests --nocapture --test-threads=1 --skip every_variant 2>&1 | tee "$OUT/gpu-tests.log" \

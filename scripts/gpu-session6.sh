@@ -12,11 +12,9 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 part=${1:?usage: gpu-session6.sh transpose|sgemm}
-mkdir -p "$OUT"
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache} TUNE_EXE=$PWD/.gpu/tune
 log="$OUT/$part.log"
 . "$(dirname "$0")/gpu-run.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 case "$part" in
   transpose)
     for dtype in f16 f32 f64; do

@@ -9,7 +9,6 @@ OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
 log="$OUT/sgemm3.log"
 . "$(dirname "$0")/gpu-run.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 if [ "${1:-}" != "tm16" ]; then
 # 128x128 blocks of 256 threads, 8x8 per thread (the classic SIMT GEMM tile), BK 8 or 16,
 # 2 to 5 stages, with and without a 128-register cap (OCCUPANCY=16: two blocks per SM).

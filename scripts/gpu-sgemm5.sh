@@ -8,7 +8,6 @@ OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
 log="$OUT/sgemm5.log"
 . "$(dirname "$0")/gpu-run.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 # Around the session-3 winners, exhaustive, both bounds modes of the default sweep.
 RESULTS="$OUT/focused-1023" run --op sgemm --shape 1023x1025x1027 --strategy exhaustive \
   --param BM=64,128 --param BN=32,64 --param BK=16,32 --param TM=8 --param TN=4,8 --param WARP_N=8,16 \

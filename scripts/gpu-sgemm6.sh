@@ -16,7 +16,6 @@ mkdir -p "$OUT/ncu"
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
 log="$OUT/sgemm6.log"
 . "$(dirname "$0")/gpu-run.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$log"
 w1000=(--param BM=64 --param BN=64 --param BK=32 --param TM=8 --param TN=4 --param WARP_N=16 --param VEC=4
   --param PAD=0 --param STAGES=2,3 --param LOAD=async --param BOUNDS=specialized,edge)
 w1023=(--param BM=64,128 --param BN=32 --param BK=16 --param TM=8 --param TN=4 --param WARP_N=8 --param VEC=1
