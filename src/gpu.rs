@@ -269,22 +269,34 @@ impl Gpu {
 
     /// Loads a cubin and looks up one kernel in it.
     pub fn load(&self, cubin: &[u8], kernel: &str) -> GpuResult<Kernel> {
+        let mut all = self.load_all(cubin, &[kernel])?;
+        Ok(all.remove(0))
+    }
+
+    /// Loads a cubin once and looks up each of `kernels` in it (a variant and the prologue
+    /// kernels it launches first), in that order.
+    pub fn load_all(&self, cubin: &[u8], kernels: &[&str]) -> GpuResult<Vec<Kernel>> {
         let module = self
             .ctx
             .load_module(Ptx::from_binary(cubin.to_vec()))
             .map_err(fault("loading the module"))?;
-        let func = module
-            .load_function(kernel)
-            .map_err(fault(format!("finding kernel {kernel}")))?;
-        let mut registers = 0;
-        unsafe {
-            sys::cuFuncGetAttribute(
-                &mut registers,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
-                func.cu_function(),
-            )
-        };
-        Ok(Kernel { func, registers })
+        kernels
+            .iter()
+            .map(|kernel| {
+                let func = module
+                    .load_function(kernel)
+                    .map_err(fault(format!("finding kernel {kernel}")))?;
+                let mut registers = 0;
+                unsafe {
+                    sys::cuFuncGetAttribute(
+                        &mut registers,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                        func.cu_function(),
+                    )
+                };
+                Ok(Kernel { func, registers })
+            })
+            .collect()
     }
 
     /// Enqueues one launch; errors from the launch itself (bad geometry, too many resources)

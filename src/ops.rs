@@ -155,6 +155,9 @@ pub struct Launch {
 pub enum Role {
     Input,
     Output,
+    /// Device memory a variant's kernels may use for themselves (e.g. a repacked copy of an
+    /// input): allocated once per run, neither filled nor compared.
+    Scratch,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -227,6 +230,21 @@ pub struct Baseline {
     pub roof: bool,
 }
 
+/// A kernel of the variant's own source launched before the op's kernel, in the same timed
+/// region and with the same arguments, for the configurations where `when` holds: work a
+/// variant needs done first (repacking an input into an aligned layout, say) is paid for in
+/// its time instead of being left out of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prologue {
+    pub kernel: String,
+    /// A boolean expression over the parameters, defines and shape; absent: always.
+    #[serde(default)]
+    pub when: Option<String>,
+    pub block: [String; 3],
+    pub grid: [String; 3],
+}
+
 /// The spec file of one op.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -265,6 +283,8 @@ pub struct OpSpec {
     #[serde(default)]
     pub constraints: Vec<Constraint>,
     pub launch: Launch,
+    #[serde(default)]
+    pub prologue: Vec<Prologue>,
     pub buffers: Vec<BufferSpec>,
     #[serde(default)]
     pub baseline_source: Option<BaselineSource>,
@@ -528,6 +548,14 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             return Err(err("args: an argument is empty".into()));
         }
     }
+    for (i, p) in spec.prologue.iter().enumerate() {
+        if p.kernel.trim().is_empty() || p.kernel == spec.kernel {
+            return Err(err(format!(
+                "prologue[{i}].kernel: must name a kernel of the template other than '{}'",
+                spec.kernel
+            )));
+        }
+    }
     for b in &spec.baselines {
         let field = format!("baselines.{}", b.name);
         if b.expect != "reference" && buffer(&b.expect).map(|x| x.role) != Some(Role::Input) {
@@ -696,5 +724,19 @@ mod tests {
         assert!(e.contains("x.toml") && e.contains("output"), "{e}");
         let e = parse_spec("name = 3", "y.toml").unwrap_err().to_string();
         assert!(e.contains("y.toml"), "{e}");
+        // A prologue must be another kernel of the template.
+        let text = include_str!("../templates/sgemm.toml")
+            .replace("kernel = \"sgemm_repack\"", "kernel = \"sgemm\"");
+        let e = parse_spec(&text, "z.toml").unwrap_err().to_string();
+        assert!(e.contains("prologue[0].kernel"), "{e}");
+        let spec = parse_spec(include_str!("../templates/sgemm.toml"), "sgemm.toml").unwrap();
+        assert_eq!(spec.prologue[0].when.as_deref(), Some("REPACK == 1"));
+        let scratch: Vec<&str> = spec
+            .buffers
+            .iter()
+            .filter(|b| b.role == Role::Scratch)
+            .map(|b| b.name.as_str())
+            .collect();
+        assert_eq!(scratch, ["AP", "BP"]);
     }
 }

@@ -62,6 +62,9 @@ pub struct Candidate {
     /// Names of the defines (a subset of `vars`), passed to the template.
     pub define_names: Vec<String>,
     pub launch: Option<LaunchDims>,
+    /// The spec's prologue kernels this configuration runs first (those whose `when`
+    /// holds), with their launch geometry, in order.
+    pub prologue: Vec<(String, LaunchDims)>,
     pub pruned: Option<String>,
 }
 
@@ -263,6 +266,7 @@ fn evaluate(
         vars,
         define_names,
         launch: None,
+        prologue: Vec::new(),
         pruned: None,
     };
     for (i, c) in op.spec.constraints.iter().enumerate() {
@@ -283,7 +287,33 @@ fn evaluate(
         &format!("{} launch", op.at("[launch]")),
     )? {
         Ok(dims) => candidate.launch = Some(dims),
-        Err(why) => candidate.pruned = Some(why),
+        Err(why) => {
+            candidate.pruned = Some(why);
+            return Ok(candidate);
+        }
+    }
+    for (i, p) in op.spec.prologue.iter().enumerate() {
+        let at = format!("{} prologue[{i}]", op.at(&p.kernel));
+        if let Some(when) = &p.when {
+            if !candidate.vars.eval_bool(when, &format!("{at}.when"))? {
+                continue;
+            }
+        }
+        if let Some((first, _)) = candidate.prologue.first() {
+            // The exports (header entries, Rust API) carry one kernel to launch first.
+            candidate.pruned = Some(format!(
+                "two prologue kernels apply ({first}, {}); at most one may",
+                p.kernel
+            ));
+            return Ok(candidate);
+        }
+        match eval_launch(&candidate.vars, &p.block, &p.grid, limits, &at)? {
+            Ok(dims) => candidate.prologue.push((p.kernel.clone(), dims)),
+            Err(why) => {
+                candidate.pruned = Some(format!("prologue {}: {why}", p.kernel));
+                return Ok(candidate);
+            }
+        }
     }
     Ok(candidate)
 }
@@ -576,5 +606,46 @@ mod tests {
         let live: Vec<_> = all.iter().filter(|c| c.pruned.is_none()).collect();
         assert!(!live.is_empty());
         assert!(live.iter().all(|c| c.launch.unwrap().grid.1 <= 65535));
+    }
+    /// The sgemm spec's prologue: REPACK=1 points carry sgemm_repack with its grid, others
+    /// carry nothing, and REPACK=1 is pruned where float4 loads need no repack.
+    #[test]
+    fn prologue_kernels_follow_their_when_expression() {
+        let op = Op::load("sgemm", None).unwrap();
+        let dims = ["M", "N", "K"].map(String::from);
+        let at = |s: &str, repack: &str| {
+            let o = [
+                "BM=64",
+                "BN=64",
+                "BK=32",
+                "TM=8",
+                "TN=4",
+                "WARP_N=16",
+                "VEC=4",
+                "PAD=0",
+                "STAGES=2",
+                "LOAD=async",
+                "BOUNDS=edge",
+                repack,
+            ]
+            .map(|t| parse_override(&op, t).unwrap());
+            let shape = Shape::parse(s, &dims).unwrap();
+            let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
+            assert_eq!(all.len(), 1);
+            all.remove(0)
+        };
+        let c = at("1023x1025x1027", "REPACK=1");
+        assert_eq!(c.pruned, None);
+        let (kernel, d) = &c.prologue[0];
+        assert_eq!(kernel, "sgemm_repack");
+        // One block row per row of A (1023) and of the padded B (1028); 257 float4s a row.
+        assert_eq!((d.grid, d.block), ((3, 1023 + 1028, 1), (128, 1, 1)));
+        // K rounded up to 1028 is a multiple of no BK, so K keeps a partial slice.
+        assert_eq!(var(&c, "KL"), 1028);
+        let c = at("1000x1000x1022", "REPACK=1");
+        assert_eq!(var(&c, "KL"), 1024);
+        assert!(at("1023x1025x1027", "REPACK=0").prologue.is_empty());
+        let c = at("1024x1024x1024", "REPACK=1");
+        assert!(c.pruned.unwrap().contains("REPACK=1 serves float4 loads"));
     }
 }

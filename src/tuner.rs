@@ -16,8 +16,8 @@ use crate::shape::Shape;
 use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::verify;
 use crate::worker::{
-    compile_parallel, run_tasks, ArgDesc, BufferDesc, GpuWorker, Isolation, Job, ReferenceKernel,
-    Task, TaskResult, Work,
+    compile_parallel, run_tasks, ArgDesc, BufferDesc, GpuWorker, Isolation, Job, PreLaunch,
+    ReferenceKernel, Task, TaskResult, Work,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
@@ -808,6 +808,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     kernel: b.kernel.clone().unwrap_or_default(),
                     grid: [dims.grid.0, dims.grid.1, dims.grid.2],
                     block: [dims.block.0, dims.block.1, dims.block.2],
+                    before: Vec::new(),
                 })
             }
         };
@@ -854,6 +855,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 kernel: kernel.clone(),
                 grid: [dims.grid.0, dims.grid.1, dims.grid.2],
                 block: [dims.block.0, dims.block.1, dims.block.2],
+                before: Vec::new(),
             })
         }
         _ => None,
@@ -1510,10 +1512,14 @@ impl Prepared {
             task_key.insert(
                 id,
                 format!(
-                    "{} {:?} {:?}",
+                    "{} {:?} {:?}{}",
                     env.compiler.key(&self.sources[*k]),
                     dims.grid,
-                    dims.block
+                    dims.block,
+                    c.prologue
+                        .iter()
+                        .map(|(name, d)| format!(" after {name} {:?} {:?}", d.grid, d.block))
+                        .collect::<String>()
                 ),
             );
         }
@@ -1526,6 +1532,7 @@ impl Prepared {
                 kernel: env.op.spec.kernel.clone(),
                 grid: [dims.grid.0, dims.grid.1, dims.grid.2],
                 block: [dims.block.0, dims.block.1, dims.block.2],
+                before: pre_launches(c),
             },
             expect: "reference".into(),
             contender: true,
@@ -1579,7 +1586,20 @@ fn reference_config_kernel(
         kernel: op.spec.kernel.clone(),
         grid: [dims.grid.0, dims.grid.1, dims.grid.2],
         block: [dims.block.0, dims.block.1, dims.block.2],
+        before: pre_launches(c),
     })
+}
+
+/// The prologue launches of a configuration, as a task carries them.
+fn pre_launches(c: &Candidate) -> Vec<PreLaunch> {
+    c.prologue
+        .iter()
+        .map(|(kernel, d)| PreLaunch {
+            kernel: kernel.clone(),
+            grid: [d.grid.0, d.grid.1, d.grid.2],
+            block: [d.block.0, d.block.1, d.block.2],
+        })
+        .collect()
 }
 
 /// `NAME=value;NAME=value`, the parameter form of best.csv.

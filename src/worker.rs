@@ -65,6 +65,10 @@ pub enum Work {
         kernel: String,
         grid: [u32; 3],
         block: [u32; 3],
+        /// Kernels of the same cubin launched first, in the same timed region (the spec's
+        /// prologue for this configuration).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        before: Vec<PreLaunch>,
     },
     Memcpy {
         from: String,
@@ -81,6 +85,59 @@ pub enum Work {
     },
 }
 
+/// A prologue kernel of a task: launched with the op's arguments before the task's kernel.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreLaunch {
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+}
+
+fn dims_of(grid: &[u32; 3], block: &[u32; 3]) -> crate::space::LaunchDims {
+    crate::space::LaunchDims {
+        grid: (grid[0], grid[1], grid[2]),
+        block: (block[0], block[1], block[2]),
+    }
+}
+
+/// A kernel task loaded on the device: its prologue launches, then its kernel.
+struct Loaded {
+    launches: Vec<(crate::gpu::Kernel, crate::space::LaunchDims)>,
+}
+
+impl Loaded {
+    /// Loads the cubin once and finds every kernel the task launches.
+    fn new(
+        gpu: &Gpu,
+        image: &[u8],
+        kernel: &str,
+        grid: &[u32; 3],
+        block: &[u32; 3],
+        before: &[PreLaunch],
+    ) -> GpuResult<Loaded> {
+        let mut names: Vec<&str> = before.iter().map(|p| p.kernel.as_str()).collect();
+        names.push(kernel);
+        let kernels = gpu.load_all(image, &names)?;
+        let mut dims: Vec<_> = before.iter().map(|p| dims_of(&p.grid, &p.block)).collect();
+        dims.push(dims_of(grid, block));
+        Ok(Loaded {
+            launches: kernels.into_iter().zip(dims).collect(),
+        })
+    }
+
+    /// Registers of the task's own kernel (the last launch), the figure the CSV reports.
+    fn registers(&self) -> i32 {
+        self.launches.last().map_or(0, |(k, _)| k.registers)
+    }
+
+    fn enqueue(&self, gpu: &Gpu, args: &[Arg]) -> GpuResult<()> {
+        for (k, dims) in &self.launches {
+            gpu.launch(k, *dims, args)?;
+        }
+        Ok(())
+    }
+}
+
 /// A kernel that computes the expected output on the GPU (launched with the op's arguments,
 /// the output replaced by the expected buffer), spot-checked on the CPU before use.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,6 +146,9 @@ pub struct ReferenceKernel {
     pub kernel: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Prologue kernels of a reference configuration, launched first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<PreLaunch>,
 }
 
 /// One thing to verify and time.
@@ -262,7 +322,8 @@ impl Session {
             (None, Some(rk)) => {
                 let image =
                     std::fs::read(&rk.cubin).map_err(|e| Error::io("cannot read", &rk.cubin, e))?;
-                let kernel = gpu.load(&image, &rk.kernel)?;
+                let kernel =
+                    Loaded::new(&gpu, &image, &rk.kernel, &rk.grid, &rk.block, &rk.before)?;
                 let out_ptr = buffers[output].1.ptr;
                 let ref_args: Vec<Arg> = args
                     .iter()
@@ -271,11 +332,7 @@ impl Session {
                         other => *other,
                     })
                     .collect();
-                let dims = crate::space::LaunchDims {
-                    grid: (rk.grid[0], rk.grid[1], rk.grid[2]),
-                    block: (rk.block[0], rk.block[1], rk.block[2]),
-                };
-                gpu.launch(&kernel, dims, &ref_args)?;
+                kernel.enqueue(&gpu, &ref_args)?;
                 gpu.synchronize("computing the GPU reference")?;
                 let on_gpu = gpu.download(&expected)?;
                 let refs: Vec<&[u8]> = host.inputs.iter().map(Vec::as_slice).collect();
@@ -340,6 +397,7 @@ impl Session {
                 kernel,
                 grid,
                 block,
+                before,
             } = &task.work
             else {
                 results.push(failed(
@@ -348,20 +406,16 @@ impl Session {
                 ));
                 continue;
             };
-            let dims = crate::space::LaunchDims {
-                grid: (grid[0], grid[1], grid[2]),
-                block: (block[0], block[1], block[2]),
-            };
             let out = &self.buffers[self.output].1;
             let ready = std::fs::read(cubin)
                 .map_err(|e| e.to_string())
                 .and_then(|image| {
-                    let k = self.gpu.load(&image, kernel).map_err(|f| f.to_string())?;
+                    let k = Loaded::new(&self.gpu, &image, kernel, grid, block, before)
+                        .map_err(|f| f.to_string())?;
                     self.gpu
                         .fill_u32(out, NAN_BITS)
                         .map_err(|f| f.to_string())?;
-                    self.gpu
-                        .launch(&k, dims, &self.args)
+                    k.enqueue(&self.gpu, &self.args)
                         .map_err(|f| f.to_string())?;
                     self.gpu
                         .synchronize("running the kernel")
@@ -374,7 +428,7 @@ impl Session {
                     Ok(k)
                 });
             match ready {
-                Ok(k) => loaded.push((task.id, k, dims)),
+                Ok(k) => loaded.push((task.id, k)),
                 Err(e) => results.push(failed(task.id, e)),
             }
         }
@@ -384,10 +438,10 @@ impl Session {
             let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
             // One untimed round first: every kernel warm, the clocks up.
             for round in 0..=rounds {
-                for (i, (_, k, dims)) in loaded.iter().enumerate() {
+                for (i, (_, k)) in loaded.iter().enumerate() {
                     self.timer.flush(&self.gpu, round * loaded.len() + i)?;
                     self.gpu.record(&events[i].0)?;
-                    self.gpu.launch(k, *dims, &self.args)?;
+                    k.enqueue(&self.gpu, &self.args)?;
                     self.gpu.record(&events[i].1)?;
                 }
                 self.gpu.synchronize("interleaved launches")?;
@@ -401,9 +455,9 @@ impl Session {
         })();
         match timed {
             Ok(samples) => {
-                for ((id, k, _), s) in loaded.iter().zip(samples) {
+                for ((id, k), s) in loaded.iter().zip(samples) {
                     let mut r = failed(*id, String::new());
-                    r.registers = Some(k.registers);
+                    r.registers = Some(k.registers());
                     r.stats = Stats::from_samples(&s);
                     r.samples = s;
                     r.clock = self.clocks.as_ref().and_then(|c| c.sample());
@@ -459,18 +513,15 @@ impl Session {
                 kernel,
                 grid,
                 block,
+                before,
             } => match std::fs::read(cubin) {
                 Err(e) => Err(format!("cannot read {}: {e}", cubin.display())),
-                Ok(image) => match self.gpu.load(&image, kernel) {
+                Ok(image) => match Loaded::new(&self.gpu, &image, kernel, grid, block, before) {
                     Err(f) => Err(self.fault(&mut r, f)),
                     Ok(k) => {
-                        r.registers = Some(k.registers);
-                        let dims = crate::space::LaunchDims {
-                            grid: (grid[0], grid[1], grid[2]),
-                            block: (block[0], block[1], block[2]),
-                        };
+                        r.registers = Some(k.registers());
                         self.check_and_time(job, task, expect, mode, &mut r, &|| {
-                            self.gpu.launch(&k, dims, &self.args)
+                            k.enqueue(&self.gpu, &self.args)
                         })
                     }
                 },

@@ -767,6 +767,28 @@ fn every_default_sgemm_variant_compiles() {
             "BM=64,128",
             "--param",
             "BN=64,128",
+            "--param",
+            "REPACK=0",
+        ],
+    );
+    assert!(s.compiled > 0 && s.pruned > 0, "{s:?}");
+    // REPACK=1 (float4 kernels reading repacked copies, with the sgemm_repack prologue in the
+    // same source): every bounds mode and load path, a smaller tile set (CI time).
+    let s = compiles_cleanly(
+        &tmp,
+        &[
+            "--op",
+            "sgemm",
+            "--shape",
+            "1023x1025x1027",
+            "--param",
+            "BOUNDS=none,always,specialized,edge",
+            "--param",
+            "BM=64",
+            "--param",
+            "BN=64",
+            "--param",
+            "REPACK=1",
         ],
     );
     assert!(s.compiled > 0 && s.pruned > 0, "{s:?}");

@@ -689,3 +689,67 @@ fn report_shows_the_re_timed_winner() {
     assert!(html.contains("+0.4 % [-1.1, +1.9] tied") && html.contains("+3.2 % [+1.7, +4.7]"));
     assert_eq!(html.matches("<svg").count(), 3);
 }
+
+/// A REPACK=1 sgemm winner runs a prologue kernel first: its exported file holds that kernel
+/// under a name of its own (two such entries compile together, no extern "C" clash), the
+/// comments give its launch, and the header's entry names it in `before`.
+#[test]
+fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
+    let compiler = Compiler::new("sm_90", None).unwrap_or_else(|e| {
+        panic!("NVRTC could not be loaded ({e}); run the tests through scripts/test.sh")
+    });
+    let template = committed_rows()
+        .into_iter()
+        .find(|r| r.op == "matmul")
+        .expect("the fixture has a matmul row");
+    let params = "BM=64;BN=32;BK=32;TM=8;TN=4;WARP_N=8;VEC=4;PAD=4;STAGES=2;GROUP_M=8;\
+                  OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=1";
+    let rows: Vec<BestRow> = ["1023x1025x1027", "999x1001x1003"]
+        .iter()
+        .map(|shape| BestRow {
+            op: "sgemm".into(),
+            shape: shape.to_string(),
+            params: params.into(),
+            ..template.clone()
+        })
+        .collect();
+    let refs: Vec<&BestRow> = rows.iter().collect();
+    let files = cuda_autotune::export::cuda::render(&refs, None, "test").unwrap();
+    let file = |name: &str| {
+        files
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .contents
+            .clone()
+    };
+    let cu = file("sgemm_1023x1025x1027.cu");
+    assert!(
+        cu.contains("void __launch_bounds__(128)\nsgemm_1023x1025x1027_repack(")
+            && !cu.contains("sgemm_repack"),
+        "{cu}"
+    );
+    // 1023 + 1028 block rows of 128 threads, ceil(257 / 128) = 3 blocks across.
+    assert!(
+        cu.contains("first sgemm_1023x1025x1027_repack: block (128, 1, 1), grid (3, 2051, 1)"),
+        "{cu}"
+    );
+    let header = files
+        .iter()
+        .find(|f| f.name.ends_with(".h"))
+        .expect("a header")
+        .contents
+        .clone();
+    assert!(
+        header.contains("\"sgemm_1023x1025x1027_repack\", {128u, 1u, 1u}, {3u, 2051u, 1u}"),
+        "{header}"
+    );
+    let all: String = files
+        .iter()
+        .filter(|f| f.name.ends_with(".cu"))
+        .map(|f| f.contents.clone())
+        .collect();
+    compiler
+        .compile(&all)
+        .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
+}

@@ -467,6 +467,44 @@ fn sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes() {
     }
 }
 
+/// REPACK=1 variants run a prologue kernel (sgemm_repack) that fills the scratch buffers the
+/// GEMM reads; scratch memory starts uninitialized, so a prologue that did not run, ran on
+/// the wrong rows or left the padding unzeroed fails verification here.
+#[test]
+fn repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4() {
+    if skip("repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    // K odd and N odd; K % 4 == 2 with N a multiple of 4 (only A's rows misaligned); a
+    // shape with more rows than a grid's 65535 block rows would be too slow here.
+    for shape in ["97x65x47", "130x64x66", "1023x1025x1027"] {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options(shape, out.path());
+        opts.op = "sgemm".into();
+        opts.params = vec![
+            "REPACK=1".into(),
+            "BOUNDS=none,always,specialized,edge".into(),
+        ];
+        opts.strategy = "random".into();
+        opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
+        let o = tune(&opts).unwrap();
+        assert_none_failed(&o, shape);
+        let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+        assert_eq!(
+            measured.len(),
+            24,
+            "{shape}: the budget is what gets measured"
+        );
+        assert!(
+            measured
+                .iter()
+                .all(|r| param(r, "REPACK") == "1" && param(r, "VEC") == "4"),
+            "{shape}: only repacked float4 variants were asked for"
+        );
+    }
+}
+
 #[test]
 fn resume_reuses_the_journal_and_measures_only_what_is_missing() {
     if skip("resume_reuses_the_journal_and_measures_only_what_is_missing") {

@@ -160,7 +160,11 @@ fn kernel_names(rows: &[&BestRow], templates: Option<&Path>) -> Result<Vec<Strin
 /// The kernel renamed to `name`, the rest inside `namespace ca_<name>` (includes stay
 /// outside), and every macro the source defines undefined at the end.
 fn namespaced(tuned: &TunedKernel, name: &str) -> String {
-    let renamed = rename_identifier(&tuned.source, tuned.kernel_name(), name);
+    let mut renamed = rename_identifier(&tuned.source, tuned.kernel_name(), name);
+    // Prologue kernels are extern "C" too: two exported entries must not share their names.
+    for (k, _) in &tuned.candidate.prologue {
+        renamed = rename_identifier(&renamed, k, &prologue_name(tuned, name, k));
+    }
     let mut includes = String::new();
     let mut body = String::new();
     let mut macros: Vec<&str> = Vec::new();
@@ -194,14 +198,68 @@ fn namespaced(tuned: &TunedKernel, name: &str) -> String {
     out
 }
 
+/// `<name>_<prologue kernel without the op's kernel prefix>`: `sgemm_repack` of the entry
+/// `sgemm_1023x1025x1027` becomes `sgemm_1023x1025x1027_repack`.
+fn prologue_name(tuned: &TunedKernel, name: &str, kernel: &str) -> String {
+    let suffix = kernel
+        .strip_prefix(tuned.kernel_name())
+        .unwrap_or(kernel)
+        .trim_start_matches('_');
+    format!("{name}_{suffix}")
+}
+
 fn launch_comment(op: &Op, name: &str) -> String {
     let l = &op.spec.launch;
-    format!(
+    let mut text = format!(
         "// Launch: {name}({}) with block = ({}), grid = ({})",
         op.spec.args.join(", "),
         l.block.join(", "),
         l.grid.join(", ")
-    )
+    );
+    for p in &op.spec.prologue {
+        let _ = write!(
+            text,
+            "\n// Before it, where {}: <{name}_{}> with the same arguments, block = ({}), grid = ({})",
+            p.when.as_deref().unwrap_or("always"),
+            p.kernel.trim_start_matches(op.spec.kernel.as_str()).trim_start_matches('_'),
+            p.block.join(", "),
+            p.grid.join(", ")
+        );
+    }
+    for b in op
+        .spec
+        .buffers
+        .iter()
+        .filter(|b| b.role == crate::ops::Role::Scratch)
+    {
+        let _ = write!(
+            text,
+            "\n// Scratch buffer {} of the arguments: {} elements (device memory, contents unused)",
+            b.name, b.elements
+        );
+    }
+    text
+}
+
+/// This entry's prologue launches at its shape, one comment line each.
+fn prologue_lines(e: &Entry) -> String {
+    e.tuned
+        .candidate
+        .prologue
+        .iter()
+        .map(|(k, d)| {
+            format!(
+                "\n//   first {}: block ({}, {}, {}), grid ({}, {}, {}).",
+                prologue_name(&e.tuned, &e.name, k),
+                d.block.0,
+                d.block.1,
+                d.block.2,
+                d.grid.0,
+                d.grid.1,
+                d.grid.2
+            )
+        })
+        .collect()
 }
 
 fn cu_file(e: &Entry, origin: &str) -> String {
@@ -218,7 +276,7 @@ fn cu_file(e: &Entry, origin: &str) -> String {
          // {} {} {}, tuned on {} (cc {}) at {}: {} median, {:.1} {}{roof}.\n\
          // Parameters: {}\n\
          {}\n\
-         //   = block ({}, {}, {}), grid ({}, {}, {}) at {}.\n\
+         //   = block ({}, {}, {}), grid ({}, {}, {}) at {}.{}\n\
          // Valid for: {}.",
         env!("CARGO_PKG_VERSION"),
         r.op,
@@ -243,6 +301,7 @@ fn cu_file(e: &Entry, origin: &str) -> String {
         launch.grid.1,
         launch.grid.2,
         r.shape,
+        prologue_lines(e),
         rule_text(&e.rule, &e.tuned.op, &r.shape),
     );
     s.push_str(&namespaced(&e.tuned, &e.name));
@@ -402,6 +461,18 @@ extern "C" {{
             l.block.join(", "),
             l.grid.join(", ")
         );
+        for p in &op.spec.prologue {
+            let _ = writeln!(
+                s,
+                " *     where {}: first <kernel>_{} (e->before), block = ({}), grid = ({})",
+                p.when.as_deref().unwrap_or("always"),
+                p.kernel
+                    .trim_start_matches(op.spec.kernel.as_str())
+                    .trim_start_matches('_'),
+                p.block.join(", "),
+                p.grid.join(", ")
+            );
+        }
     }
     let _ = write!(
         s,
@@ -432,6 +503,9 @@ typedef struct ca_tuned_entry {{
     ca_param params[CA_MAX_PARAMS];
     unsigned int block[3]; /* threads per block */
     unsigned int grid[3];  /* blocks, at dims (recompute for another shape) */
+    const char* before;    /* kernel to launch first with the same arguments; NULL: none */
+    unsigned int before_block[3];
+    unsigned int before_grid[3];
     double median_ms;
     double throughput;
     const char* unit;
@@ -466,11 +540,21 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             })
             .collect();
         let launch = e.tuned.candidate.launch.expect("not pruned");
+        let pre = e.tuned.candidate.prologue.first();
+        let pre_dims = pre.map_or(
+            crate::space::LaunchDims {
+                grid: (0, 0, 0),
+                block: (0, 0, 0),
+            },
+            |(_, d)| *d,
+        );
         let _ = writeln!(
             s,
             "    {{{op}, {shape}, {nd}, {{{dims}}}, {dtype}, {gpu}, {cc}, {kernel}, {source},\n     \
              {np}, {{{params}}},\n     \
-             {{{b0}u, {b1}u, {b2}u}}, {{{g0}u, {g1}u, {g2}u}}, {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
+             {{{b0}u, {b1}u, {b2}u}}, {{{g0}u, {g1}u, {g2}u}},\n     \
+             {before}, {{{pb0}u, {pb1}u, {pb2}u}}, {{{pg0}u, {pg1}u, {pg2}u}},\n     \
+             {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
              {exact}, {nm}, {{{moduli}}}}},",
             op = c_str(&r.op),
             shape = c_str(&r.shape),
@@ -493,6 +577,15 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             g0 = launch.grid.0,
             g1 = launch.grid.1,
             g2 = launch.grid.2,
+            before = pre
+                .map(|(k, _)| c_str(&prologue_name(&e.tuned, &e.name, k)))
+                .unwrap_or_else(|| "NULL".into()),
+            pb0 = pre_dims.block.0,
+            pb1 = pre_dims.block.1,
+            pb2 = pre_dims.block.2,
+            pg0 = pre_dims.grid.0,
+            pg1 = pre_dims.grid.1,
+            pg2 = pre_dims.grid.2,
             ms = c_double(Some(r.median_ms)),
             tp = c_double(Some(r.throughput)),
             unit = c_str(&r.unit),
