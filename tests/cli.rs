@@ -745,7 +745,8 @@ fn every_default_matmul_variant_compiles_for_multiple_and_odd_shapes() {
 
 /// The register-tiled family: every default variant at a shape where all of them are valid
 /// (each one also holds the checked code path its BOUNDS mode can take), then every bounds
-/// mode, scalar loads only, at a shape that is a multiple of nothing.
+/// mode at a shape that is a multiple of nothing: scalar loads, and float4 loads after a
+/// repack.
 #[test]
 fn every_default_sgemm_variant_compiles() {
     let tmp = tmp();
@@ -754,44 +755,24 @@ fn every_default_sgemm_variant_compiles() {
         s.compiled >= 5000,
         "thousands of valid configurations: {s:?}"
     );
-    let s = compiles_cleanly(
-        &tmp,
-        &[
-            "--op",
-            "sgemm",
-            "--shape",
-            "1023x1025x1027",
-            "--param",
+    // Scalar loads over two tile sizes each way; then REPACK=1 (float4 kernels reading
+    // repacked copies, the sgemm_repack prologue in the same source) on one tile (CI time).
+    for (tiles, repack) in [
+        (["BM=64,128", "BN=64,128"], "REPACK=0"),
+        (["BM=64", "BN=64"], "REPACK=1"),
+    ] {
+        let mut args = vec!["--op", "sgemm", "--shape", "1023x1025x1027"];
+        for p in [
             "BOUNDS=none,always,specialized,edge",
-            "--param",
-            "BM=64,128",
-            "--param",
-            "BN=64,128",
-            "--param",
-            "REPACK=0",
-        ],
-    );
-    assert!(s.compiled > 0 && s.pruned > 0, "{s:?}");
-    // REPACK=1 (float4 kernels reading repacked copies, with the sgemm_repack prologue in the
-    // same source): every bounds mode and load path, a smaller tile set (CI time).
-    let s = compiles_cleanly(
-        &tmp,
-        &[
-            "--op",
-            "sgemm",
-            "--shape",
-            "1023x1025x1027",
-            "--param",
-            "BOUNDS=none,always,specialized,edge",
-            "--param",
-            "BM=64",
-            "--param",
-            "BN=64",
-            "--param",
-            "REPACK=1",
-        ],
-    );
-    assert!(s.compiled > 0 && s.pruned > 0, "{s:?}");
+            tiles[0],
+            tiles[1],
+            repack,
+        ] {
+            args.extend(["--param", p]);
+        }
+        let s = compiles_cleanly(&tmp, &args);
+        assert!(s.compiled > 0 && s.pruned > 0, "{repack}: {s:?}");
+    }
 }
 
 #[test]

@@ -241,6 +241,14 @@ fn launch_comment(op: &Op, name: &str) -> String {
     text
 }
 
+/// `{bx u, by u, bz u}, {gx u, gy u, gz u}`: the block and grid fields of a header entry.
+fn c_dims(d: &crate::space::LaunchDims) -> String {
+    format!(
+        "{{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}",
+        d.block.0, d.block.1, d.block.2, d.grid.0, d.grid.1, d.grid.2
+    )
+}
+
 /// This entry's prologue launches at its shape, one comment line each.
 fn prologue_lines(e: &Entry) -> String {
     e.tuned
@@ -552,8 +560,8 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             s,
             "    {{{op}, {shape}, {nd}, {{{dims}}}, {dtype}, {gpu}, {cc}, {kernel}, {source},\n     \
              {np}, {{{params}}},\n     \
-             {{{b0}u, {b1}u, {b2}u}}, {{{g0}u, {g1}u, {g2}u}},\n     \
-             {before}, {{{pb0}u, {pb1}u, {pb2}u}}, {{{pg0}u, {pg1}u, {pg2}u}},\n     \
+             {launch},\n     \
+             {before}, {pre_launch},\n     \
              {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
              {exact}, {nm}, {{{moduli}}}}},",
             op = c_str(&r.op),
@@ -571,21 +579,11 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             source = c_str(&format!("{}.cu", e.name)),
             np = params.len(),
             params = params.join(", "),
-            b0 = launch.block.0,
-            b1 = launch.block.1,
-            b2 = launch.block.2,
-            g0 = launch.grid.0,
-            g1 = launch.grid.1,
-            g2 = launch.grid.2,
+            launch = c_dims(&launch),
             before = pre
                 .map(|(k, _)| c_str(&prologue_name(&e.tuned, &e.name, k)))
                 .unwrap_or_else(|| "NULL".into()),
-            pb0 = pre_dims.block.0,
-            pb1 = pre_dims.block.1,
-            pb2 = pre_dims.block.2,
-            pg0 = pre_dims.grid.0,
-            pg1 = pre_dims.grid.1,
-            pg2 = pre_dims.grid.2,
+            pre_launch = c_dims(&pre_dims),
             ms = c_double(Some(r.median_ms)),
             tp = c_double(Some(r.throughput)),
             unit = c_str(&r.unit),
