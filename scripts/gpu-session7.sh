@@ -16,13 +16,27 @@
 #      float4 and row) and after (templates/ then: four rows a thread, loads first; no gain,
 #      reverted, so templates/ is v1 again: results/session7/h100_repack_ab_rows4.log), same
 #      configurations, alternating twice, then Nsight Compute durations of the new one.
-# Usage: bash scripts/gpu-session7.sh [tests|tune|all|more|ab]
+#   final: after the review's fixes (scratch poisoned with NaN before every verifying run;
+#      REPACK copies A only when K % 4 != 0; float4 stores to C when N % 4 == 0): the
+#      repacked-variant test (now also 96x66x64), wrong results, matmul, and the two
+#      shapes again (default search).
+# Usage: bash scripts/gpu-session7.sh [tests|tune|all|more|ab|final]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
 log="$OUT/session7.log"
 . "$(dirname "$0")/gpu-run.sh"
 what=${1:-all}
+if [ "$what" = final ]; then
+  TUNE_EXE=$PWD/.gpu/tune timeout 330 ./.gpu/gpu-tests --test-threads 1 repacked_sgemm wrong_results \
+    matmul_variants 2>&1 | tee "$OUT/gpu-tests-final.log" | grep -E "^test |test result|panicked"
+  for shape in 1023x1025x1027 999x1001x1003; do
+    [ $SECONDS -lt 420 ] && run --op sgemm --shape $shape
+  done
+  tar czf "$OUT/session7-final.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null
+  grep -E "^== tune|cublas_sgemm  |^Best|exit [0-9]" "$log" | tail -10
+  exit 0
+fi
 if [ "$what" = ab ]; then
   w1023=(--param BM=64,128 --param BN=32 --param BK=16,32 --param TM=8 --param TN=4 --param WARP_N=8 --param VEC=4
     --param PAD=0,4 --param STAGES=2,3 --param LOAD=async --param BOUNDS=specialized --param REPACK=1)

@@ -640,10 +640,14 @@ mod tests {
         assert_eq!(kernel, "sgemm_repack");
         // One block row per row of A (1023) and of the padded B (1028); 257 float4s a row.
         assert_eq!((d.grid, d.block), ((3, 1023 + 1028, 1), (128, 1, 1)));
-        // K rounded up to 1028 is a multiple of no BK, so K keeps a partial slice.
-        assert_eq!(var(&c, "KL"), 1028);
+        // K rounded up to 1028 is a multiple of no BK, so K keeps a partial slice; 1022
+        // rounds up to 1024, a multiple of BK=32.
+        assert_eq!(c.vars.get("EVEN_K"), Some(&Value::Bool(false)));
         let c = at("1000x1000x1022", "REPACK=1");
-        assert_eq!(var(&c, "KL"), 1024);
+        assert_eq!(c.vars.get("EVEN_K"), Some(&Value::Bool(true)));
+        // K % 4 == 0: A's rows are aligned, only B (64 rows) is copied.
+        let c = at("96x66x64", "REPACK=1");
+        assert_eq!(c.prologue[0].1.grid, (1, 64, 1));
         assert!(at("1023x1025x1027", "REPACK=0").prologue.is_empty());
         let c = at("1024x1024x1024", "REPACK=1");
         assert!(c.pruned.unwrap().contains("REPACK=1 serves float4 loads"));

@@ -269,6 +269,10 @@ struct Session {
     buffers: Vec<(String, Buffer)>,
     expected: Buffer,
     output: usize,
+    /// Buffers that are neither inputs nor the output (a spec's scratch): poisoned with the
+    /// output before every verifying run, so a kernel that reads scratch it did not write
+    /// (or that an earlier variant left behind) fails instead of passing on stale data.
+    scratch: Vec<usize>,
     args: Vec<Arg>,
     checker: Checker,
     timer: Timer,
@@ -362,11 +366,19 @@ impl Session {
         } else {
             Err("not needed".into())
         };
+        let scratch = job
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| !b.input && *i != output)
+            .map(|(i, _)| i)
+            .collect();
         Ok(Session {
             gpu,
             buffers,
             expected,
             output,
+            scratch,
             args,
             checker,
             timer,
@@ -380,6 +392,14 @@ impl Session {
     /// Gives the device back, releasing the session's buffers.
     fn into_gpu(self) -> Gpu {
         self.gpu
+    }
+
+    /// NaN into the output and every scratch buffer, before a verifying run.
+    fn poison(&self) -> GpuResult<()> {
+        for i in std::iter::once(self.output).chain(self.scratch.iter().copied()) {
+            self.gpu.fill_u32(&self.buffers[i].1, NAN_BITS)?;
+        }
+        Ok(())
     }
 
     fn buffer(&self, name: &str) -> Option<&Buffer> {
@@ -412,9 +432,7 @@ impl Session {
                 .and_then(|image| {
                     let k = Loaded::new(&self.gpu, &image, kernel, grid, block, before)
                         .map_err(|f| f.to_string())?;
-                    self.gpu
-                        .fill_u32(out, NAN_BITS)
-                        .map_err(|f| f.to_string())?;
+                    self.poison().map_err(|f| f.to_string())?;
                     k.enqueue(&self.gpu, &self.args)
                         .map_err(|f| f.to_string())?;
                     self.gpu
@@ -618,7 +636,7 @@ impl Session {
         let t = Instant::now();
         let out = &self.buffers[self.output].1;
         let verified = (|| {
-            self.gpu.fill_u32(out, NAN_BITS)?;
+            self.poison()?;
             enqueue()?;
             self.gpu.synchronize("running the kernel")?;
             self.checker.compare(&self.gpu, out, expect)

@@ -744,6 +744,18 @@ fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
         header.contains("\"sgemm_1023x1025x1027_repack\", {128u, 1u, 1u}, {3u, 2051u, 1u}"),
         "{header}"
     );
+    // Defines hold no shape's value, so a kernel serves other shapes where its defines and
+    // constraints agree: the REPACK=1 kernel at other odd shapes, and the float4 1024^3
+    // winner (REPACK=0) at other multiples of its tiles.
+    assert!(valid_for(&rows[0], &[2047, 2049, 2051], None).unwrap());
+    assert!(!valid_for(&rows[0], &[1024, 1024, 1024], None).unwrap());
+    let even = BestRow {
+        shape: "1024x1024x1024".into(),
+        params: params.replace("REPACK=1", "REPACK=0"),
+        ..rows[0].clone()
+    };
+    assert!(valid_for(&even, &[2048, 2048, 2048], None).unwrap());
+    assert!(!applicability(&even, None).unwrap().exact_only);
     let all: String = files
         .iter()
         .filter(|f| f.name.ends_with(".cu"))

@@ -468,17 +468,17 @@ fn sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes() {
 }
 
 /// REPACK=1 variants run a prologue kernel (sgemm_repack) that fills the scratch buffers the
-/// GEMM reads; scratch memory starts uninitialized, so a prologue that did not run, ran on
-/// the wrong rows or left the padding unzeroed fails verification here.
+/// GEMM reads; the worker fills scratch with NaN before each verifying run, so a prologue
+/// that did not run, missed rows or left the padding unzeroed fails verification here.
 #[test]
 fn repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4() {
     if skip("repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4") {
         return;
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
-    // K odd and N odd; K % 4 == 2 with N a multiple of 4 (only A's rows misaligned); a
-    // shape with more rows than a grid's 65535 block rows would be too slow here.
-    for shape in ["97x65x47", "130x64x66", "1023x1025x1027"] {
+    // K odd and N odd; K % 4 == 2 with N a multiple of 4 (only A's rows misaligned, float4
+    // stores to C); K a multiple of 4 with N odd (only B is copied, A read as it is).
+    for shape in ["97x65x47", "130x64x66", "96x66x64", "1023x1025x1027"] {
         let out = tempfile::tempdir().unwrap();
         let mut opts = options(shape, out.path());
         opts.op = "sgemm".into();

@@ -162,8 +162,8 @@ fn kernel_names(rows: &[&BestRow], templates: Option<&Path>) -> Result<Vec<Strin
 fn namespaced(tuned: &TunedKernel, name: &str) -> String {
     let mut renamed = rename_identifier(&tuned.source, tuned.kernel_name(), name);
     // Prologue kernels are extern "C" too: two exported entries must not share their names.
-    for (k, _) in &tuned.candidate.prologue {
-        renamed = rename_identifier(&renamed, k, &prologue_name(tuned, name, k));
+    for p in &tuned.op.spec.prologue {
+        renamed = rename_identifier(&renamed, &p.kernel, &prologue_name(tuned, name, &p.kernel));
     }
     let mut includes = String::new();
     let mut body = String::new();
@@ -234,7 +234,7 @@ fn launch_comment(op: &Op, name: &str) -> String {
     {
         let _ = write!(
             text,
-            "\n// Scratch buffer {} of the arguments: {} elements (device memory, contents unused)",
+            "\n// Scratch buffer {} of the arguments: {} elements of device memory, written by the kernels before they read it (no initial contents; one per concurrent launch)",
             b.name, b.elements
         );
     }
@@ -513,7 +513,7 @@ typedef struct ca_tuned_entry {{
     unsigned int grid[3];  /* blocks, at dims (recompute for another shape) */
     const char* before;    /* kernel to launch first with the same arguments; NULL: none */
     unsigned int before_block[3];
-    unsigned int before_grid[3];
+    unsigned int before_grid[3]; /* at dims (recompute for another shape) */
     double median_ms;
     double throughput;
     const char* unit;
