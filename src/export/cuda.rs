@@ -198,14 +198,18 @@ fn namespaced(tuned: &TunedKernel, name: &str) -> String {
     out
 }
 
-/// `<name>_<prologue kernel without the op's kernel prefix>`: `sgemm_repack` of the entry
-/// `sgemm_1023x1025x1027` becomes `sgemm_1023x1025x1027_repack`.
-fn prologue_name(tuned: &TunedKernel, name: &str, kernel: &str) -> String {
-    let suffix = kernel
-        .strip_prefix(tuned.kernel_name())
+/// A prologue kernel's name without the op's kernel prefix: `repack` for `sgemm_repack`.
+fn prologue_suffix<'a>(op: &Op, kernel: &'a str) -> &'a str {
+    kernel
+        .strip_prefix(op.spec.kernel.as_str())
         .unwrap_or(kernel)
-        .trim_start_matches('_');
-    format!("{name}_{suffix}")
+        .trim_start_matches('_')
+}
+
+/// `<name>_<prologue suffix>`: `sgemm_repack` of the entry `sgemm_1023x1025x1027` becomes
+/// `sgemm_1023x1025x1027_repack`.
+fn prologue_name(tuned: &TunedKernel, name: &str, kernel: &str) -> String {
+    format!("{name}_{}", prologue_suffix(&tuned.op, kernel))
 }
 
 fn launch_comment(op: &Op, name: &str) -> String {
@@ -221,7 +225,7 @@ fn launch_comment(op: &Op, name: &str) -> String {
             text,
             "\n// Before it, where {}: <{name}_{}> with the same arguments, block = ({}), grid = ({})",
             p.when.as_deref().unwrap_or("always"),
-            p.kernel.trim_start_matches(op.spec.kernel.as_str()).trim_start_matches('_'),
+            prologue_suffix(op, &p.kernel),
             p.block.join(", "),
             p.grid.join(", ")
         );
@@ -474,9 +478,7 @@ extern "C" {{
                 s,
                 " *     where {}: first <kernel>_{} (e->before), block = ({}), grid = ({})",
                 p.when.as_deref().unwrap_or("always"),
-                p.kernel
-                    .trim_start_matches(op.spec.kernel.as_str())
-                    .trim_start_matches('_'),
+                prologue_suffix(op, &p.kernel),
                 p.block.join(", "),
                 p.grid.join(", ")
             );
