@@ -775,6 +775,76 @@ fn every_default_sgemm_variant_compiles() {
     }
 }
 
+/// Every FFMA order (ORDER) and both ways of storing C (CSTORE) compile on both load paths,
+/// with and without bounds checks, at a shape that is no tile multiple; each combination is
+/// its own source (the default sweep compiles only snakek with scalar stores), and values
+/// that do not exist are refused with the accepted ones.
+#[test]
+fn every_sgemm_fma_order_and_c_store_compiles_on_both_load_paths() {
+    let tmp = tmp();
+    let base = [
+        "--op",
+        "sgemm",
+        "--shape",
+        "100x68x52",
+        "--param",
+        "BM=32,64",
+        "--param",
+        "BN=64",
+        "--param",
+        "BK=16",
+        "--param",
+        "TM=8",
+        "--param",
+        "TN=4,8",
+        "--param",
+        "WARP_N=8",
+        "--param",
+        "VEC=4",
+        "--param",
+        "PAD=4",
+        "--param",
+        "STAGES=2",
+        "--param",
+        "LOAD=regs,async",
+        "--param",
+        "BOUNDS=always,edge",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        args
+    };
+    let one = compiles_cleanly(&tmp, &with(&["--param", "ORDER=snakek"]));
+    let all = compiles_cleanly(
+        &tmp,
+        &with(&[
+            "--param",
+            "ORDER=row,snake,snakek",
+            "--param",
+            "CSTORE=vec4,scalar",
+        ]),
+    );
+    assert!(one.compiled > 0, "{one:?}");
+    assert_eq!(all.compiled, 6 * one.compiled, "{all:?} vs {one:?}");
+    assert_eq!(
+        all.unique,
+        6 * one.unique,
+        "one source each: {all:?} vs {one:?}"
+    );
+    for (bad, says) in [
+        (
+            "ORDER=diagonal",
+            "ORDER=diagonal is not one of row, snake, snakek",
+        ),
+        ("CSTORE=float2", "CSTORE=float2 is not one of vec4, scalar"),
+    ] {
+        let run = compile_only(&tmp, &with(&["--param", bad]));
+        assert_eq!(run.code, Some(2), "{bad}: stderr:\n{}", run.stderr);
+        assert!(run.stderr.contains(says), "{bad}: stderr:\n{}", run.stderr);
+    }
+}
+
 #[test]
 fn matmul_block_size_shorthand_and_bad_shapes() {
     let tmp = tmp();
