@@ -403,6 +403,67 @@ fn export_cuda() -> (TempDir, PathBuf) {
     (tmp, dir)
 }
 
+/// A database may hold rows of ops whose spec is not built in (a user's own `--spec` op, or
+/// the test ops in results/best.csv). The CUDA export without `--op` skips them with one
+/// warning naming them and writes the rest; asked for by `--op`, or with nothing else left,
+/// they are an input error (exit 2) that says what to pass.
+#[test]
+fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
+    let (tmp, db) = db_copy();
+    let mut csv = std::fs::read_to_string(&db).unwrap();
+    let first = csv.lines().nth(1).unwrap().to_string();
+    let op = first.split(',').next().unwrap().to_string();
+    let stranger = first.replacen(&op, "my_stencil", 1);
+    csv.push_str(&stranger);
+    csv.push('\n');
+    std::fs::write(&db, &csv).unwrap();
+    let dir = tmp.path().join("cuda");
+    let out = tune()
+        .args(["export", "--format", "cuda", "--db", db.to_str().unwrap()])
+        .args(["--output", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: skipping the rows of ops without a spec here: my_stencil"),
+        "{stderr}"
+    );
+    assert!(
+        text(&out.stdout).contains("11 kernel source(s) (9 tuned, 2 safe default(s))"),
+        "{}",
+        text(&out.stdout)
+    );
+    let err = input_error(&[
+        "export",
+        "--format",
+        "cuda",
+        "--db",
+        db.to_str().unwrap(),
+        "--op",
+        "my_stencil",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(err.contains("unknown op 'my_stencil'"), "{err}");
+    let only = tmp.path().join("only.csv");
+    let header = csv.lines().next().unwrap();
+    std::fs::write(&only, format!("{header}\n{stranger}\n")).unwrap();
+    let err = input_error(&[
+        "export",
+        "--format",
+        "cuda",
+        "--db",
+        only.to_str().unwrap(),
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("nothing to export: every row is of ops without a spec here: my_stencil"),
+        "{err}"
+    );
+}
+
 fn cu_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

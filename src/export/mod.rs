@@ -229,6 +229,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
         let dir = args.output.as_ref().ok_or_else(|| {
             Error::Usage("--format cuda writes a folder: pass --output DIR".into())
         })?;
+        let rows = with_known_ops(rows, args)?;
         let files = cuda::render(
             &rows,
             args.templates.as_deref(),
@@ -255,6 +256,43 @@ pub fn export(args: &ExportArgs) -> Result<()> {
         Some(path) => write_atomic(path, &bytes),
         None => print_stdout(&bytes),
     }
+}
+
+/// The rows whose op has a spec here (built in, or in `--templates`), for `--format cuda`,
+/// which renders every row's kernel. A database also holds rows of ops tuned from a user's own
+/// spec (`--spec`) or of test ops; without `--op` those are skipped with a warning naming them,
+/// rather than failing the whole export. With `--op`, or when no row is left, it is an error.
+fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportArgs) -> Result<Vec<&'a BestRow>> {
+    if args.op.is_some() {
+        return Ok(rows);
+    }
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut known = Vec::new();
+    for row in rows {
+        match Op::load(&row.op, args.templates.as_deref()) {
+            Ok(_) => known.push(row),
+            Err(Error::UnknownOp { .. }) => {
+                if !unknown.contains(&row.op.as_str()) {
+                    unknown.push(&row.op);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(known);
+    }
+    let what = format!(
+        "ops without a spec here: {} (pass --templates DIR holding their specs, or --op)",
+        unknown.join(", ")
+    );
+    if known.is_empty() {
+        return Err(Error::Usage(format!(
+            "nothing to export: every row is of {what}"
+        )));
+    }
+    eprintln!("warning: skipping the rows of {what}");
+    Ok(known)
 }
 
 /// `tune report`: writes a self-contained HTML report with plots of a run CSV.
