@@ -6,11 +6,14 @@
 # the largest loop, the FFMAs that read two register operands from one bank. Model (from
 # microbenchmarks of Volta and Ampere; not a hardware counter): two banks, by register parity;
 # an operand is free when the instruction before had the same register in the same slot marked
-# .reuse. README footnote 5 (session 8) used it to compare ORDER and CSTORE.
+# .reuse. README footnote 5 (session 8) used it to compare ORDER and CSTORE. Only the largest
+# loop is counted: give one BOUNDS mode (edge has a checked and an unchecked copy of the loop).
+# ARCH (default sm_90) picks the target.
 # Usage: bash scripts/sass-banks.sh --shape 4096x4096x4096 --param BM=64 --param BN=64 ... (one variant)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-export LD_LIBRARY_PATH=$("$root/scripts/nvrtc-env.sh")
+nvrtc=$("$root/scripts/nvrtc-env.sh")
+export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 tools="$root/.nvrtc/tools"
 cuobjdump="$tools/nvidia/cu13/bin/cuobjdump"
 if [ ! -x "$cuobjdump" ] || [ ! -x "$tools/nvidia/cu13/bin/nvdisasm" ]; then
@@ -21,13 +24,16 @@ fi
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 tune=${TUNE:-"$root/target/release/tune"}
-CUDA_AUTOTUNE_CACHE=$cache "$tune" --op sgemm --compile-only --arch sm_90 --strategy exhaustive "$@" >&2
-n=$(ls "$cache"/cubin | wc -l)
+CUDA_AUTOTUNE_CACHE=$cache "$tune" --op sgemm --compile-only --arch "${ARCH:-sm_90}" --strategy exhaustive "$@" >&2
+n=$(find "$cache" -name "*.bin" | wc -l)
 [ "$n" = 1 ] || { echo "expected exactly one variant, got $n: narrow it with --param" >&2; exit 2; }
-python3 - "$cache"/cubin/* "$cuobjdump" <<'PY'
+python3 - "$(find "$cache" -name "*.bin")" "$cuobjdump" <<'PY'
 import collections, re, subprocess, sys, tempfile
 blob = open(sys.argv[1], "rb").read()
-elf = blob[blob.find(b"\x7fELF"):]  # the cache entry has a header before the cubin
+at = blob.find(b"\x7fELF")  # the cache entry has a header before the cubin
+if at < 0:
+    sys.exit("no ELF image in the cached cubin")
+elf = blob[at:]
 with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
     f.write(elf); f.flush()
     sass = subprocess.run([sys.argv[2], "-sass", f.name], capture_output=True, text=True, check=True).stdout
@@ -45,7 +51,7 @@ _, start, end = max(loops)
 body = [x for x in ins if start <= x[0] <= end]
 ffma = hits = same_bank = 0
 prev = []
-reg = lambda o: (re.match(r"R(\d+)", o) or [None, None])[1]
+reg = lambda o: (re.match(r"[-|!]*R(\d+)", o) or [None, None])[1]
 for _, op, ops in body:
     srcs = ops[1:] if op.startswith("FFMA") else []
     if srcs:

@@ -462,6 +462,18 @@ fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
         err.contains("nothing to export: every row is of ops without a spec here: my_stencil"),
         "{err}"
     );
+    let err = input_error(&[
+        "export",
+        "--format",
+        "cuda",
+        "--db",
+        db.to_str().unwrap(),
+        "--templates",
+        tmp.path().join("no-such-folder").to_str().unwrap(),
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(err.contains("no-such-folder: no such folder"), "{err}");
 }
 
 fn cu_files(dir: &Path) -> Vec<PathBuf> {

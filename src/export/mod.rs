@@ -266,25 +266,47 @@ fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportArgs) -> Result<Vec<&
     if args.op.is_some() {
         return Ok(rows);
     }
-    let mut unknown: Vec<&str> = Vec::new();
+    let dir = args.templates.as_deref();
+    if let Some(d) = dir.filter(|d| !d.is_dir()) {
+        return Err(Error::Usage(format!(
+            "--templates {}: no such folder",
+            d.display()
+        )));
+    }
+    let mut has_spec: Vec<(&str, bool)> = Vec::new();
     let mut known = Vec::new();
     for row in rows {
-        match Op::load(&row.op, args.templates.as_deref()) {
-            Ok(_) => known.push(row),
-            Err(Error::UnknownOp { .. }) => {
-                if !unknown.contains(&row.op.as_str()) {
-                    unknown.push(&row.op);
-                }
+        let found = match has_spec.iter().find(|(op, _)| *op == row.op) {
+            Some(&(_, found)) => found,
+            None => {
+                let found = match Op::load(&row.op, dir) {
+                    Ok(_) => true,
+                    Err(Error::UnknownOp { .. }) => false,
+                    Err(e) => return Err(e),
+                };
+                has_spec.push((&row.op, found));
+                found
             }
-            Err(e) => return Err(e),
+        };
+        if found {
+            known.push(row);
         }
     }
+    let unknown: Vec<&str> = has_spec
+        .iter()
+        .filter(|(_, f)| !f)
+        .map(|(op, _)| *op)
+        .collect();
     if unknown.is_empty() {
         return Ok(known);
     }
     let what = format!(
-        "ops without a spec here: {} (pass --templates DIR holding their specs, or --op)",
-        unknown.join(", ")
+        "ops without a spec here: {} ({})",
+        unknown.join(", "),
+        match dir {
+            Some(d) => format!("{} holds no spec for them", d.display()),
+            None => "pass --templates DIR holding their specs".to_string(),
+        }
     );
     if known.is_empty() {
         return Err(Error::Usage(format!(
