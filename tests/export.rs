@@ -383,19 +383,19 @@ fn the_header_rule_never_admits_a_shape_the_tuner_rule_rejects() {
     }
 }
 
+/// The arguments of `tune export --format cuda --db DB --output DIR`, then `extra`.
+fn cuda_export_args<'a>(db: &'a Path, dir: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["export", "--format", "cuda", "--db", db.to_str().unwrap()];
+    args.extend(["--output", dir.to_str().unwrap()]);
+    args.extend(extra);
+    args
+}
+
 /// Runs `tune export --format cuda` into a temporary folder; returns it.
 fn export_cuda() -> (TempDir, PathBuf) {
     let (tmp, db) = db_copy();
     let dir = tmp.path().join("cuda");
-    let out = stdout_of(&[
-        "export",
-        "--format",
-        "cuda",
-        "--db",
-        db.to_str().unwrap(),
-        "--output",
-        dir.to_str().unwrap(),
-    ]);
+    let out = stdout_of(&cuda_export_args(&db, &dir, &[]));
     assert!(
         out.contains("11 kernel source(s) (9 tuned, 2 safe default(s))"),
         "{out}"
@@ -419,8 +419,7 @@ fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
     std::fs::write(&db, &csv).unwrap();
     let dir = tmp.path().join("cuda");
     let out = tune()
-        .args(["export", "--format", "cuda", "--db", db.to_str().unwrap()])
-        .args(["--output", dir.to_str().unwrap()])
+        .args(cuda_export_args(&db, &dir, &[]))
         .output()
         .unwrap();
     let stderr = text(&out.stderr);
@@ -434,45 +433,19 @@ fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
         "{}",
         text(&out.stdout)
     );
-    let err = input_error(&[
-        "export",
-        "--format",
-        "cuda",
-        "--db",
-        db.to_str().unwrap(),
-        "--op",
-        "my_stencil",
-        "--output",
-        dir.to_str().unwrap(),
-    ]);
+    let err = input_error(&cuda_export_args(&db, &dir, &["--op", "my_stencil"]));
     assert!(err.contains("unknown op 'my_stencil'"), "{err}");
     let only = tmp.path().join("only.csv");
     let header = csv.lines().next().unwrap();
     std::fs::write(&only, format!("{header}\n{stranger}\n")).unwrap();
-    let err = input_error(&[
-        "export",
-        "--format",
-        "cuda",
-        "--db",
-        only.to_str().unwrap(),
-        "--output",
-        dir.to_str().unwrap(),
-    ]);
+    let err = input_error(&cuda_export_args(&only, &dir, &[]));
     assert!(
         err.contains("nothing to export: every row is of ops without a spec here: my_stencil"),
         "{err}"
     );
-    let err = input_error(&[
-        "export",
-        "--format",
-        "cuda",
-        "--db",
-        db.to_str().unwrap(),
-        "--templates",
-        tmp.path().join("no-such-folder").to_str().unwrap(),
-        "--output",
-        dir.to_str().unwrap(),
-    ]);
+    let missing = tmp.path().join("no-such-folder");
+    let templates = ["--templates", missing.to_str().unwrap()];
+    let err = input_error(&cuda_export_args(&db, &dir, &templates));
     assert!(err.contains("no-such-folder: no such folder"), "{err}");
 }
 

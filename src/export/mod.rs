@@ -273,29 +273,23 @@ fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportArgs) -> Result<Vec<&
             d.display()
         )));
     }
-    let mut has_spec: Vec<(&str, bool)> = Vec::new();
-    let mut known = Vec::new();
-    for row in rows {
-        let found = match has_spec.iter().find(|(op, _)| *op == row.op) {
-            Some(&(_, found)) => found,
-            None => {
-                let found = match Op::load(&row.op, dir) {
-                    Ok(_) => true,
-                    Err(Error::UnknownOp { .. }) => false,
-                    Err(e) => return Err(e),
-                };
-                has_spec.push((&row.op, found));
-                found
-            }
-        };
-        if found {
-            known.push(row);
+    // Each op's spec is looked up once, in the order the rows name them.
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut checked: Vec<&str> = Vec::new();
+    for row in &rows {
+        if checked.contains(&row.op.as_str()) {
+            continue;
+        }
+        checked.push(&row.op);
+        match Op::load(&row.op, dir) {
+            Ok(_) => {}
+            Err(Error::UnknownOp { .. }) => unknown.push(&row.op),
+            Err(e) => return Err(e),
         }
     }
-    let unknown: Vec<&str> = has_spec
-        .iter()
-        .filter(|(_, f)| !f)
-        .map(|(op, _)| *op)
+    let known: Vec<&BestRow> = rows
+        .into_iter()
+        .filter(|r| !unknown.contains(&r.op.as_str()))
         .collect();
     if unknown.is_empty() {
         return Ok(known);
