@@ -477,15 +477,23 @@ fn repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4() {
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     // K odd and N odd; K % 4 == 2 with N a multiple of 4 (only A's rows misaligned; C's rows
-    // aligned, though the default CSTORE=scalar stores scalars there too); K a multiple of 4
-    // with N odd (only B is copied, A read as it is).
-    for shape in ["97x65x47", "130x64x66", "96x66x64", "1023x1025x1027"] {
+    // aligned, stored as float4 with CSTORE=vec4); K a multiple of 4 with N odd (only B is
+    // copied, A read as it is); a tiny one, smaller than any tile, whose padded rows are
+    // mostly padding.
+    for shape in [
+        "97x65x47",
+        "130x64x66",
+        "96x66x64",
+        "9x7x5",
+        "1023x1025x1027",
+    ] {
         let out = tempfile::tempdir().unwrap();
         let mut opts = options(shape, out.path());
         opts.op = "sgemm".into();
         opts.params = vec![
             "REPACK=1".into(),
             "BOUNDS=none,always,specialized,edge".into(),
+            "CSTORE=vec4,scalar".into(),
         ];
         opts.strategy = "random".into();
         opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
