@@ -22,9 +22,12 @@
 #   final: (the copy back to its session-8 form) 1. Nsight Compute durations of the copy, the
 #          GEMM and cuBLAS's kernel apart, at 999x1001x1003 and 2047x2049x2051 (stored
 #          winners' tiles); 2. the main job; 3. the repacked-sgemm GPU test.
+#   warm: the default search (`tune --op sgemm --shape S`) with the warm start (the stored
+#         winners of results/best.csv measured first, copied into the --out folder) against
+#         --no-warm-start, same run, at 999x1001x1003, 2047x2049x2051 and 3000x2000x1500.
 # Results: results/session9/. Logs go to $OUT (default ./gpu-out), tarred into
 # $OUT/session9-<mode>.tar.gz (the device tool returns at most 8 files).
-# Usage: bash scripts/gpu-session9.sh [repack|repack2|final]
+# Usage: bash scripts/gpu-session9.sh [repack|repack2|final|warm]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
@@ -110,6 +113,14 @@ if [ "$what" = final ]; then
   left=$((590 - SECONDS))
   TUNE_EXE=$PWD/.gpu/tune timeout $left ./.gpu/gpu-tests --test-threads 1 repacked 2>&1 \
     | tee "$OUT/gpu-tests-repack.log" | grep -E "^test |test result|panicked"
+fi
+if [ "$what" = warm ]; then
+  for shape in 999x1001x1003 2047x2049x2051 3000x2000x1500; do
+    mkdir -p "$OUT/warm-$shape" && cp results/best.csv "$OUT/warm-$shape/best.csv"
+    RESULTS=$OUT/warm-$shape run --op sgemm --shape $shape
+    RESULTS=$OUT/cold-$shape run --op sgemm --shape $shape --no-warm-start
+  done
+  grep -h "stored winner" "$OUT/stderr.log" | tee -a "$log"
 fi
 tar czf "$OUT/session9-$what.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null
 # Best per run: shape, template, % of cuBLAS.

@@ -317,6 +317,13 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N|TIME", value_parser = budget_arg)]
     pub budget: Option<Budget>,
 
+    /// A search (not exhaustive) first measures the stored winners of this op in the --out
+    /// folder's best.csv (this shape's and other shapes', same GPU and dtype) that are
+    /// configurations of this space, at most a quarter of the budget, and anneals from the
+    /// best of them. This turns that off.
+    #[arg(long)]
+    pub no_warm_start: bool,
+
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
@@ -378,6 +385,7 @@ impl TuneArgs {
             pruned_rows: !self.no_pruned_rows,
             strategy: self.strategy.clone(),
             budget: self.budget,
+            warm_start: !self.no_warm_start,
             shard: None,
         }
     }

@@ -175,6 +175,11 @@ pub trait Strategy {
     /// The measured cost of an asked point (median ms, lower is better); None = failed
     /// (compile error, wrong answer, fault).
     fn tell(&mut self, point: usize, cost: Option<f64>);
+    /// Marks `point` as measured on someone else's proposal (a stored winner the tuner measures
+    /// first, see `--no-warm-start`): it is never proposed, and its cost, told later, counts
+    /// as if the strategy had asked for it (an annealing start, a genetic parent). False when
+    /// it was asked already. Call before the first `ask`.
+    fn take(&mut self, point: usize) -> bool;
 }
 
 /// How much searching a run may do.
@@ -254,7 +259,11 @@ pub fn strategy(
     // a tenth of the space, at least 100, is what a time budget typically buys.
     let horizon = budget_hint.unwrap_or((n / 10).max(100)).clamp(1, n.max(1));
     Ok(match name {
-        "exhaustive" => Box::new(Exhaustive { next: 0, len: n }),
+        "exhaustive" => Box::new(Exhaustive {
+            next: 0,
+            len: n,
+            taken: Default::default(),
+        }),
         "random" => Box::new(RandomSearch {
             pool: Pool::new(n),
             rng: Rng::new(seed),
@@ -531,6 +540,8 @@ fn score(cost: Option<f64>) -> f64 {
 struct Exhaustive {
     next: usize,
     len: usize,
+    /// Points measured on someone else's proposal, skipped.
+    taken: std::collections::HashSet<usize>,
 }
 
 impl Strategy for Exhaustive {
@@ -539,13 +550,21 @@ impl Strategy for Exhaustive {
     }
 
     fn ask(&mut self, n: usize) -> Vec<usize> {
-        let end = self.next.saturating_add(n).min(self.len);
-        let out = (self.next..end).collect();
-        self.next = end;
+        let mut out = Vec::with_capacity(n.min(self.len - self.next));
+        while out.len() < n && self.next < self.len {
+            if !self.taken.contains(&self.next) {
+                out.push(self.next);
+            }
+            self.next += 1;
+        }
         out
     }
 
     fn tell(&mut self, _point: usize, _cost: Option<f64>) {}
+
+    fn take(&mut self, point: usize) -> bool {
+        point >= self.next && point < self.len && self.taken.insert(point)
+    }
 }
 
 /// Uniform sampling without replacement: the baseline any cleverer strategy has to beat.
@@ -566,6 +585,10 @@ impl Strategy for RandomSearch {
     }
 
     fn tell(&mut self, _point: usize, _cost: Option<f64>) {}
+
+    fn take(&mut self, point: usize) -> bool {
+        point < self.pool.at.len() && self.pool.take(point)
+    }
 }
 
 /// Running mean and variance (Welford) of the finite log-costs seen so far.
@@ -650,6 +673,8 @@ struct Anneal {
     told: usize,
     horizon: usize,
     restarts: u64,
+    /// Points taken so far (see [`Strategy::take`]), which spreads them over the chains.
+    seeded: usize,
 }
 
 impl Anneal {
@@ -672,6 +697,7 @@ impl Anneal {
             told: 0,
             horizon,
             restarts: 0,
+            seeded: 0,
         }
     }
 
@@ -753,6 +779,26 @@ impl Strategy for Anneal {
             }
         }
         out
+    }
+
+    /// A taken point is a start of the next chain in turn, competing with that chain's other
+    /// starts (a chain begins at the best of them), so a good stored winner becomes a chain's
+    /// first state and its neighbourhood is searched first.
+    fn take(&mut self, point: usize) -> bool {
+        if point >= self.pool.at.len() || !self.pool.take(point) {
+            return false;
+        }
+        let c = self.seeded % self.chains.len();
+        self.seeded += 1;
+        self.pending.insert(
+            point,
+            Proposal {
+                chain: c,
+                epoch: self.chains[c].epoch,
+                start: true,
+            },
+        );
+        true
     }
 
     fn tell(&mut self, point: usize, cost: Option<f64>) {
@@ -927,6 +973,11 @@ impl Strategy for Genetic {
             self.population.truncate(self.size);
         }
     }
+
+    /// A taken point joins the population like any measured one (when it is good enough).
+    fn take(&mut self, point: usize) -> bool {
+        point < self.pool.at.len() && self.pool.take(point)
+    }
 }
 
 #[cfg(test)]
@@ -975,6 +1026,53 @@ mod tests {
         twice.push(rows[1].clone());
         let e = SearchSpace::from_rows(names, &twice).unwrap_err();
         assert!(e.to_string().contains("T=8 M=off appears twice"), "{e}");
+    }
+
+    /// A point taken before the search (a stored winner measured first) is never proposed
+    /// again by any strategy, and an annealing chain starts from it: its first proposal is a
+    /// one-parameter move away.
+    #[test]
+    fn taken_points_are_never_proposed_and_anneal_starts_from_them() {
+        let space = holey();
+        let optimum = (0..space.len())
+            .min_by(|&a, &b| {
+                let c = |p| cost_of(&space, p).unwrap_or(f64::INFINITY);
+                c(a).total_cmp(&c(b))
+            })
+            .unwrap();
+        for name in STRATEGIES {
+            for seed in 0..5 {
+                let mut s = strategy(name, &space, seed, Some(20)).unwrap();
+                assert!(s.take(optimum), "{name}");
+                assert!(!s.take(optimum), "{name}: taken twice");
+                s.tell(optimum, cost_of(&space, optimum));
+                let first = s.ask(1);
+                if *name == "anneal" {
+                    let moved = space.points[first[0]]
+                        .iter()
+                        .zip(&space.points[optimum])
+                        .filter(|(a, b)| a != b)
+                        .count();
+                    assert_eq!(moved, 1, "seed {seed}: chain 0 starts at the taken point");
+                }
+                let rest = drive(s.as_mut(), usize::MAX, 4, |b| {
+                    b.iter().map(|&p| cost_of(&space, p)).collect()
+                });
+                let mut asked: Vec<usize> = first
+                    .iter()
+                    .copied()
+                    .chain(rest.iter().map(|&(p, _)| p))
+                    .collect();
+                assert!(!asked.contains(&optimum), "{name} seed {seed}");
+                asked.sort_unstable();
+                asked.dedup();
+                assert_eq!(
+                    asked.len(),
+                    space.len() - 1,
+                    "{name} seed {seed}: every other point"
+                );
+            }
+        }
     }
 
     #[test]

@@ -83,6 +83,9 @@ pub struct TuneOptions {
     /// `--shard K/N`: measure only this shard's share of the variants ([`crate::shard`]); a
     /// sharded run never writes best.csv (its winner is partial until `tune merge`).
     pub shard: Option<crate::shard::Slice>,
+    /// A search (not exhaustive) measures first the stored winners of this op in the run's
+    /// best.csv that are configurations of this space ([`warm_start`]).
+    pub warm_start: bool,
 }
 
 impl Default for TuneOptions {
@@ -124,6 +127,7 @@ impl Default for TuneOptions {
             strategy: "auto".into(),
             budget: None,
             shard: None,
+            warm_start: true,
         }
     }
 }
@@ -644,7 +648,16 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut search = if opts.compile_only {
         None
     } else {
-        Search::new(opts, &op, &shape, &candidates, &live)?
+        let stored = if opts.warm_start {
+            // An unreadable database is reported where the run writes to it; here it only
+            // means no warm start.
+            results::read_best(&opts.out_dir.join("best.csv")).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let gpu = device.as_ref().map(|d| d.name.as_str());
+        let seeds = warm_start(&op, &shape, gpu, &candidates, &live, &stored);
+        Search::new(opts, &op, &shape, &candidates, &live, &seeds)?
     };
 
     // Render the first round's candidates; identical sources are compiled once.
@@ -1287,10 +1300,86 @@ pub const DEFAULT_BUDGET: usize = 256;
 /// strategy still learns from every round.
 pub const SEARCH_BATCH: usize = 16;
 
+/// Live candidates (indices) to measure before a search: for each stored winner of `op` in
+/// `stored` (a best.csv) of the same element type, measured on this GPU (`gpu`, or any
+/// without one), the live configuration that differs from it in the fewest parameters, at
+/// most [`WARM_START_NEAR`] (parameters added since the row was stored take their `missing`
+/// values); this shape's own row first, then the others in the file's order.
+///
+/// Why: the anneal measures a few hundred of thousands of configurations and can miss the
+/// winner a previous run, or a neighbouring shape, found, so a re-run could come out slower
+/// than what is stored. Measured first, the stored winners bound the result from below, and
+/// the search starts from the best of them. Nearest, not only equal: a winner at 1024^3
+/// (REPACK=0) is a configuration at 1023x1025x1027 only with REPACK=1, and a row stored with
+/// a choice outside the default values (ORDER=row) is worth its tile in the default space.
+pub fn warm_start(
+    op: &Op,
+    shape: &Shape,
+    gpu: Option<&str>,
+    candidates: &[Candidate],
+    live: &[usize],
+    stored: &[BestRow],
+) -> Vec<usize> {
+    let here = shape.to_string();
+    let mut rows: Vec<&BestRow> = stored
+        .iter()
+        .filter(|r| {
+            r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
+        })
+        .collect();
+    rows.sort_by_key(|r| r.shape != here);
+    let mut seeds = Vec::new();
+    for r in rows {
+        let mut pairs: Vec<(String, String)> = r
+            .params
+            .split(';')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+            .collect();
+        let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+        let assumed = op.assumed_params(&names);
+        pairs.extend(
+            assumed
+                .iter()
+                .filter_map(|a| a.split_once('='))
+                .map(|(n, v)| (n.to_string(), v.to_string())),
+        );
+        let wanted: HashMap<&str, crate::expr::Value> = pairs
+            .iter()
+            .map(|(n, v)| (n.as_str(), crate::expr::Value::parse(v)))
+            .collect();
+        // Fewest differing parameters; among those, the one whose first difference comes
+        // latest in the spec's order (the tile before REPACK, ORDER or CSTORE), then the first.
+        let nearest = live
+            .iter()
+            .map(|&i| {
+                let values = &candidates[i].config.values;
+                let differ: Vec<usize> = (0..values.len())
+                    .filter(|&k| wanted.get(values[k].0.as_str()) != Some(&values[k].1))
+                    .collect();
+                let first = differ.first().copied().unwrap_or(usize::MAX);
+                (differ.len(), std::cmp::Reverse(first), i)
+            })
+            .min();
+        if let Some((differ, _, i)) = nearest {
+            if differ <= WARM_START_NEAR && !seeds.contains(&i) {
+                seeds.push(i);
+            }
+        }
+    }
+    seeds
+}
+
+/// How many parameters a warm-start configuration may differ in from the stored winner it
+/// stands for ([`warm_start`]).
+pub const WARM_START_NEAR: usize = 2;
+
 /// A search over the live configurations: asks the strategy for a round at a time and keeps
 /// the budget (variants, or seconds since the search started).
 struct Search {
     strategy: Box<dyn crate::search::Strategy>,
+    /// Search points measured before the strategy's own proposals (the warm start).
+    first: std::collections::VecDeque<usize>,
     name: String,
     budget: Budget,
     /// Search point → candidate index, and back.
@@ -1309,6 +1398,7 @@ impl Search {
         shape: &Shape,
         candidates: &[Candidate],
         live: &[usize],
+        seeds: &[usize],
     ) -> Result<Option<Search>> {
         // The space is the live configurations this run owns (all, or a shard's share).
         let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
@@ -1324,14 +1414,26 @@ impl Search {
             Budget::Variants(n) => Some(n),
             Budget::Seconds(_) => None,
         };
-        let strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
-        let point_of = candidate_of
+        let mut strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
+        let point_of: HashMap<usize, usize> = candidate_of
             .iter()
             .enumerate()
             .map(|(p, &c)| (c, p))
             .collect();
+        // At most a quarter of a variant budget goes to stored winners: the rest searches.
+        let room = match budget {
+            Budget::Variants(n) => (n / 4).max(1),
+            Budget::Seconds(_) => DEFAULT_BUDGET / 4,
+        };
+        let first: std::collections::VecDeque<usize> = seeds
+            .iter()
+            .filter_map(|c| point_of.get(c).copied())
+            .filter(|&p| strategy.take(p))
+            .take(room)
+            .collect();
         let search = Search {
             strategy,
+            first,
             name: name.to_string(),
             budget,
             candidate_of,
@@ -1340,8 +1442,12 @@ impl Search {
             live,
             started: Instant::now(),
         };
+        let warm = match search.first.len() {
+            0 => String::new(),
+            n => format!(", {n} stored winner(s) from best.csv first (--no-warm-start: none)"),
+        };
         eprintln!(
-            "{} {shape}: {live} valid configurations; searching with {} ({}); \
+            "{} {shape}: {live} valid configurations; searching with {} ({}{warm}); \
              --strategy exhaustive times them all",
             op.name(),
             search.name,
@@ -1367,7 +1473,10 @@ impl Search {
         if n == 0 {
             return Vec::new();
         }
-        let mut points = self.strategy.ask(n);
+        let mut points: Vec<usize> = (0..n).map_while(|_| self.first.pop_front()).collect();
+        if points.len() < n {
+            points.extend(self.strategy.ask(n - points.len()));
+        }
         points.truncate(n);
         self.asked += points.len();
         points.iter().map(|&p| self.candidate_of[p]).collect()
@@ -1725,5 +1834,79 @@ impl BufferLayout {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stored sgemm winners as warm-start configurations at an odd shape: the 1024^3 winner
+    /// (REPACK=0, which needs aligned rows) stands for its tile with REPACK=1; this shape's
+    /// row, stored with ORDER=snake and without CSTORE (both outside the default values),
+    /// stands for its tile with the defaults and comes first; rows of another op, another GPU,
+    /// or too far from any live configuration give nothing.
+    #[test]
+    fn warm_start_maps_stored_winners_to_the_nearest_live_configurations() {
+        let op = Op::load("sgemm", None).unwrap();
+        let shape = Shape::parse("1023x1025x1027", &op.spec.dims).unwrap();
+        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let live: Vec<usize> = candidates
+            .iter()
+            .filter(|c| c.pruned.is_none())
+            .map(|c| c.index)
+            .collect();
+        let stored = results::read_best(Path::new("results/best.csv")).unwrap();
+        let row = |shape: &str| {
+            stored
+                .iter()
+                .find(|r| r.op == "sgemm" && r.shape == shape)
+                .unwrap()
+                .clone()
+        };
+        let cube = row("1024x1024x1024");
+        let own = row("1023x1025x1027");
+        let mut other_gpu = cube.clone();
+        other_gpu.gpu = "NVIDIA A100-SXM4-80GB".into();
+        other_gpu.shape = "512x512x512".into();
+        let mut far = cube.clone();
+        far.shape = "64x64x64".into();
+        far.params = far
+            .params
+            .replace("BM=32;BN=64;BK=32", "BM=999;BN=999;BK=999");
+        let transpose = stored.iter().find(|r| r.op == "transpose").unwrap().clone();
+        let rows = vec![transpose, cube.clone(), other_gpu, far, own.clone()];
+        let seeds = warm_start(&op, &shape, Some(&cube.gpu), &candidates, &live, &rows);
+        let text = |i: usize| candidates[i].config.label();
+        assert_eq!(
+            seeds.len(),
+            2,
+            "{:?}",
+            seeds.iter().map(|&i| text(i)).collect::<Vec<_>>()
+        );
+        // This shape's row first: its tile, ORDER and CSTORE at the default values.
+        assert!(own.params.contains("BM=64;BN=32;BK=32") && own.params.contains("ORDER=snake"));
+        assert!(
+            text(seeds[0]).starts_with("BM=64 BN=32 BK=32 TM=8 TN=4 WARP_N=8 VEC=4 PAD=4 STAGES=2")
+                && text(seeds[0]).ends_with("REPACK=1 ORDER=snakek CSTORE=scalar"),
+            "{}",
+            text(seeds[0])
+        );
+        // The 1024^3 winner's tile, repacked.
+        assert!(cube.params.contains("REPACK=0"));
+        assert!(
+            text(seeds[1])
+                .starts_with("BM=32 BN=64 BK=32 TM=8 TN=4 WARP_N=16 VEC=4 PAD=0 STAGES=3")
+                && text(seeds[1]).contains("REPACK=1"),
+            "{}",
+            text(seeds[1])
+        );
+        // Without a GPU name every GPU's rows count: the A100 row adds nothing new (it is the
+        // same configuration as the 1024^3 row), so still two.
+        assert_eq!(
+            warm_start(&op, &shape, None, &candidates, &live, &rows),
+            seeds
+        );
+        assert!(warm_start(&op, &shape, None, &candidates, &live, &[]).is_empty());
     }
 }
