@@ -514,6 +514,70 @@ fn repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4() {
     }
 }
 
+/// The warm start: a search measures the stored winner of another shape (in the --out
+/// folder's best.csv) before its own proposals. A first exhaustive run at one shape stores a
+/// winner; an anneal of 4 variants at another shape, over a space of a few dozen that holds
+/// that configuration, measures it.
+#[test]
+fn a_search_measures_the_stored_winners_first() {
+    if skip("a_search_measures_the_stored_winners_first") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let fixed = [
+        "TM=8",
+        "TN=4",
+        "VEC=4",
+        "PAD=0",
+        "LOAD=async",
+        "BOUNDS=specialized",
+    ];
+    let mut first = options("256x256x256", out.path());
+    first.op = "sgemm".into();
+    first.strategy = "exhaustive".into();
+    first.params = fixed.iter().map(|p| p.to_string()).collect();
+    first.params.extend([
+        "BM=32,64".into(),
+        "BN=64".into(),
+        "BK=16".into(),
+        "WARP_N=16".into(),
+        "STAGES=2".into(),
+    ]);
+    tune(&first).unwrap();
+    let stored = cuda_autotune::results::read_best(&out.path().join("best.csv")).unwrap();
+    assert_eq!(stored.len(), 1);
+    let winner = |r: &Record| {
+        stored[0]
+            .params
+            .split(';')
+            .filter_map(|kv| kv.split_once('='))
+            .all(|(k, v)| param(r, k) == v)
+    };
+    let mut search = options("512x512x512", out.path());
+    search.op = "sgemm".into();
+    search.strategy = "anneal".into();
+    search.budget = Some(cuda_autotune::search::Budget::Variants(4));
+    search.params = fixed.iter().map(|p| p.to_string()).collect();
+    search.params.extend([
+        "BM=32,64,128".into(),
+        "BN=32,64,128".into(),
+        "BK=16,32".into(),
+        "WARP_N=16".into(),
+        "STAGES=2,3".into(),
+    ]);
+    let o = tune(&search).unwrap();
+    assert_none_failed(&o, "warm");
+    let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+    assert_eq!(measured.len(), 4);
+    assert!(
+        measured.iter().any(|r| winner(r)),
+        "the stored winner {} was not measured: {:?}",
+        stored[0].params,
+        measured.iter().map(|r| r.label()).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn resume_reuses_the_journal_and_measures_only_what_is_missing() {
     if skip("resume_reuses_the_journal_and_measures_only_what_is_missing") {
