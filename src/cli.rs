@@ -317,10 +317,11 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N|TIME", value_parser = budget_arg)]
     pub budget: Option<Budget>,
 
-    /// A search (not exhaustive) first measures the stored winners of this op in the --out
-    /// folder's best.csv (this shape's and other shapes', same GPU and dtype) that are
-    /// configurations of this space, at most a quarter of the budget, and anneals from the
-    /// best of them. This turns that off.
+    /// A search (random, anneal, genetic) first measures, for each stored winner of this op
+    /// in the --out folder's best.csv (this shape's row first, then other shapes', same GPU
+    /// and dtype), the configuration of this space nearest to it (at most 2 parameters
+    /// apart), using at most a quarter of a variant budget (at least one); anneal starts
+    /// chains from them. This turns that off.
     #[arg(long)]
     pub no_warm_start: bool,
 

@@ -83,8 +83,8 @@ pub struct TuneOptions {
     /// `--shard K/N`: measure only this shard's share of the variants ([`crate::shard`]); a
     /// sharded run never writes best.csv (its winner is partial until `tune merge`).
     pub shard: Option<crate::shard::Slice>,
-    /// A search (not exhaustive) measures first the stored winners of this op in the run's
-    /// best.csv that are configurations of this space ([`warm_start`]).
+    /// A search (random, anneal, genetic) measures first, for each stored winner of this op in
+    /// the run's best.csv, the configuration of this space nearest to it ([`warm_start`]).
     pub warm_start: bool,
 }
 
@@ -648,16 +648,16 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut search = if opts.compile_only {
         None
     } else {
-        let stored = if opts.warm_start {
-            // An unreadable database is reported where the run writes to it; here it only
-            // means no warm start.
-            results::read_best(&opts.out_dir.join("best.csv")).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
         let gpu = device.as_ref().map(|d| d.name.as_str());
-        let seeds = warm_start(&op, &shape, gpu, &candidates, &live, &stored);
-        Search::new(opts, &op, &shape, &candidates, &live, &seeds)?
+        // Read only when a search will use it, and quietly: a damaged database is reported
+        // where the run writes to it; here it only means fewer or no stored winners.
+        let seeds = || {
+            let stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
+                .map(|f| f.rows)
+                .unwrap_or_default();
+            warm_start(&op, &shape, gpu, &candidates, &live, &stored)
+        };
+        Search::new(opts, &op, &shape, &candidates, &live, seeds)?
     };
 
     // Render the first round's candidates; identical sources are compiled once.
@@ -1308,10 +1308,13 @@ pub const SEARCH_BATCH: usize = 16;
 ///
 /// Why: the anneal measures a few hundred of thousands of configurations and can miss the
 /// winner a previous run, or a neighbouring shape, found, so a re-run could come out slower
-/// than what is stored. Measured first, the stored winners bound the result from below, and
-/// the search starts from the best of them. Nearest, not only equal: a winner at 1024^3
-/// (REPACK=0) is a configuration at 1023x1025x1027 only with REPACK=1, and a row stored with
-/// a choice outside the default values (ORDER=row) is worth its tile in the default space.
+/// than what is stored. Measured first, this shape's own stored winner (when it is a
+/// configuration of the space) bounds the result from below, up to timing noise, and the
+/// others give the search good starts. Nearest, not only equal: a winner at 1024^3 (REPACK=0)
+/// is a configuration at 1023x1025x1027 only with REPACK=1, and a row stored with a choice
+/// outside the default values (ORDER=row) is worth its tile in the default space. The seeds
+/// depend on what best.csv holds, so two runs with the same `--seed` propose the same only
+/// over the same database.
 pub fn warm_start(
     op: &Op,
     shape: &Shape,
@@ -1337,6 +1340,14 @@ pub fn warm_start(
             .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
             .collect();
         let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+        if !op
+            .spec
+            .params
+            .iter()
+            .any(|p| names.contains(&p.name.as_str()))
+        {
+            continue; // names none of this op's parameters: no configuration to stand for
+        }
         let assumed = op.assumed_params(&names);
         pairs.extend(
             assumed
@@ -1398,7 +1409,7 @@ impl Search {
         shape: &Shape,
         candidates: &[Candidate],
         live: &[usize],
-        seeds: &[usize],
+        seeds: impl FnOnce() -> Vec<usize>,
     ) -> Result<Option<Search>> {
         // The space is the live configurations this run owns (all, or a shard's share).
         let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
@@ -1420,10 +1431,17 @@ impl Search {
             .enumerate()
             .map(|(p, &c)| (c, p))
             .collect();
-        // At most a quarter of a variant budget goes to stored winners: the rest searches.
+        // At most a quarter of a variant budget (at least one) goes to stored winners, the rest
+        // to the search; with a time budget, as many as a quarter of the default budget. An
+        // exhaustive sweep with a budget stays the in-order reference: no warm start.
         let room = match budget {
             Budget::Variants(n) => (n / 4).max(1),
             Budget::Seconds(_) => DEFAULT_BUDGET / 4,
+        };
+        let seeds = if opts.warm_start && name != "exhaustive" {
+            seeds()
+        } else {
+            Vec::new()
         };
         let first: std::collections::VecDeque<usize> = seeds
             .iter()
@@ -1841,11 +1859,12 @@ impl BufferLayout {
 mod tests {
     use super::*;
 
-    /// Stored sgemm winners as warm-start configurations at an odd shape: the 1024^3 winner
+    /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
     /// (REPACK=0, which needs aligned rows) stands for its tile with REPACK=1; this shape's
     /// row, stored with ORDER=snake and without CSTORE (both outside the default values),
-    /// stands for its tile with the defaults and comes first; rows of another op, another GPU,
-    /// or too far from any live configuration give nothing.
+    /// stands for its tile with the defaults and comes first; rows of another op, another
+    /// dtype, another GPU (when the GPU is known), without parameters, or too far from any
+    /// live configuration give nothing.
     #[test]
     fn warm_start_maps_stored_winners_to_the_nearest_live_configurations() {
         let op = Op::load("sgemm", None).unwrap();
@@ -1856,57 +1875,74 @@ mod tests {
             .filter(|c| c.pruned.is_none())
             .map(|c| c.index)
             .collect();
-        let stored = results::read_best(Path::new("results/best.csv")).unwrap();
-        let row = |shape: &str| {
-            stored
-                .iter()
-                .find(|r| r.op == "sgemm" && r.shape == shape)
-                .unwrap()
-                .clone()
+        // Any stored row as a template for the columns the warm start does not read.
+        let template = results::read_best(Path::new("results/best.csv")).unwrap()[0].clone();
+        let h100 = "NVIDIA H100 80GB HBM3";
+        let row = |op: &str, shape: &str, dtype: &str, gpu: &str, params: &str| BestRow {
+            op: op.into(),
+            shape: shape.into(),
+            dtype: dtype.into(),
+            gpu: gpu.into(),
+            params: params.into(),
+            ..template.clone()
         };
-        let cube = row("1024x1024x1024");
-        let own = row("1023x1025x1027");
-        let mut other_gpu = cube.clone();
-        other_gpu.gpu = "NVIDIA A100-SXM4-80GB".into();
-        other_gpu.shape = "512x512x512".into();
-        let mut far = cube.clone();
-        far.shape = "64x64x64".into();
-        far.params = far
-            .params
-            .replace("BM=32;BN=64;BK=32", "BM=999;BN=999;BK=999");
-        let transpose = stored.iter().find(|r| r.op == "transpose").unwrap().clone();
-        let rows = vec![transpose, cube.clone(), other_gpu, far, own.clone()];
-        let seeds = warm_start(&op, &shape, Some(&cube.gpu), &candidates, &live, &rows);
+        let tile = "BM=32;BN=64;BK=32;TM=8;TN=4;WARP_N=16;VEC=4;PAD=0;STAGES=3;GROUP_M=8;\
+                    OCCUPANCY=0;LOAD=async;BOUNDS=specialized";
+        let cube = format!("{tile};REPACK=0;ORDER=snakek;CSTORE=scalar");
+        let own = "BM=64;BN=32;BK=32;TM=8;TN=4;WARP_N=8;VEC=4;PAD=4;STAGES=2;GROUP_M=8;\
+                   OCCUPANCY=0;LOAD=async;BOUNDS=edge;REPACK=1;ORDER=snake";
+        let rows = vec![
+            row(
+                "transpose",
+                "1000x1000",
+                "f32",
+                h100,
+                "TILE_DIM=32;BLOCK_ROWS=8",
+            ),
+            row("sgemm", "1024x1024x1024", "f32", h100, &cube),
+            row(
+                "sgemm",
+                "512x512x512",
+                "f32",
+                "NVIDIA A100-SXM4-80GB",
+                &cube.replace("STAGES=3", "STAGES=2"),
+            ),
+            row(
+                "sgemm",
+                "256x256x256",
+                "f64",
+                h100,
+                &cube.replace("BK=32", "BK=16"),
+            ),
+            row("sgemm", "128x128x128", "f32", h100, "FOO=1"),
+            row(
+                "sgemm",
+                "64x64x64",
+                "f32",
+                h100,
+                &cube.replace("BM=32;BN=64;BK=32", "BM=999;BN=999;BK=999"),
+            ),
+            row("sgemm", "1023x1025x1027", "f32", h100, own),
+        ];
         let text = |i: usize| candidates[i].config.label();
+        let texts = |seeds: &[usize]| seeds.iter().map(|&i| text(i)).collect::<Vec<_>>();
+        let seeds = warm_start(&op, &shape, Some(h100), &candidates, &live, &rows);
         assert_eq!(
-            seeds.len(),
-            2,
-            "{:?}",
-            seeds.iter().map(|&i| text(i)).collect::<Vec<_>>()
+            texts(&seeds),
+            [
+                // This shape's row first: its tile, ORDER and CSTORE at the default values.
+                "BM=64 BN=32 BK=32 TM=8 TN=4 WARP_N=8 VEC=4 PAD=4 STAGES=2 GROUP_M=8 \
+                 OCCUPANCY=0 LOAD=async BOUNDS=edge REPACK=1 ORDER=snakek CSTORE=scalar",
+                // The 1024^3 winner's tile, repacked (not VEC=1, also one parameter away).
+                "BM=32 BN=64 BK=32 TM=8 TN=4 WARP_N=16 VEC=4 PAD=0 STAGES=3 GROUP_M=8 \
+                 OCCUPANCY=0 LOAD=async BOUNDS=specialized REPACK=1 ORDER=snakek CSTORE=scalar",
+            ]
         );
-        // This shape's row first: its tile, ORDER and CSTORE at the default values.
-        assert!(own.params.contains("BM=64;BN=32;BK=32") && own.params.contains("ORDER=snake"));
-        assert!(
-            text(seeds[0]).starts_with("BM=64 BN=32 BK=32 TM=8 TN=4 WARP_N=8 VEC=4 PAD=4 STAGES=2")
-                && text(seeds[0]).ends_with("REPACK=1 ORDER=snakek CSTORE=scalar"),
-            "{}",
-            text(seeds[0])
-        );
-        // The 1024^3 winner's tile, repacked.
-        assert!(cube.params.contains("REPACK=0"));
-        assert!(
-            text(seeds[1])
-                .starts_with("BM=32 BN=64 BK=32 TM=8 TN=4 WARP_N=16 VEC=4 PAD=0 STAGES=3")
-                && text(seeds[1]).contains("REPACK=1"),
-            "{}",
-            text(seeds[1])
-        );
-        // Without a GPU name every GPU's rows count: the A100 row adds nothing new (it is the
-        // same configuration as the 1024^3 row), so still two.
-        assert_eq!(
-            warm_start(&op, &shape, None, &candidates, &live, &rows),
-            seeds
-        );
+        // Without a GPU name every GPU's rows count: the A100 row's configuration joins.
+        let any = warm_start(&op, &shape, None, &candidates, &live, &rows);
+        assert_eq!(any.len(), 3, "{:?}", texts(&any));
+        assert_eq!(any[..2], seeds[..]);
+        assert!(text(any[2]).contains("STAGES=2") && text(any[2]).contains("BN=64 BK=32"));
         assert!(warm_start(&op, &shape, None, &candidates, &live, &[]).is_empty());
     }
 }
