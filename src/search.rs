@@ -384,9 +384,11 @@ impl Pool {
         self.remaining.is_empty()
     }
 
-    /// Marks `p` asked; false when it already was.
+    /// Marks `p` asked; false when it already was, or is no point of the space.
     fn take(&mut self, p: usize) -> bool {
-        let i = self.at[p];
+        let Some(&i) = self.at.get(p) else {
+            return false;
+        };
         if i == usize::MAX {
             return false;
         }
@@ -587,7 +589,7 @@ impl Strategy for RandomSearch {
     fn tell(&mut self, _point: usize, _cost: Option<f64>) {}
 
     fn take(&mut self, point: usize) -> bool {
-        point < self.pool.at.len() && self.pool.take(point)
+        self.pool.take(point)
     }
 }
 
@@ -785,7 +787,7 @@ impl Strategy for Anneal {
     /// starts (a chain begins at the best of them), so a good stored winner becomes a chain's
     /// first state and its neighbourhood is searched first.
     fn take(&mut self, point: usize) -> bool {
-        if point >= self.pool.at.len() || !self.pool.take(point) {
+        if !self.pool.take(point) {
             return false;
         }
         let c = self.seeded % self.chains.len();
@@ -976,7 +978,7 @@ impl Strategy for Genetic {
 
     /// A taken point joins the population like any measured one (when it is good enough).
     fn take(&mut self, point: usize) -> bool {
-        point < self.pool.at.len() && self.pool.take(point)
+        self.pool.take(point)
     }
 }
 

@@ -1333,28 +1333,16 @@ pub fn warm_start(
     rows.sort_by_key(|r| r.shape != here);
     let mut seeds = Vec::new();
     for r in rows {
-        let mut pairs: Vec<(String, String)> = r
-            .params
-            .split(';')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
-            .collect();
-        let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+        let given = crate::export::parse_params(&r.params);
         if !op
             .spec
             .params
             .iter()
-            .any(|p| names.contains(&p.name.as_str()))
+            .any(|p| given.iter().any(|(n, _)| *n == p.name))
         {
             continue; // names none of this op's parameters: no configuration to stand for
         }
-        let assumed = op.assumed_params(&names);
-        pairs.extend(
-            assumed
-                .iter()
-                .filter_map(|a| a.split_once('='))
-                .map(|(n, v)| (n.to_string(), v.to_string())),
-        );
+        let pairs = crate::export::stored_params(op, &r.params);
         let wanted: HashMap<&str, crate::expr::Value> = pairs
             .iter()
             .map(|(n, v)| (n.as_str(), crate::expr::Value::parse(v)))

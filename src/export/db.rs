@@ -181,6 +181,22 @@ pub fn shape_distance(a: &[u64], b: &[u64]) -> Option<f64> {
     })
 }
 
+/// A stored configuration of `op` (`NAME=value;...`, the `params` of a best.csv row) as
+/// pairs, completed with [`Op::assumed_params`]: parameters added to the op since the row was
+/// stored take the values its configurations had then.
+pub fn stored_params(op: &crate::ops::Op, params: &str) -> Vec<(String, String)> {
+    let mut pairs = parse_params(params);
+    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+    let assumed = op.assumed_params(&names);
+    pairs.extend(
+        assumed
+            .iter()
+            .filter_map(|a| a.split_once('='))
+            .map(|(n, v)| (n.to_string(), v.to_string())),
+    );
+    pairs
+}
+
 /// `K=V;K=V` → `[(K, V), ...]`, in order; empty parts are skipped.
 pub fn parse_params(params: &str) -> Vec<(String, String)> {
     params

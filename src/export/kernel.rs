@@ -2,7 +2,7 @@
 //! parameters, exactly as the tuner rendered it for that shape; and which other shapes that
 //! same kernel may run on.
 
-use super::db::parse_params;
+use super::db::stored_params;
 use crate::codegen::Renderer;
 use crate::error::{Error, Result};
 use crate::expr::Value;
@@ -34,14 +34,8 @@ impl TunedKernel {
 /// limits ([`DeviceLimits::SM90_DEFAULT`]). Every parameter of the op must be given once;
 /// values outside the spec's default lists are accepted as `--param` accepts them.
 pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> {
-    let mut pairs = parse_params(params);
     // A row stored before some parameters existed: they take the values it had then.
-    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
-    for assumed in op.assumed_params(&names) {
-        if let Some((n, v)) = assumed.split_once('=') {
-            pairs.push((n.to_string(), v.to_string()));
-        }
-    }
+    let pairs = stored_params(op, params);
     let mut overrides = Vec::new();
     for (name, value) in &pairs {
         overrides.push(parse_override(op, &format!("{name}={value}"))?);

@@ -36,7 +36,9 @@ mod kernel;
 pub mod markdown;
 pub mod report;
 
-pub use db::{gpu_matches, parse_dims, parse_params, row_dims, shape_distance, TunedDb};
+pub use db::{
+    gpu_matches, parse_dims, parse_params, row_dims, shape_distance, stored_params, TunedDb,
+};
 pub use kernel::{
     applicability, applicability_of, candidate_for, rename_identifier, specialize, tuned_source,
     valid_for, Applicability, TunedKernel,
