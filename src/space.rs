@@ -608,12 +608,19 @@ mod tests {
         assert!(live.iter().all(|c| c.launch.unwrap().grid.1 <= 65535));
     }
     /// The sgemm spec's prologue: REPACK=1 points carry sgemm_repack with its grid, others
-    /// carry nothing, and REPACK=1 is pruned where float4 loads need no repack.
+    /// carry nothing, and REPACK=1 is pruned where float4 loads need no repack. WINDOWS=1
+    /// (no copy) has no prologue; where K % 4 != 0 its grid has block rows in fours (one per
+    /// alignment of A's rows), and it is pruned where rows are aligned or N < BN + 4.
     #[test]
     fn prologue_kernels_follow_their_when_expression() {
         let op = Op::load("sgemm", None).unwrap();
         let dims = ["M", "N", "K"].map(String::from);
         let at = |s: &str, repack: &str| {
+            let windows = if repack == "REPACK=0" {
+                "WINDOWS=1"
+            } else {
+                "WINDOWS=0"
+            };
             let o = [
                 "BM=64",
                 "BN=64",
@@ -627,6 +634,7 @@ mod tests {
                 "LOAD=async",
                 "BOUNDS=edge",
                 repack,
+                windows,
             ]
             .map(|t| parse_override(&op, t).unwrap());
             let shape = Shape::parse(s, &dims).unwrap();
@@ -648,8 +656,16 @@ mod tests {
         // K % 4 == 0: A's rows are aligned, only B (64 rows) is copied.
         let c = at("96x66x64", "REPACK=1");
         assert_eq!(c.prologue[0].1.grid, (1, 64, 1));
-        assert!(at("1023x1025x1027", "REPACK=0").prologue.is_empty());
+        let c = at("1023x1025x1027", "REPACK=0");
+        assert!(c.pruned.is_none() && c.prologue.is_empty());
+        // 1023 rows in bands of 4 x 64: 4 bands of 4 block rows.
+        assert_eq!(c.launch.unwrap().grid, (17, 16, 1));
+        // K % 4 == 0: one block row per 64 rows, as without WINDOWS.
+        assert_eq!(at("1000x1001x1000", "REPACK=0").launch.unwrap().grid, (16, 16, 1));
+        assert!(at("1023x67x1027", "REPACK=0").pruned.unwrap().contains("N >= BN + 4"));
         let c = at("1024x1024x1024", "REPACK=1");
         assert!(c.pruned.unwrap().contains("REPACK=1 serves float4 loads"));
+        let c = at("1024x1024x1024", "REPACK=0");
+        assert!(c.pruned.unwrap().contains("WINDOWS=1 serves float4 loads"));
     }
 }

@@ -1848,7 +1848,8 @@ mod tests {
     use super::*;
 
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
-    /// (REPACK=0, which needs aligned rows) stands for its tile with REPACK=1; this shape's
+    /// (REPACK=0 WINDOWS=0, which needs aligned rows) stands for its tile with WINDOWS=1 (as
+    /// near as REPACK=1; the tie goes to the later parameter); this shape's
     /// row, stored with ORDER=snake and without CSTORE (both outside the default values),
     /// stands for its tile with the defaults and comes first; rows of another op, another
     /// dtype, another GPU (when the GPU is known), without parameters, or too far from any
@@ -1920,10 +1921,12 @@ mod tests {
             [
                 // This shape's row first: its tile, ORDER and CSTORE at the default values.
                 "BM=64 BN=32 BK=32 TM=8 TN=4 WARP_N=8 VEC=4 PAD=4 STAGES=2 GROUP_M=8 \
-                 OCCUPANCY=0 LOAD=async BOUNDS=edge REPACK=1 ORDER=snakek CSTORE=scalar",
-                // The 1024^3 winner's tile, repacked (not VEC=1, also one parameter away).
+                 OCCUPANCY=0 LOAD=async BOUNDS=edge REPACK=1 WINDOWS=0 ORDER=snakek CSTORE=scalar",
+                // The 1024^3 winner's tile, windowed (not REPACK=1 nor VEC=1, also one
+                // parameter away).
                 "BM=32 BN=64 BK=32 TM=8 TN=4 WARP_N=16 VEC=4 PAD=0 STAGES=3 GROUP_M=8 \
-                 OCCUPANCY=0 LOAD=async BOUNDS=specialized REPACK=1 ORDER=snakek CSTORE=scalar",
+                 OCCUPANCY=0 LOAD=async BOUNDS=specialized REPACK=0 WINDOWS=1 ORDER=snakek \
+                 CSTORE=scalar",
             ]
         );
         // Without a GPU name every GPU's rows count: the A100 row's configuration joins.

@@ -470,47 +470,57 @@ fn sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes() {
 /// REPACK=1 variants run a prologue kernel (sgemm_repack) that fills the scratch buffers the
 /// GEMM reads; the worker fills scratch with NaN before each verifying run, so a prologue
 /// that did not run, missed rows or left the padding unzeroed fails verification here.
+/// WINDOWS=1 variants read the same misaligned rows without a copy (aligned windows read
+/// back shifted, blocks of A rows of one alignment, checked first and last slices): a wrong
+/// shift, window or row mapping gives wrong sums.
 #[test]
-fn repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4() {
-    if skip("repacked_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4") {
+fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4() {
+    if skip("repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4") {
         return;
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     // K odd and N odd; K % 4 == 2 with N a multiple of 4 (only A's rows misaligned; C's rows
     // aligned, stored as float4 with CSTORE=vec4); K a multiple of 4 with N odd (only B is
-    // copied, A read as it is); a tiny one, smaller than any tile, whose padded rows are
-    // mostly padding.
-    for shape in [
-        "97x65x47",
-        "130x64x66",
-        "96x66x64",
-        "9x7x5",
-        "1023x1025x1027",
+    // copied, A read as it is); K % 4 == 1 with N % 4 == 3 (the other shifts); a tiny one,
+    // smaller than any tile, whose padded rows are mostly padding.
+    // (WINDOWS=1 needs N >= BN + 4: its tiny shape is 9x37x5.)
+    for (shape, ways) in [
+        ("97x65x47", &["REPACK=1", "WINDOWS=1"][..]),
+        ("130x64x66", &["REPACK=1", "WINDOWS=1"]),
+        ("96x66x64", &["REPACK=1", "WINDOWS=1"]),
+        ("70x131x257", &["REPACK=1", "WINDOWS=1"]),
+        ("9x7x5", &["REPACK=1"]),
+        ("9x37x5", &["WINDOWS=1"]),
+        ("1023x1025x1027", &["REPACK=1", "WINDOWS=1"]),
     ] {
-        let out = tempfile::tempdir().unwrap();
-        let mut opts = options(shape, out.path());
-        opts.op = "sgemm".into();
-        opts.params = vec![
-            "REPACK=1".into(),
-            "BOUNDS=none,always,specialized,edge".into(),
-            "CSTORE=vec4,scalar".into(),
-        ];
-        opts.strategy = "random".into();
-        opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
-        let o = tune(&opts).unwrap();
-        assert_none_failed(&o, shape);
-        let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-        assert_eq!(
-            measured.len(),
-            24,
-            "{shape}: the budget is what gets measured"
-        );
-        assert!(
-            measured
-                .iter()
-                .all(|r| param(r, "REPACK") == "1" && param(r, "VEC") == "4"),
-            "{shape}: only repacked float4 variants were asked for"
-        );
+        for &way in ways {
+            let out = tempfile::tempdir().unwrap();
+            let mut opts = options(shape, out.path());
+            opts.op = "sgemm".into();
+            opts.params = vec![
+                way.into(),
+                "BOUNDS=none,always,specialized,edge".into(),
+                "CSTORE=vec4,scalar".into(),
+            ];
+            opts.strategy = "random".into();
+            opts.budget = Some(cuda_autotune::search::Budget::Variants(16));
+            let o = tune(&opts).unwrap();
+            assert_none_failed(&o, &format!("{shape} {way}"));
+            let measured: Vec<&Record> =
+                variants(&o).filter(|r| r.status == Status::Ok).collect();
+            assert_eq!(
+                measured.len(),
+                16,
+                "{shape} {way}: the budget is what gets measured"
+            );
+            let (name, value) = way.split_once('=').unwrap();
+            assert!(
+                measured
+                    .iter()
+                    .all(|r| param(r, name) == value && param(r, "VEC") == "4"),
+                "{shape}: only {way} float4 variants were asked for"
+            );
+        }
     }
 }
 
