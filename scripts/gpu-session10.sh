@@ -16,9 +16,12 @@
 #           1023x1025x1027, each followed by the stored REPACK=1 winner's tile in the same run.
 #   final: WINDOWS=0,1 in the default space: the windowed GPU test, then the default search at
 #          the three odd shapes.
+#   final2: WINDOWS=1 variants verified at small odd shapes through the CLI; the default
+#           search at 2047x2049x2051.
+#   final3: the windowed GPU test, the default search at 2047x2049x2051, the main job.
 # Results: results/session10/. Logs go to $OUT (default ./gpu-out), tarred into
 # $OUT/session10-<mode>.tar.gz (the device tool returns at most 8 files).
-# Usage: bash scripts/gpu-session10.sh [ab|ab2|ncu|stalls|search|final]
+# Usage: bash scripts/gpu-session10.sh [ab|ab2|ncu|stalls|search|final|final2|final3]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
@@ -83,10 +86,32 @@ if [ "$what" = final ]; then
   # results/best.csv copied into the --out folder) at the three odd shapes.
   TUNE_EXE=$PWD/.gpu/tune timeout 240 ./.gpu/gpu-tests --test-threads 1 windowed 2>&1 \
     | tee "$OUT/gpu-tests-windowed.log" | grep -E "^test |test result|panicked|failed"
+  # (As run in session 10, the copy below sat inside the loop, so each shape's start put the
+  # stored best.csv back over the rows the previous shape had written; fixed here.)
+  mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
   for shape in 999x1001x1003 1023x1025x1027 2047x2049x2051; do
-    mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
     [ $SECONDS -lt 470 ] && RESULTS=$OUT/default run --op sgemm --shape $shape
   done
+fi
+if [ "$what" = final2 ]; then
+  # What the windowed GPU test checks, through the CLI (the test ran past 240 s in `final`):
+  # WINDOWS=1 variants at small odd shapes, every bounds mode, both C stores, each verified
+  # against the float64 reference; then the default search at 2047x2049x2051.
+  for shape in 97x65x47 130x64x66 96x66x64 70x131x257 9x37x5 1023x1025x1027; do
+    RESULTS=$OUT/small run --op sgemm --shape $shape --param WINDOWS=1 --param REPACK=0 --strategy random \
+      --budget 16 --param BOUNDS=none,always,specialized,edge --param CSTORE=vec4,scalar
+  done
+  mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
+  RESULTS=$OUT/default run --op sgemm --shape 2047x2049x2051
+fi
+if [ "$what" = final3 ]; then
+  # After the space's setup was made fast (src/expr.rs): the windowed GPU test, the default
+  # search at 2047x2049x2051, the main job.
+  TUNE_EXE=$PWD/.gpu/tune timeout 300 ./.gpu/gpu-tests --test-threads 1 windowed 2>&1 \
+    | tee "$OUT/gpu-tests-windowed.log" | grep -E "^test |test result|panicked|failed"
+  mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
+  [ $SECONDS -lt 420 ] && RESULTS=$OUT/default run --op sgemm --shape 2047x2049x2051
+  [ $SECONDS -lt 520 ] && RESULTS=$OUT/main run --op transpose --shape 1000x1000
 fi
 if [ "$what" = search ]; then
   # WINDOWS=1 over 384 tiles and orders at each shape, with the repacked stored winner's tile

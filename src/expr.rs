@@ -4,12 +4,10 @@
 //! and where it came from.
 
 use crate::error::{Error, Result};
-use evalexpr::{
-    ContextWithMutableFunctions, ContextWithMutableVariables, EvalexprError, Function,
-    HashMapContext, Value as EValue,
-};
+use evalexpr::{Context, EvalexprError, EvalexprResult, Node, Value as EValue};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 /// `ceil_div(a, b)`: the number of size-`b` tiles that cover `a`.
@@ -68,9 +66,57 @@ impl fmt::Display for Value {
 }
 
 /// Named values that expressions can read, plus the helper functions we add (`ceil_div`).
+/// Each value is kept twice, ours and evalexpr's, so that an expression reads the variables
+/// in place: the space enumerates every point of a parameter grid (110592 for sgemm at an odd
+/// shape) and evaluates some 40 expressions at each, and building evalexpr's own context (every
+/// variable copied) and parsing each expression anew for every one of those took 35-85 s of
+/// setup on the H100 machine's CPU (session 10).
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
     values: BTreeMap<String, Value>,
+    evals: HashMap<String, EValue>,
+}
+
+/// evalexpr's view of [`Vars`]: variables by reference, `ceil_div`, then the builtins.
+struct VarsContext<'a>(&'a Vars);
+
+impl Context for VarsContext<'_> {
+    fn get_value(&self, identifier: &str) -> Option<&EValue> {
+        self.0.evals.get(identifier)
+    }
+
+    fn call_function(&self, identifier: &str, argument: &EValue) -> EvalexprResult<EValue> {
+        match identifier {
+            "ceil_div" => ceil_div(argument),
+            _ => Err(EvalexprError::FunctionIdentifierNotFound(
+                identifier.to_string(),
+            )),
+        }
+    }
+
+    fn are_builtin_functions_disabled(&self) -> bool {
+        false
+    }
+
+    fn set_builtin_functions_disabled(&mut self, _: bool) -> EvalexprResult<()> {
+        Err(EvalexprError::ContextNotMutable)
+    }
+}
+
+thread_local! {
+    /// Parsed expressions by their text: a spec has a few dozen, each evaluated once per point.
+    static TREES: RefCell<HashMap<String, Node>> = RefCell::new(HashMap::new());
+}
+
+/// Evaluates `expr` over `vars`, parsing it only the first time this thread sees it.
+fn eval_cached(expr: &str, vars: &Vars) -> EvalexprResult<EValue> {
+    TREES.with(|trees| {
+        let mut trees = trees.borrow_mut();
+        if !trees.contains_key(expr) {
+            trees.insert(expr.to_string(), evalexpr::build_operator_tree(expr)?);
+        }
+        trees[expr].eval_with_context(&VarsContext(vars))
+    })
 }
 
 impl Vars {
@@ -80,6 +126,7 @@ impl Vars {
 
     pub fn set(&mut self, name: &str, value: &Value) {
         self.values.insert(name.to_string(), value.clone());
+        self.evals.insert(name.to_string(), value.to_evalexpr());
     }
 
     pub fn set_int(&mut self, name: &str, value: i64) {
@@ -90,24 +137,14 @@ impl Vars {
         self.values.get(name)
     }
 
-    fn context(&self) -> HashMapContext {
-        let mut ctx = HashMapContext::new();
-        for (name, value) in &self.values {
-            // A fresh context has no variable whose type could clash.
-            let _ = ctx.set_value(name.clone(), value.to_evalexpr());
-        }
-        let _ = ctx.set_function("ceil_div".into(), Function::new(ceil_div));
-        ctx
-    }
-
     /// Evaluates `expr`; `context` says where it came from (e.g. "constraint 3 of transpose").
-    pub fn eval(&self, expr: &str, context: &str) -> Result<Value> {
+    pub fn eval(&self, expr: &str, context: &(impl Site + ?Sized)) -> Result<Value> {
         let err = |why: String| Error::Expr {
             expr: expr.to_string(),
-            context: context.to_string(),
+            context: context.text(),
             why,
         };
-        match evalexpr::eval_with_context(expr, &self.context()).map_err(|e| err(e.to_string()))? {
+        match eval_cached(expr, self).map_err(|e| err(e.to_string()))? {
             EValue::Int(i) => Ok(Value::Int(i)),
             EValue::Boolean(b) => Ok(Value::Bool(b)),
             EValue::String(s) => Ok(Value::Str(s)),
@@ -118,26 +155,54 @@ impl Vars {
         }
     }
 
-    pub fn eval_int(&self, expr: &str, context: &str) -> Result<i64> {
+    pub fn eval_int(&self, expr: &str, context: &(impl Site + ?Sized)) -> Result<i64> {
         match self.eval(expr, context)? {
             Value::Int(i) => Ok(i),
             other => Err(Error::Expr {
                 expr: expr.into(),
-                context: context.into(),
+                context: context.text(),
                 why: format!("expected an integer, got {other}"),
             }),
         }
     }
 
-    pub fn eval_bool(&self, expr: &str, context: &str) -> Result<bool> {
+    pub fn eval_bool(&self, expr: &str, context: &(impl Site + ?Sized)) -> Result<bool> {
         match self.eval(expr, context)? {
             Value::Bool(b) => Ok(b),
             other => Err(Error::Expr {
                 expr: expr.into(),
-                context: context.into(),
+                context: context.text(),
                 why: format!("expected true or false, got {other}"),
             }),
         }
+    }
+}
+
+/// Where an expression comes from, for its error messages: text, or [`Lazy`] text made only
+/// when an error needs it (naming a spec line means searching the spec's text, and the space
+/// evaluates millions of expressions).
+pub trait Site {
+    fn text(&self) -> String;
+}
+
+impl Site for str {
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Site for String {
+    fn text(&self) -> String {
+        self.clone()
+    }
+}
+
+/// A [`Site`] made on demand.
+pub struct Lazy<F>(pub F);
+
+impl<F: Fn() -> String> Site for Lazy<F> {
+    fn text(&self) -> String {
+        (self.0)()
     }
 }
 

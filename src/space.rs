@@ -4,7 +4,7 @@
 //! can say why a configuration was never measured.
 
 use crate::error::{Error, Result};
-use crate::expr::{Value, Vars};
+use crate::expr::{Lazy, Site, Value, Vars};
 use crate::ops::{Op, ParamSpec};
 use crate::shape::Shape;
 
@@ -161,14 +161,14 @@ pub fn eval_launch(
     block: &[String; 3],
     grid: &[String; 3],
     limits: &DeviceLimits,
-    context: &str,
+    context: &(impl Site + ?Sized),
 ) -> Result<std::result::Result<LaunchDims, String>> {
     let mut dims = [0i64; 6];
     for (i, expr) in block.iter().chain(grid.iter()).enumerate() {
         let axis = [
             "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
         ][i];
-        dims[i] = vars.eval_int(expr, &format!("{context} {axis}"))?;
+        dims[i] = vars.eval_int(expr, &Lazy(|| format!("{} {axis}", context.text())))?;
     }
     let names = [
         "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
@@ -256,7 +256,7 @@ fn evaluate(
             file: origin.clone(),
             why: format!("defines.{name}: must be an expression string"),
         })?;
-        let value = vars.eval(expr, &format!("{} defines.{name}", op.at(expr)))?;
+        let value = vars.eval(expr, &Lazy(|| format!("{} defines.{name}", op.at(expr))))?;
         vars.set(name, &value);
         define_names.push(name.clone());
     }
@@ -270,9 +270,10 @@ fn evaluate(
         pruned: None,
     };
     for (i, c) in op.spec.constraints.iter().enumerate() {
-        let ok = candidate
-            .vars
-            .eval_bool(&c.expr, &format!("{} constraints[{i}]", op.at(&c.expr)))?;
+        let ok = candidate.vars.eval_bool(
+            &c.expr,
+            &Lazy(|| format!("{} constraints[{i}]", op.at(&c.expr))),
+        )?;
         if !ok {
             candidate.pruned = Some(c.reason());
             return Ok(candidate);
@@ -284,7 +285,7 @@ fn evaluate(
         &launch.block,
         &launch.grid,
         limits,
-        &format!("{} launch", op.at("[launch]")),
+        &Lazy(|| format!("{} launch", op.at("[launch]"))),
     )? {
         Ok(dims) => candidate.launch = Some(dims),
         Err(why) => {
@@ -293,9 +294,12 @@ fn evaluate(
         }
     }
     for (i, p) in op.spec.prologue.iter().enumerate() {
-        let at = format!("{} prologue[{i}]", op.at(&p.kernel));
+        let at = Lazy(|| format!("{} prologue[{i}]", op.at(&p.kernel)));
         if let Some(when) = &p.when {
-            if !candidate.vars.eval_bool(when, &format!("{at}.when"))? {
+            if !candidate
+                .vars
+                .eval_bool(when, &Lazy(|| format!("{}.when", at.text())))?
+            {
                 continue;
             }
         }
@@ -661,8 +665,14 @@ mod tests {
         // 1023 rows in bands of 4 x 64: 4 bands of 4 block rows.
         assert_eq!(c.launch.unwrap().grid, (17, 16, 1));
         // K % 4 == 0: one block row per 64 rows, as without WINDOWS.
-        assert_eq!(at("1000x1001x1000", "REPACK=0").launch.unwrap().grid, (16, 16, 1));
-        assert!(at("1023x67x1027", "REPACK=0").pruned.unwrap().contains("N >= BN + 4"));
+        assert_eq!(
+            at("1000x1001x1000", "REPACK=0").launch.unwrap().grid,
+            (16, 16, 1)
+        );
+        assert!(at("1023x67x1027", "REPACK=0")
+            .pruned
+            .unwrap()
+            .contains("N >= BN + 4"));
         let c = at("1024x1024x1024", "REPACK=1");
         assert!(c.pruned.unwrap().contains("REPACK=1 serves float4 loads"));
         let c = at("1024x1024x1024", "REPACK=0");

@@ -745,8 +745,8 @@ fn every_default_matmul_variant_compiles_for_multiple_and_odd_shapes() {
 
 /// The register-tiled family: every default variant at a shape where all of them are valid
 /// (each one also holds the checked code path its BOUNDS mode can take), then every bounds
-/// mode at a shape that is a multiple of nothing: scalar loads, and float4 loads after a
-/// repack.
+/// mode at a shape that is a multiple of nothing: scalar loads, float4 loads after a repack,
+/// and float4 loads without one (WINDOWS=1).
 #[test]
 fn every_default_sgemm_variant_compiles() {
     let tmp = tmp();
@@ -772,6 +772,31 @@ fn every_default_sgemm_variant_compiles() {
         }
         let s = compiles_cleanly(&tmp, &args);
         assert!(s.compiled > 0 && s.pruned > 0, "{repack}: {s:?}");
+    }
+    // WINDOWS=1 (no copy) with every bounds mode where K and N are odd (A's rows in blocks of
+    // one alignment, B copied element by element), only N is odd (B's shifted windows) and
+    // only K is odd (B aligned).
+    for shape in ["1023x1025x1027", "1000x1001x1000", "1000x1000x1003"] {
+        let mut args = vec!["--op", "sgemm", "--shape", shape];
+        for p in [
+            "WINDOWS=1",
+            "REPACK=0",
+            "BOUNDS=none,always,specialized,edge",
+            "BM=64",
+            "BN=64",
+            "BK=16",
+            "TM=8",
+            "TN=4",
+            "WARP_N=8,16",
+            "PAD=0",
+        ] {
+            args.extend(["--param", p]);
+        }
+        let s = compiles_cleanly(&tmp, &args);
+        assert!(
+            s.compiled >= 12 && s.pruned > 0,
+            "WINDOWS=1 at {shape}: {s:?}"
+        );
     }
 }
 

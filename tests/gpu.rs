@@ -506,8 +506,7 @@ fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of
             opts.budget = Some(cuda_autotune::search::Budget::Variants(16));
             let o = tune(&opts).unwrap();
             assert_none_failed(&o, &format!("{shape} {way}"));
-            let measured: Vec<&Record> =
-                variants(&o).filter(|r| r.status == Status::Ok).collect();
+            let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
             assert_eq!(
                 measured.len(),
                 16,
