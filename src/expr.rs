@@ -239,6 +239,41 @@ mod tests {
         assert!(matches!(e, Error::Expr { .. }));
     }
 
+    /// A parsed expression is reused (one parse per text and thread) yet reads each call's
+    /// own variables, a later `set` replaces a value everywhere it is read, and a `Lazy` site
+    /// is made only when an error needs it.
+    #[test]
+    fn cached_expressions_read_the_current_variables_and_lazy_sites_only_on_error() {
+        let never = Lazy(|| -> String { panic!("a site made without an error") });
+        let mut a = Vars::new();
+        a.set_int("BM", 64);
+        let mut b = a.clone();
+        b.set_int("BM", 128);
+        assert_eq!(a.eval_int("ceil_div(1000, BM)", &never).unwrap(), 16);
+        assert_eq!(b.eval_int("ceil_div(1000, BM)", &never).unwrap(), 8);
+        a.set("BM", &Value::Str("x".into()));
+        assert_eq!(
+            a.eval("BM", &never).unwrap(),
+            Value::Str("x".into()),
+            "a set replaces what expressions read"
+        );
+        let e = b
+            .eval_bool(
+                "BM > NOPE",
+                &Lazy(|| "sgemm.toml:7 constraints[2]".to_string()),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("NOPE") && e.contains("sgemm.toml:7 constraints[2]"),
+            "{e}"
+        );
+        // A text that does not parse is an error each time, never a cached tree.
+        for _ in 0..2 {
+            assert!(b.eval("BM +", "t").is_err());
+        }
+    }
+
     #[test]
     fn parses_text_values() {
         assert_eq!(Value::parse("16"), Value::Int(16));
