@@ -673,6 +673,12 @@ mod tests {
             .pruned
             .unwrap()
             .contains("N >= BN + 4"));
+        // 32 rows of B of 70M floats: offsets within a slice would overflow 32 bits.
+        let c = at("5x70000001x7", "REPACK=0");
+        assert!(
+            c.pruned.as_deref().unwrap().contains("32-bit offsets"),
+            "{c:?}"
+        );
         let c = at("1024x1024x1024", "REPACK=1");
         assert!(c.pruned.unwrap().contains("REPACK=1 serves float4 loads"));
         let c = at("1024x1024x1024", "REPACK=0");
