@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Session 11 on the GPU machine (run from the repo root with .gpu/ carried).
+#   first: issue 10's open checks after session 10: the windowed GPU test (every WINDOWS=1 and
+#          REPACK=1 variant verified at odd shapes), the default sgemm search (WINDOWS=0,1 in
+#          the space) at 2047x2049x2051, 999x1001x1003 and 1023x1025x1027 with results/best.csv
+#          carried in (one copy, so every search both warm-starts from it and adds its row), the
+#          space setup time after session 10's expression cache, and the main job.
+#   ksplit: KSPLIT=2,4 (warps that split each slice's k steps) verified through the CLI at small
+#           odd shapes on every load path; then the same tiles with KSPLIT=1,2 (and 4 where
+#           valid), exhaustive, same run, at 999x1001x1003, 1000x1000x1000, 1023x1025x1027 and
+#           2047x2049x2051.
+#   wide: WINDOWS=1 over a wide exhaustive sweep of tiles (BK 8-32, TM and TN 4/8, WARP_N 4-16,
+#         PAD 0/4, STAGES 2/3) at 2047x2049x2051 and 999x1001x1003 (session 10's 384-tile sweep
+#         ran before interior slices stopped checking B), then KSPLIT=1,2 on the tiles near the
+#         top at 999x1001x1003.
+# Logs go to $OUT (default ./gpu-out), tarred into $OUT/session11-<mode>.tar.gz (the device
+# tool returns at most 8 files).
+# Usage: bash scripts/gpu-session11.sh [first|ksplit|wide]
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
+what=${1:-first}
+log="$OUT/session11-$what.log"
+. "$(dirname "$0")/gpu-run.sh"
+if [ "$what" = first ]; then
+  TUNE_EXE=$PWD/.gpu/tune timeout 240 ./.gpu/gpu-tests --test-threads 1 windowed 2>&1 \
+    | tee "$OUT/gpu-tests-windowed.log" | grep -E "^test |test result|panicked|failed"
+  mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
+  for shape in 2047x2049x2051 999x1001x1003 1023x1025x1027; do
+    [ $SECONDS -lt 430 ] && RESULTS=$OUT/default run --op sgemm --shape $shape
+  done
+  [ $SECONDS -lt 540 ] && RESULTS=$OUT/main run --op transpose --shape 1000x1000
+fi
+if [ "$what" = ksplit ]; then
+  for shape in 97x65x47 130x64x66 70x131x257 128x128x128 9x37x5 200x133x131; do
+    for load in "LOAD=regs --param STAGES=1,2 --param BK=16 --param VEC=1,4 --param WINDOWS=0 --param REPACK=0" \
+                "LOAD=async --param STAGES=2,3 --param BK=16,32 --param VEC=1,4 --param WINDOWS=0,1 --param REPACK=0,1"; do
+      RESULTS=$OUT/verify run --op sgemm --shape $shape --strategy exhaustive --param KSPLIT=2,4 \
+        --param BM=32,64 --param BN=32,64 --param TM=8 --param TN=4 --param WARP_N=8 --param PAD=0 \
+        --param BOUNDS=always,edge --param $load --reps 3 --confirm-rounds 0 --no-pruned-rows \
+        | grep -E "verified|failed|rror" | head -3
+    done
+  done
+  sweep=(--strategy exhaustive --param BM=32,64,128 --param BN=32,64,128 --param BK=16,32 --param TM=8 --param TN=4
+    --param WARP_N=8,16 --param PAD=0 --param STAGES=2,3 --param LOAD=async --param VEC=4 --param BOUNDS=specialized
+    --param KSPLIT=1,2,4)
+  for shape in 999x1001x1003 1000x1000x1000 1023x1025x1027 2047x2049x2051; do
+    w=(--param WINDOWS=1 --param REPACK=0); [ $shape = 1000x1000x1000 ] && w=(--param WINDOWS=0 --param REPACK=0)
+    [ $SECONDS -lt 500 ] && RESULTS=$OUT/sweep run --op sgemm --shape $shape "${sweep[@]}" "${w[@]}"
+  done
+fi
+if [ "$what" = wide ]; then
+  wide=(--strategy exhaustive --param WINDOWS=1 --param REPACK=0 --param LOAD=async --param VEC=4
+    --param BM=32,64,128 --param BN=32,64,128 --param BK=8,16,32 --param TM=4,8 --param TN=4,8 --param WARP_N=4,8,16
+    --param PAD=0,4 --param STAGES=2,3 --param BOUNDS=specialized)
+  for shape in 2047x2049x2051 999x1001x1003; do
+    [ $SECONDS -lt 400 ] && RESULTS=$OUT/wide run --op sgemm --shape $shape "${wide[@]}"
+  done
+  [ $SECONDS -lt 480 ] && RESULTS=$OUT/ks run --op sgemm --shape 999x1001x1003 --strategy exhaustive --param WINDOWS=1 \
+    --param REPACK=0 --param LOAD=async --param VEC=4 --param BM=32,64 --param BN=32,64,128 --param BK=16,32 --param TM=4,8 \
+    --param TN=4,8 --param WARP_N=8,16 --param PAD=0 --param STAGES=2,3 --param BOUNDS=specialized --param KSPLIT=1,2
+fi
+tar czf "$OUT/session11-$what.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null
+# The tool's own verdicts (after the confirmation's re-timing), then exit codes and times.
+grep -E "^(== tune|Best:|Time:|Search:)" "$log" | cut -c1-260
+grep -E "exit [0-9]" "$log" | sort | uniq -c
