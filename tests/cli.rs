@@ -870,6 +870,59 @@ fn every_sgemm_fma_order_and_c_store_compiles_on_both_load_paths() {
     }
 }
 
+/// KSPLIT (groups of warps splitting each slice's k steps, partial tiles added through shared
+/// memory) compiles on both load paths, with scalar and float4 loads, with the repack and the
+/// windows, at a shape where M, N and K are all odd; shares that do not split evenly are
+/// pruned with the reason, and a space that only holds those says which constraint emptied it.
+#[test]
+fn ksplit_compiles_on_every_load_path_and_uneven_shares_are_pruned() {
+    let tmp = tmp();
+    let mut args = vec!["--op", "sgemm", "--shape", "1023x1025x1027"];
+    for p in [
+        "KSPLIT=2,4",
+        "BM=64",
+        "BN=64",
+        "BK=8,16",
+        "TM=8",
+        "TN=4",
+        "WARP_N=8",
+        "PAD=0",
+        "STAGES=2",
+        "BOUNDS=always,edge",
+        "LOAD=regs,async",
+        "VEC=1,4",
+        "WINDOWS=0,1",
+        "REPACK=0,1",
+    ] {
+        args.extend(["--param", p]);
+    }
+    let s = compiles_cleanly(&tmp, &args);
+    assert!(s.compiled >= 16 && s.pruned > 0, "{s:?}");
+    // LOAD=async steps k in fours: BK=8 cannot be shared by 4 groups.
+    let run = compile_only(
+        &tmp,
+        &[
+            "--op",
+            "sgemm",
+            "--shape",
+            "1023x1025x1027",
+            "--param",
+            "KSPLIT=4",
+            "--param",
+            "BK=8",
+            "--param",
+            "LOAD=async",
+        ],
+    );
+    assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("each of the KSPLIT groups takes an equal share of a slice's k steps"),
+        "stderr:\n{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn matmul_block_size_shorthand_and_bad_shapes() {
     let tmp = tmp();

@@ -523,6 +523,45 @@ fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of
     }
 }
 
+/// KSPLIT > 1: groups of warps each sum a share of every slice's k steps and the partial C
+/// tiles are added up through shared memory (reusing the slice buffers) before group 0
+/// stores C; a wrong share, a missing barrier or a group left out gives wrong sums. Every
+/// load path (registers, cp.async, float4 with the repack or the windows) at odd shapes.
+#[test]
+fn ksplit_sgemm_variants_verify_on_every_load_path() {
+    if skip("ksplit_sgemm_variants_verify_on_every_load_path") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for shape in ["97x65x47", "70x131x257", "128x128x128"] {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options(shape, out.path());
+        opts.op = "sgemm".into();
+        opts.params = vec![
+            "KSPLIT=2,4".into(),
+            "BM=32,64".into(),
+            "BN=32,64".into(),
+            "BOUNDS=always,edge".into(),
+            "WINDOWS=0,1".into(),
+            "REPACK=0,1".into(),
+        ];
+        opts.strategy = "random".into();
+        opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
+        let o = tune(&opts).unwrap();
+        assert_none_failed(&o, shape);
+        let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+        assert_eq!(
+            measured.len(),
+            24,
+            "{shape}: the budget is what gets measured"
+        );
+        assert!(
+            measured.iter().all(|r| param(r, "KSPLIT") != "1"),
+            "{shape}: only KSPLIT 2 and 4 were asked for"
+        );
+    }
+}
+
 /// The warm start: a search measures the stored winner of another shape (in the --out
 /// folder's best.csv) before its own proposals. A first exhaustive run at one shape stores a
 /// winner; an anneal with a budget of one variant at another shape, over a space of a few
