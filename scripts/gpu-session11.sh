@@ -19,9 +19,13 @@
 #            in; the main job.
 #   tests: FFMA orders and OCCUPANCY=16 on the leading windowed tiles at 999x1001x1003, then the
 #          whole GPU test suite.
+#   helper: after the partial float4s of A and B went through one helper (copy4_range): the
+#           windowed GPU test and one round of `confirm`'s leading tiles.
+#   helperab: the same leading tiles, the helper build (.gpu/tune-helper) and the build without
+#             it (.gpu/tune), alternating, two rounds, same machine.
 # Logs go to $OUT (default ./gpu-out), tarred into $OUT/session11-<mode>.tar.gz (the device
 # tool returns at most 8 files).
-# Usage: bash scripts/gpu-session11.sh [first|ksplit|wide|confirm|tests]
+# Usage: bash scripts/gpu-session11.sh [first|ksplit|wide|confirm|tests|helper|helperab]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
@@ -66,20 +70,24 @@ if [ "$what" = wide ]; then
     --param REPACK=0 --param LOAD=async --param VEC=4 --param BM=32,64 --param BN=32,64,128 --param BK=16,32 --param TM=4,8 \
     --param TN=4,8 --param WARP_N=8,16 --param PAD=0 --param STAGES=2,3 --param BOUNDS=specialized --param KSPLIT=1,2
 fi
-if [ "$what" = confirm ]; then
-  TUNE_EXE=$PWD/.gpu/tune timeout 200 ./.gpu/gpu-tests --test-threads 1 ksplit 2>&1 \
-    | tee "$OUT/gpu-tests-ksplit.log" | grep -E "^test |test result|panicked|failed"
+if [ "$what" = confirm ] || [ "$what" = helper ]; then
+  t=ksplit; [ "$what" = helper ] && t=windowed
+  TUNE_EXE=$PWD/.gpu/tune timeout 300 ./.gpu/gpu-tests --test-threads 1 $t 2>&1 \
+    | tee "$OUT/gpu-tests-$t.log" | grep -E "^test |test result|panicked|failed"
   lead=(--strategy exhaustive --param WINDOWS=1 --param REPACK=0 --param LOAD=async --param VEC=4 --param TM=8
     --param PAD=0 --param STAGES=3 --param BOUNDS=specialized)
-  for round in 1 2 3; do
+  rounds="1 2 3"; [ "$what" = helper ] && rounds=1
+  for round in $rounds; do
     RESULTS=$OUT/lead-$round run --op sgemm --shape 2047x2049x2051 "${lead[@]}" --param BM=64 --param BN=64 \
       --param BK=16 --param TN=4,8 --param WARP_N=4,8,16
     RESULTS=$OUT/lead-$round run --op sgemm --shape 999x1001x1003 "${lead[@]}" --param BM=32 --param BN=64 \
       --param BK=16 --param TN=4 --param WARP_N=8,16
   done
-  mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
-  [ $SECONDS -lt 450 ] && RESULTS=$OUT/default run --op sgemm --shape 2047x2049x2051
-  [ $SECONDS -lt 540 ] && RESULTS=$OUT/main run --op transpose --shape 1000x1000
+  if [ "$what" = confirm ]; then
+    mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
+    [ $SECONDS -lt 450 ] && RESULTS=$OUT/default run --op sgemm --shape 2047x2049x2051
+    [ $SECONDS -lt 540 ] && RESULTS=$OUT/main run --op transpose --shape 1000x1000
+  fi
 fi
 if [ "$what" = tests ]; then
   RESULTS=$OUT/order run --op sgemm --shape 999x1001x1003 --strategy exhaustive --param WINDOWS=1 --param REPACK=0 \
@@ -88,6 +96,20 @@ if [ "$what" = tests ]; then
     --param OCCUPANCY=0,16
   TUNE_EXE=$PWD/.gpu/tune timeout $((590 - SECONDS)) ./.gpu/gpu-tests --test-threads 1 2>&1 \
     | tee "$OUT/gpu-tests.log" | grep -E "^test |test result|panicked|failed|SKIP"
+fi
+if [ "$what" = helperab ]; then
+  lead=(--strategy exhaustive --param WINDOWS=1 --param REPACK=0 --param LOAD=async --param VEC=4 --param TM=8
+    --param PAD=0 --param STAGES=3 --param BOUNDS=specialized --param BK=16 --param BN=64)
+  for round in 1 2; do
+    for b in tune-helper tune; do
+      for shape in 2047x2049x2051 999x1001x1003; do
+        t=(--param BM=64 --param TN=4,8 --param WARP_N=8); [ $shape = 999x1001x1003 ] && t=(--param BM=32 --param TN=4 --param WARP_N=8,16)
+        echo "== $b $shape round $round" | tee -a "$log"
+        ./.gpu/$b --op sgemm --shape $shape "${lead[@]}" "${t[@]}" --out $OUT/$b-$round 2>>"$OUT/stderr.log" \
+          | grep -E "cublas_sgemm  |^ +[1-4] |^Best" | tee -a "$log" | cut -c1-200
+      done
+    done
+  done
 fi
 tar czf "$OUT/session11-$what.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null
 # The tool's own verdicts (after the confirmation's re-timing), then exit codes and times.
