@@ -875,7 +875,7 @@ fn every_sgemm_fma_order_and_c_store_compiles_on_both_load_paths() {
 /// windows, at a shape where M, N and K are all odd; shares that do not split evenly are
 /// pruned with the reason, and a space that only holds those says which constraint emptied it.
 #[test]
-fn ksplit_compiles_on_every_load_path_and_uneven_shares_are_pruned() {
+fn ksplit_compiles_on_every_load_path_and_uneven_shares_and_pads_are_pruned() {
     let tmp = tmp();
     let mut args = vec!["--op", "sgemm", "--shape", "1023x1025x1027"];
     for p in [
@@ -918,6 +918,25 @@ fn ksplit_compiles_on_every_load_path_and_uneven_shares_are_pruned() {
     assert!(
         run.stderr
             .contains("each of the KSPLIT groups takes an equal share of a slice's k steps"),
+        "stderr:\n{}",
+        run.stderr
+    );
+    // Shared-memory rows are read as float4s: a pad that is not a multiple of 4 floats would
+    // fault on misaligned addresses, so it is pruned with the reason.
+    let run = compile_only(
+        &tmp,
+        &[
+            "--op",
+            "sgemm",
+            "--shape",
+            "1024x1024x1024",
+            "--param",
+            "PAD=1,2",
+        ],
+    );
+    assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains("PAD must be a multiple of 4"),
         "stderr:\n{}",
         run.stderr
     );
