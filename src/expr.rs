@@ -112,10 +112,14 @@ thread_local! {
 fn eval_cached(expr: &str, vars: &Vars) -> EvalexprResult<EValue> {
     TREES.with(|trees| {
         let mut trees = trees.borrow_mut();
-        if !trees.contains_key(expr) {
-            trees.insert(expr.to_string(), evalexpr::build_operator_tree(expr)?);
+        // One lookup per evaluation once parsed: this runs for every expression at every point.
+        if let Some(tree) = trees.get(expr) {
+            return tree.eval_with_context(&VarsContext(vars));
         }
-        trees[expr].eval_with_context(&VarsContext(vars))
+        let tree = evalexpr::build_operator_tree(expr)?;
+        let value = tree.eval_with_context(&VarsContext(vars));
+        trees.insert(expr.to_string(), tree);
+        value
     })
 }
 
