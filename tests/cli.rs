@@ -364,6 +364,15 @@ fn compiles_cleanly(tmp: &TempDir, args: &[&str]) -> Summary {
     s
 }
 
+/// `--op sgemm --shape SHAPE` and a `--param` before each of `params`.
+fn sgemm_args<'a>(shape: &'a str, params: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--op", "sgemm", "--shape", shape];
+    for p in params {
+        args.extend(["--param", p]);
+    }
+    args
+}
+
 /// Every default transpose variant of every element type compiles, at a shape that is a
 /// multiple of every tile (all bounds modes, vectors everywhere)...
 #[test]
@@ -761,15 +770,15 @@ fn every_default_sgemm_variant_compiles() {
         (["BM=64,128", "BN=64,128"], "REPACK=0"),
         (["BM=64", "BN=64"], "REPACK=1"),
     ] {
-        let mut args = vec!["--op", "sgemm", "--shape", "1023x1025x1027"];
-        for p in [
-            "BOUNDS=none,always,specialized,edge",
-            tiles[0],
-            tiles[1],
-            repack,
-        ] {
-            args.extend(["--param", p]);
-        }
+        let args = sgemm_args(
+            "1023x1025x1027",
+            &[
+                "BOUNDS=none,always,specialized,edge",
+                tiles[0],
+                tiles[1],
+                repack,
+            ],
+        );
         let s = compiles_cleanly(&tmp, &args);
         assert!(s.compiled > 0 && s.pruned > 0, "{repack}: {s:?}");
     }
@@ -777,21 +786,21 @@ fn every_default_sgemm_variant_compiles() {
     // one alignment, B copied element by element), only N is odd (B's shifted windows) and
     // only K is odd (B aligned).
     for shape in ["1023x1025x1027", "1000x1001x1000", "1000x1000x1003"] {
-        let mut args = vec!["--op", "sgemm", "--shape", shape];
-        for p in [
-            "WINDOWS=1",
-            "REPACK=0",
-            "BOUNDS=none,always,specialized,edge",
-            "BM=64",
-            "BN=64",
-            "BK=16",
-            "TM=8",
-            "TN=4",
-            "WARP_N=8,16",
-            "PAD=0",
-        ] {
-            args.extend(["--param", p]);
-        }
+        let args = sgemm_args(
+            shape,
+            &[
+                "WINDOWS=1",
+                "REPACK=0",
+                "BOUNDS=none,always,specialized,edge",
+                "BM=64",
+                "BN=64",
+                "BK=16",
+                "TM=8",
+                "TN=4",
+                "WARP_N=8,16",
+                "PAD=0",
+            ],
+        );
         let s = compiles_cleanly(&tmp, &args);
         assert!(
             s.compiled >= 12 && s.pruned > 0,
@@ -877,42 +886,31 @@ fn every_sgemm_fma_order_and_c_store_compiles_on_both_load_paths() {
 #[test]
 fn ksplit_compiles_on_every_load_path_and_uneven_shares_and_pads_are_pruned() {
     let tmp = tmp();
-    let mut args = vec!["--op", "sgemm", "--shape", "1023x1025x1027"];
-    for p in [
-        "KSPLIT=2,4",
-        "BM=64",
-        "BN=64",
-        "BK=8,16",
-        "TM=8",
-        "TN=4",
-        "WARP_N=8",
-        "PAD=0",
-        "STAGES=2",
-        "BOUNDS=always,edge",
-        "LOAD=regs,async",
-        "VEC=1,4",
-        "WINDOWS=0,1",
-        "REPACK=0,1",
-    ] {
-        args.extend(["--param", p]);
-    }
+    let args = sgemm_args(
+        "1023x1025x1027",
+        &[
+            "KSPLIT=2,4",
+            "BM=64",
+            "BN=64",
+            "BK=8,16",
+            "TM=8",
+            "TN=4",
+            "WARP_N=8",
+            "PAD=0",
+            "STAGES=2",
+            "BOUNDS=always,edge",
+            "LOAD=regs,async",
+            "VEC=1,4",
+            "WINDOWS=0,1",
+            "REPACK=0,1",
+        ],
+    );
     let s = compiles_cleanly(&tmp, &args);
     assert!(s.compiled >= 16 && s.pruned > 0, "{s:?}");
     // LOAD=async steps k in fours: BK=8 cannot be shared by 4 groups.
     let run = compile_only(
         &tmp,
-        &[
-            "--op",
-            "sgemm",
-            "--shape",
-            "1023x1025x1027",
-            "--param",
-            "KSPLIT=4",
-            "--param",
-            "BK=8",
-            "--param",
-            "LOAD=async",
-        ],
+        &sgemm_args("1023x1025x1027", &["KSPLIT=4", "BK=8", "LOAD=async"]),
     );
     assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
     assert!(
@@ -921,19 +919,9 @@ fn ksplit_compiles_on_every_load_path_and_uneven_shares_and_pads_are_pruned() {
         "stderr:\n{}",
         run.stderr
     );
-    // Shared-memory rows are read as float4s: a pad that is not a multiple of 4 floats would
-    // fault on misaligned addresses, so it is pruned with the reason.
-    let run = compile_only(
-        &tmp,
-        &[
-            "--op",
-            "sgemm",
-            "--shape",
-            "1024x1024x1024",
-            "--param",
-            "PAD=1,2",
-        ],
-    );
+    // Shared-memory rows are read as float4s: with a pad that is not a multiple of 4 floats
+    // those reads would be misaligned, so it is pruned with the reason.
+    let run = compile_only(&tmp, &sgemm_args("1024x1024x1024", &["PAD=1,2"]));
     assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
     assert!(
         run.stderr.contains("PAD must be a multiple of 4"),
