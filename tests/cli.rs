@@ -488,6 +488,43 @@ fn cache_hint_choices_compile_on_every_load_path() {
     }
 }
 
+/// READ=chunk (rows of in read as the aligned 16-byte chunks that hold them) compiles for
+/// every sector-aligned variant of the default sweep in every element type, at an odd stride
+/// (rows start at every offset within a chunk), and is pruned, with its reason, where runs of
+/// out are whole sectors and so not sector-aligned tiles.
+#[test]
+fn chunk_reads_compile_for_every_sector_variant_and_only_there() {
+    let tmp = tmp();
+    for (dtype, sector_variants) in [("f32", 280), ("f64", 224), ("f16", 280)] {
+        let s = compiles_cleanly(
+            &tmp,
+            &[
+                "--shape",
+                "999x1001",
+                "--dtype",
+                dtype,
+                "--no-cache",
+                "--param",
+                "VEC=1",
+                "--param",
+                "RUNS=sector",
+                "--param",
+                "READ=chunk",
+            ],
+        );
+        assert_eq!(s.compiled, sector_variants, "{dtype}: {s:?}");
+        assert_eq!(s.unique, sector_variants, "{dtype}: {s:?}");
+    }
+    let run = compile_only(&tmp, &["--shape", "1024x1024", "--param", "READ=chunk"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("READ=chunk is the read of RUNS=sector tiles only"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn emit_writes_one_source_per_compiled_variant() {
     let tmp = tmp();

@@ -198,6 +198,40 @@ fn every_variant_verifies_in_f64_and_f16() {
     }
 }
 
+/// READ=chunk: rows of in read as aligned 16-byte chunks and placed element by element, at
+/// shapes whose rows start at every offset within a chunk and whose edges cut tiles and
+/// chunks (one row, one column, thin and wide), in every element type: every variant
+/// verifies bit for bit.
+#[test]
+fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
+    if skip("chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for dtype in ["f32", "f64", "f16"] {
+        for shape in ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1001"] {
+            let out = tempfile::tempdir().unwrap();
+            let mut opts = options(shape, out.path());
+            opts.dtype = Some(dtype.into());
+            opts.params = vec![
+                "VEC=1".into(),
+                "RUNS=sector".into(),
+                "READ=chunk".into(),
+                "BOUNDS=always,edge".into(),
+            ];
+            let o = tune(&opts).unwrap();
+            let what = format!("{dtype} {shape}");
+            assert_none_failed(&o, &what);
+            let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+            assert!(ok.len() >= 200, "{what}: only {} verified", ok.len());
+            assert!(
+                ok.iter().all(|r| param(r, "READ") == "chunk"),
+                "{what}: only READ=chunk was asked for"
+            );
+        }
+    }
+}
+
 /// `--no-pruned-rows` (pruned_rows = false) leaves pruned configurations out of the run CSV
 /// and nothing else: the measured rows are the same as in a full CSV.
 #[test]
