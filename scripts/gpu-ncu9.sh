@@ -3,7 +3,7 @@
 # at 8191x8191 (odd stride) against their 8192x8192 counterparts, f16 and f32, to see where
 # the odd stride loses (DRAM bytes beyond the ideal, L2/L1 sectors per request, stalls).
 # Binaries from scripts/gpu-build.sh in .gpu/. Output under $OUT (default ./gpu-out).
-# Usage: bash scripts/gpu-ncu9.sh [session3|lean]
+# Usage: bash scripts/gpu-ncu9.sh [session3|lean|chunk]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT/ncu"
@@ -56,6 +56,14 @@ prof f16_8191_lean_t32tall_occ64 transpose 8191x8191 f16 TILE_DIM=32 BLOCK_ROWS=
 prof f16_8191_lean_t64wide transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=4 ASPECT=wide BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=0 $base
 prof f16_8192_lean_t64tall transpose 8192x8192 f16 TILE_DIM=64 BLOCK_ROWS=8 ASPECT=tall BOUNDS=specialized TILES_PER_BLOCK=1 RUNS=tile OCCUPANCY=0 $base
 prof f32_8191_lean_t64sq_occ64 transpose 8191x8191 f32 TILE_DIM=64 BLOCK_ROWS=8 ASPECT=square BOUNDS=always TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 $base
+;;
+chunk)
+# Session 12: the f16 leaders at 8191^2 with READ=elem and READ=chunk (same tile, and each
+# one's best tile).
+prof f16_8191_elem_t64sq_occ64 transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=4 ASPECT=square BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 READ=elem $base
+prof f16_8191_chunk_t64sq_occ64 transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=4 ASPECT=square BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 READ=chunk $base
+prof f16_8191_elem_t64wide_occ64 transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=4 ASPECT=wide BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 READ=elem $base
+prof f16_8191_chunk_t64wide_occ64 transpose 8191x8191 f16 TILE_DIM=64 BLOCK_ROWS=4 ASPECT=wide BOUNDS=edge TILES_PER_BLOCK=1 RUNS=sector OCCUPANCY=64 READ=chunk $base
 ;;
 esac
 # One line per profile: the metrics in a table.
