@@ -11,9 +11,21 @@
 #   final: the READ=chunk GPU test, then READ=elem,chunk over every sector variant at 8191x8191
 #          in f16 and f32, exhaustive, two rounds (the committed template; the write mode
 #          above was removed after it measured slower).
+#   ncu10: issue 10's gap at 999x1001x1003, taken apart: the stored winner's tile (windowed
+#          32x64x16, TN=4, STAGES=3) timed, then profiled with Nsight Compute (full set), at
+#          999x1001x1003 (K and N odd: A windows, B element by element), 1000x1001x1000 (N odd:
+#          B windows), 1000x1000x1003 (K odd: A windows, B float4s) and 1000^3 (aligned,
+#          WINDOWS=0).
+#   bscalar: B element by element wherever WINDOWS=1 (.gpu/tune-bs: B_SCALAR defined as
+#            WIN_N4 != 0 || WIN_K4 != 0) against the build as committed (B windows where only N
+#            is odd, float4s where only K is), same tiles, alternating, two rounds, at
+#            1000x1001x1000, 1000x1000x1003 and (the same kernel in both, a noise check)
+#            999x1001x1003.
+#   belems: the B_ELEMS GPU test, then the default sgemm search (B_ELEMS=0,1 in the space) at
+#           1000x1001x1000 and 1000x1000x1003, warm-started from results/best.csv (one copy).
 # Logs go to $OUT (default ./gpu-out), tarred into $OUT/session12-<mode>.tar.gz (the device
 # tool returns at most 8 files).
-# Usage: bash scripts/gpu-session12.sh [chunk|write|final]
+# Usage: bash scripts/gpu-session12.sh [chunk|write|final|ncu10|bscalar|belems]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
@@ -53,6 +65,44 @@ if [ "$what" = final ]; then
       [ $SECONDS -lt 500 ] && RESULTS=$OUT/big-$dtype-$round run --op transpose --shape 8191x8191 --dtype $dtype \
         --strategy exhaustive "${sector[@]}" --param READ=elem,chunk
     done
+  done
+fi
+if [ "$what" = ncu10 ]; then
+  mkdir -p "$OUT/ncu"
+  tile=(--strategy exhaustive --param BM=32 --param BN=64 --param BK=16 --param TM=8 --param TN=4 --param WARP_N=8
+    --param VEC=4 --param PAD=0 --param STAGES=3 --param LOAD=async --param BOUNDS=specialized --param REPACK=0)
+  for shape in 999x1001x1003 1000x1001x1000 1000x1000x1003 1000x1000x1000; do
+    w=1; [ $shape = 1000x1000x1000 ] && w=0
+    RESULTS=$OUT/time run --op sgemm --shape $shape "${tile[@]}" --param WINDOWS=$w | grep -E "cublas_sgemm  |^Best"
+  done
+  for shape in 999x1001x1003 1000x1001x1000 1000x1000x1003 1000x1000x1000; do
+    w=1; [ $shape = 1000x1000x1000 ] && w=0
+    timeout 150 ncu --clock-control none -k regex:'^sgemm$' --launch-skip 1 -c 1 --set full \
+      ./.gpu/tune --op sgemm --shape $shape --reps 3 --warmup 1 --out /tmp/ncu-results "${tile[@]}" \
+      --param WINDOWS=$w >"$OUT/ncu/full-$shape.txt" 2>&1
+    echo "ncu $shape: $(grep -E 'Duration|Executed Ipc Active|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Instructions  ' "$OUT/ncu/full-$shape.txt" | awk '{print $1,$2,$NF}' | tr '\n' ';')" | tee -a "$log"
+  done
+fi
+if [ "$what" = bscalar ]; then
+  tiles=(--strategy exhaustive --param BM=32,64 --param BN=64,128 --param BK=16 --param TM=8 --param TN=4,8
+    --param WARP_N=8 --param VEC=4 --param PAD=0 --param STAGES=3 --param LOAD=async --param BOUNDS=specialized
+    --param REPACK=0 --param WINDOWS=1)
+  for round in 1 2; do
+    for b in tune-bs tune; do
+      for shape in 1000x1001x1000 1000x1000x1003 999x1001x1003; do
+        echo "== $b $shape round $round" | tee -a "$log"
+        ./.gpu/$b --op sgemm --shape $shape "${tiles[@]}" --out $OUT/$b-$round 2>>"$OUT/stderr.log" \
+          | grep -E "cublas_sgemm  |^ +[1-4] |^Best|verified configurations" | tee -a "$log" | cut -c1-220
+      done
+    done
+  done
+fi
+if [ "$what" = belems ]; then
+  TUNE_EXE=$PWD/.gpu/tune timeout 300 ./.gpu/gpu-tests --test-threads 1 element_wise_b 2>&1 \
+    | tee "$OUT/gpu-tests-belems.log" | grep -E "^test |test result|panicked|failed|SKIP"
+  mkdir -p "$OUT/default" && cp results/best.csv "$OUT/default/best.csv"
+  for shape in 1000x1001x1000 1000x1000x1003; do
+    [ $SECONDS -lt 480 ] && RESULTS=$OUT/default run --op sgemm --shape $shape
   done
 fi
 tar czf "$OUT/session12-$what.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null

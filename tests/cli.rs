@@ -821,8 +821,13 @@ fn every_default_sgemm_variant_compiles() {
     }
     // WINDOWS=1 (no copy) with every bounds mode where K and N are odd (A's rows in blocks of
     // one alignment, B copied element by element), only N is odd (B's shifted windows) and
-    // only K is odd (B aligned).
-    for shape in ["1023x1025x1027", "1000x1001x1000", "1000x1000x1003"] {
+    // only K is odd (B aligned); in the last two B element by element too (B_ELEMS=1, which
+    // where both are odd is the same kernel as B_ELEMS=0 and pruned).
+    for (shape, b_ways) in [
+        ("1023x1025x1027", 1),
+        ("1000x1001x1000", 2),
+        ("1000x1000x1003", 2),
+    ] {
         let args = sgemm_args(
             shape,
             &[
@@ -836,13 +841,15 @@ fn every_default_sgemm_variant_compiles() {
                 "TN=4",
                 "WARP_N=8,16",
                 "PAD=0",
+                "B_ELEMS=0,1",
             ],
         );
         let s = compiles_cleanly(&tmp, &args);
         assert!(
-            s.compiled >= 12 && s.pruned > 0,
+            s.compiled >= 12 * b_ways && s.pruned > 0,
             "WINDOWS=1 at {shape}: {s:?}"
         );
+        assert_eq!(s.unique, s.compiled, "{shape}: {s:?}");
     }
 }
 

@@ -561,6 +561,44 @@ fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of
 /// tiles are added up through shared memory (reusing the slice buffers) before group 0
 /// stores C; a wrong share, a missing barrier or a group left out gives wrong sums. Every
 /// load path (registers, cp.async, float4 with the repack or the windows) at odd shapes.
+/// B_ELEMS=1 (B copied element by element under WINDOWS=1) where only N is odd and where only
+/// K is odd, with edge blocks in M and N: every measured variant verifies against the float64
+/// reference.
+#[test]
+fn element_wise_b_sgemm_variants_verify_where_only_k_or_n_is_odd() {
+    if skip("element_wise_b_sgemm_variants_verify_where_only_k_or_n_is_odd") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for shape in ["97x65x48", "130x131x64", "96x64x67", "70x128x257"] {
+        let out = tempfile::tempdir().unwrap();
+        let mut opts = options(shape, out.path());
+        opts.op = "sgemm".into();
+        opts.params = vec![
+            "B_ELEMS=1".into(),
+            "BM=32,64".into(),
+            "BN=32,64".into(),
+            "BOUNDS=always,specialized,edge".into(),
+        ];
+        opts.strategy = "random".into();
+        opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
+        let o = tune(&opts).unwrap();
+        assert_none_failed(&o, shape);
+        let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+        assert_eq!(
+            measured.len(),
+            24,
+            "{shape}: the budget is what gets measured"
+        );
+        assert!(
+            measured
+                .iter()
+                .all(|r| param(r, "B_ELEMS") == "1" && param(r, "WINDOWS") == "1"),
+            "{shape}: B_ELEMS=1 lives under WINDOWS=1 only"
+        );
+    }
+}
+
 #[test]
 fn ksplit_sgemm_variants_verify_on_every_load_path() {
     if skip("ksplit_sgemm_variants_verify_on_every_load_path") {
