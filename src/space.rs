@@ -637,6 +637,7 @@ mod tests {
                 "STAGES=2",
                 "LOAD=async",
                 "BOUNDS=edge",
+                "B_ELEMS=0",
                 repack,
                 windows,
             ]
