@@ -23,9 +23,12 @@
 #            999x1001x1003.
 #   belems: the B_ELEMS GPU test, then the default sgemm search (B_ELEMS=0,1 in the space) at
 #           1000x1001x1000 and 1000x1000x1003, warm-started from results/best.csv (one copy).
+#   tests1: the GPU tests of sgemm, matmul and the warm start (one device call);
+#   tests2: the others but the two every-variant transpose tests (whose sources this session
+#           left byte-identical).
 # Logs go to $OUT (default ./gpu-out), tarred into $OUT/session12-<mode>.tar.gz (the device
 # tool returns at most 8 files).
-# Usage: bash scripts/gpu-session12.sh [chunk|write|final|ncu10|bscalar|belems]
+# Usage: bash scripts/gpu-session12.sh [chunk|write|final|ncu10|bscalar|belems|tests1|tests2]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
@@ -104,6 +107,15 @@ if [ "$what" = belems ]; then
   for shape in 1000x1001x1000 1000x1000x1003; do
     [ $SECONDS -lt 480 ] && RESULTS=$OUT/default run --op sgemm --shape $shape
   done
+fi
+if [ "$what" = tests1 ] || [ "$what" = tests2 ]; then
+  if [ "$what" = tests1 ]; then
+    sel=(sgemm matmul a_search_measures)
+  else
+    sel=(--skip sgemm --skip matmul --skip a_search_measures --skip every_variant)
+  fi
+  TUNE_EXE=$PWD/.gpu/tune timeout 580 ./.gpu/gpu-tests --test-threads 1 "${sel[@]}" 2>&1 \
+    | tee "$OUT/gpu-tests-$what.log" | grep -E "^test |test result|panicked|failed|SKIP"
 fi
 tar czf "$OUT/session12-$what.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null
 # The tool's own verdicts (after the confirmation's re-timing), then exit codes and times.
