@@ -557,10 +557,22 @@ fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of
     }
 }
 
-/// KSPLIT > 1: groups of warps each sum a share of every slice's k steps and the partial C
-/// tiles are added up through shared memory (reusing the slice buffers) before group 0
-/// stores C; a wrong share, a missing barrier or a group left out gives wrong sums. Every
-/// load path (registers, cp.async, float4 with the repack or the windows) at odd shapes.
+/// A random search of 24 sgemm variants at `shape` with `params` pinned, on the GPU: fails on
+/// any failed record and unless the budget is what got measured.
+fn random_sgemm_search(shape: &str, params: &[&str]) -> TuneOutcome {
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(shape, out.path());
+    opts.op = "sgemm".into();
+    opts.params = params.iter().map(|p| p.to_string()).collect();
+    opts.strategy = "random".into();
+    opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
+    let o = tune(&opts).unwrap();
+    assert_none_failed(&o, shape);
+    let measured = variants(&o).filter(|r| r.status == Status::Ok).count();
+    assert_eq!(measured, 24, "{shape}: the budget is what gets measured");
+    o
+}
+
 /// B_ELEMS=1 (B copied element by element under WINDOWS=1) where only N is odd and where only
 /// K is odd, with edge blocks in M and N: every measured variant verifies against the float64
 /// reference.
@@ -571,34 +583,28 @@ fn element_wise_b_sgemm_variants_verify_where_only_k_or_n_is_odd() {
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     for shape in ["97x65x48", "130x131x64", "96x64x67", "70x128x257"] {
-        let out = tempfile::tempdir().unwrap();
-        let mut opts = options(shape, out.path());
-        opts.op = "sgemm".into();
-        opts.params = vec![
-            "B_ELEMS=1".into(),
-            "BM=32,64".into(),
-            "BN=32,64".into(),
-            "BOUNDS=always,specialized,edge".into(),
-        ];
-        opts.strategy = "random".into();
-        opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
-        let o = tune(&opts).unwrap();
-        assert_none_failed(&o, shape);
-        let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-        assert_eq!(
-            measured.len(),
-            24,
-            "{shape}: the budget is what gets measured"
+        let o = random_sgemm_search(
+            shape,
+            &[
+                "B_ELEMS=1",
+                "BM=32,64",
+                "BN=32,64",
+                "BOUNDS=always,specialized,edge",
+            ],
         );
         assert!(
-            measured
-                .iter()
+            variants(&o)
+                .filter(|r| r.status == Status::Ok)
                 .all(|r| param(r, "B_ELEMS") == "1" && param(r, "WINDOWS") == "1"),
             "{shape}: B_ELEMS=1 lives under WINDOWS=1 only"
         );
     }
 }
 
+/// KSPLIT > 1: groups of warps each sum a share of every slice's k steps and the partial C
+/// tiles are added up through shared memory (reusing the slice buffers) before group 0
+/// stores C; a wrong share, a missing barrier or a group left out gives wrong sums. Every
+/// load path (registers, cp.async, float4 with the repack or the windows) at odd shapes.
 #[test]
 fn ksplit_sgemm_variants_verify_on_every_load_path() {
     if skip("ksplit_sgemm_variants_verify_on_every_load_path") {
@@ -606,29 +612,21 @@ fn ksplit_sgemm_variants_verify_on_every_load_path() {
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     for shape in ["97x65x47", "70x131x257", "128x128x128"] {
-        let out = tempfile::tempdir().unwrap();
-        let mut opts = options(shape, out.path());
-        opts.op = "sgemm".into();
-        opts.params = vec![
-            "KSPLIT=2,4".into(),
-            "BM=32,64".into(),
-            "BN=32,64".into(),
-            "BOUNDS=always,edge".into(),
-            "WINDOWS=0,1".into(),
-            "REPACK=0,1".into(),
-        ];
-        opts.strategy = "random".into();
-        opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
-        let o = tune(&opts).unwrap();
-        assert_none_failed(&o, shape);
-        let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-        assert_eq!(
-            measured.len(),
-            24,
-            "{shape}: the budget is what gets measured"
+        let o = random_sgemm_search(
+            shape,
+            &[
+                "KSPLIT=2,4",
+                "BM=32,64",
+                "BN=32,64",
+                "BOUNDS=always,edge",
+                "WINDOWS=0,1",
+                "REPACK=0,1",
+            ],
         );
         assert!(
-            measured.iter().all(|r| param(r, "KSPLIT") != "1"),
+            variants(&o)
+                .filter(|r| r.status == Status::Ok)
+                .all(|r| param(r, "KSPLIT") != "1"),
             "{shape}: only KSPLIT 2 and 4 were asked for"
         );
     }
