@@ -26,9 +26,12 @@
 #   tests1: the GPU tests of sgemm, matmul and the warm start (one device call);
 #   tests2: the others but the two every-variant transpose tests (whose sources this session
 #           left byte-identical).
+#   searchab: the default sgemm search at 1000x1001x1000 and 1000x1000x1003 with B_ELEMS=0
+#             pinned and with the whole default space, same run, each warm-started from
+#             session 11's results/best.csv (commit 52a7db6, copied to .gpu/best_s11.csv).
 # Logs go to $OUT (default ./gpu-out), tarred into $OUT/session12-<mode>.tar.gz (the device
 # tool returns at most 8 files).
-# Usage: bash scripts/gpu-session12.sh [chunk|write|final|ncu10|bscalar|belems|tests1|tests2]
+# Usage: bash scripts/gpu-session12.sh [chunk|write|final|ncu10|bscalar|belems|tests1|tests2|searchab]
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-/tmp/ca-cache}
@@ -116,6 +119,15 @@ if [ "$what" = tests1 ] || [ "$what" = tests2 ]; then
   fi
   TUNE_EXE=$PWD/.gpu/tune timeout 580 ./.gpu/gpu-tests --test-threads 1 "${sel[@]}" 2>&1 \
     | tee "$OUT/gpu-tests-$what.log" | grep -E "^test |test result|panicked|failed|SKIP"
+fi
+if [ "$what" = searchab ]; then
+  for shape in 1000x1001x1000 1000x1000x1003; do
+    for way in "--param B_ELEMS=0" ""; do
+      dir=$OUT/ab-$shape-${way:+b0}; mkdir -p "$dir" && cp .gpu/best_s11.csv "$dir/best.csv"
+      # shellcheck disable=SC2086
+      [ $SECONDS -lt 470 ] && RESULTS=$dir run --op sgemm --shape $shape $way
+    done
+  done
 fi
 tar czf "$OUT/session12-$what.tar.gz" -C "$OUT" --exclude '*.tar.gz' . 2>/dev/null
 # The tool's own verdicts (after the confirmation's re-timing), then exit codes and times.
