@@ -1,0 +1,264 @@
+// Prototype 3 (session 13, issue 9): TMA loads at odd strides (as tma_sector.cu), then the
+// tile is moved once through shared memory into the transposed runs of `out`, each rotated so
+// that 16-byte vector stores leave it aligned.
+//
+// tma_sector.cu showed that the two-byte stores of the write-out set the pace (84.5 % of memcpy
+// even at the aligned 8192^2 in f16). With RUNS=sector every run a block writes to a row of
+// `out` starts on a sector boundary: row c's run covers tile rows LEAD - s_c .. LEAD - s_c +
+// TILE_H - 1 (s_c = (out row * ROWS + r0) mod SECTOR). So S, TILE_W rows of TILE_H elements (128
+// bytes), holds row c's run from its first element: element (i, c) of the loaded rows goes to
+// S[c][i - LEAD + s_c] (one two-byte load from the class box, one two-byte store; lanes along
+// c), and the write-out is a 16-byte load of S and a 16-byte store per lane. S's 16-byte chunks
+// are XOR-swizzled by c & 7, so neither the scattered stores nor the vector loads share banks.
+//
+// Result on the H100 (results/session13/h100_tma_vec.log): it verifies at every shape tried,
+// but f16 8191^2 reaches 83.5 % of memcpy with one tile a block (76.8 / 77.3 % with 128 / 512
+// threads), and fewer, longer blocks that load the next tile while moving this one lose more
+// (2, 4, 8 tiles: 71.5, 69.5, 59.1 %). The same kernel at aligned shapes stays below the
+// tuner's VEC=4 kernels too (f16 8192^2 85.5 % against 95.9 %, 4096^2 79.1 % against 99.1 %),
+// so what holds it back is this kernel's shape (one thread issuing the copies, the wait, two
+// barriers a tile, 30 registers), not the stride. f32 8191^2 85.8 %, f64 77.1 % (86.5 % with 8
+// tiles a block); the tuner has 92.7 % and 93.4 %.
+//
+// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o tmav tma_vec.cu -lcuda
+// ./tmav ROWS COLS ELEM_BYTES [reps] [threads] [tiles per block]
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+#include <algorithm>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#define CKD(x) do { CUresult e = (x); if (e != CUDA_SUCCESS) { const char* s; cuGetErrorString(e, &s); printf("CU %s at %d: %s\n", #x, __LINE__, s); exit(1);} } while (0)
+
+template <int B> struct vec;
+template <> struct vec<2> { typedef uint16_t t; };
+template <> struct vec<4> { typedef uint32_t t; };
+template <> struct vec<8> { typedef uint2 t; };
+template <> struct vec<16> { typedef uint4 t; };
+template <int EB> struct bits;
+template <> struct bits<2> { typedef uint16_t t; };
+template <> struct bits<4> { typedef uint32_t t; };
+template <> struct bits<8> { typedef uint64_t t; };
+
+// TILE_W = TILE_H = 128 bytes of elements; LEAD = SECTOR rows above. A block transposes TPB
+// tiles down one column of tiles, the next tile's boxes loading (stage k + 1 mod 2) while this
+// one is moved.
+template <int EB, int GI, int THREADS, int TPB>
+__global__ void __launch_bounds__(THREADS) tma_vec(const __grid_constant__ CUtensorMap tin,
+                                                   typename bits<EB>::t* __restrict__ out,
+                                                   const typename bits<EB>::t* __restrict__ in,
+                                                   int rows, int cols)
+{
+    typedef typename bits<EB>::t T;
+    constexpr int TILE_W = 128 / EB;
+    constexpr int TILE_H = 128 / EB;
+    constexpr int E = 16 / EB;
+    constexpr int SECTOR = 32 / EB;
+    constexpr int LEAD = SECTOR;
+    constexpr int LOADED = TILE_H + LEAD;
+    constexpr int BOX_ROWS = LOADED / GI;
+    constexpr int BOX_W = TILE_W + E;                 // elements per box row
+    constexpr int BOX_BYTES = BOX_ROWS * BOX_W * EB;
+    constexpr int BOX_STRIDE = (BOX_BYTES + 127) / 128 * 128;
+    constexpr int STAGES = TPB > 1 ? 2 : 1;
+    __shared__ alignas(128) unsigned char s_in[STAGES][GI * BOX_STRIDE];
+    __shared__ alignas(128) unsigned char s_out[TILE_W * 128];
+    __shared__ alignas(8) uint64_t bar[STAGES];
+    const int c0 = blockIdx.x * TILE_W;
+    const int tiles_y = (rows + TILE_H - 1) / TILE_H;
+    const int ty0 = blockIdx.y * TPB;
+    const int full_rows = (rows / GI) * GI;
+    auto interior = [&](int ty) {
+        const int r0 = ty * TILE_H;
+        return r0 >= LEAD && r0 + TILE_H < rows && r0 + TILE_H <= full_rows && c0 + TILE_W + E <= cols;
+    };
+    auto issue = [&](int ty, int st) {
+        const int r0 = ty * TILE_H;
+        const uint32_t sb = (uint32_t)__cvta_generic_to_shared(&bar[st]);
+        const uint32_t si = (uint32_t)__cvta_generic_to_shared(s_in[st]);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sb), "r"(GI * BOX_BYTES) : "memory");
+#pragma unroll
+        for (int a = 0; a < GI; ++a) {
+            const int x = (a * cols + c0) & ~(E - 1), y = (r0 - LEAD) / GI;
+            asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                         :: "r"(si + a * BOX_STRIDE), "l"(&tin), "r"(x), "r"(y), "r"(sb) : "memory");
+        }
+    };
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int st = 0; st < STAGES; ++st)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"((uint32_t)__cvta_generic_to_shared(&bar[st])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        if (ty0 < tiles_y && interior(ty0)) issue(ty0, 0);
+    }
+    __syncthreads();
+    constexpr int GROUPS = THREADS / TILE_W;
+    const int c = threadIdx.x % TILE_W, g = threadIdx.x / TILE_W;
+    unsigned char* srow = s_out + c * 128;
+    constexpr int RUNS_PER_PASS = THREADS / 8;
+    const int q = threadIdx.x & 7, c1 = threadIdx.x >> 3;
+    unsigned phases = 0;
+    for (int k = 0; k < TPB; ++k) {
+        const int ty = ty0 + k;
+        if (ty >= tiles_y) break;
+        const int st = STAGES > 1 ? (k & 1) : 0;
+        if (STAGES > 1 && threadIdx.x == 0 && k + 1 < TPB && ty + 1 < tiles_y && interior(ty + 1)) issue(ty + 1, st ^ 1);
+        const int r0 = ty * TILE_H;
+        if (!interior(ty)) {
+            const bool last_row = r0 + TILE_H >= rows;
+            for (int kk = threadIdx.x; kk < TILE_W * TILE_H; kk += THREADS) {
+                const int ox = kk % TILE_H, oyi = kk / TILE_H;
+                const int oy = c0 + oyi;
+                if (oy >= cols) continue;
+                const int s = (int)(((long long)oy * rows + r0) & (SECTOR - 1));
+                const int col = r0 - s + ox;
+                if (col >= 0 && col < rows) out[(long long)oy * rows + col] = in[(long long)col * cols + oy];
+                if (last_row && ox < s && col + TILE_H < rows)
+                    out[(long long)oy * rows + col + TILE_H] = in[(long long)(col + TILE_H) * cols + oy];
+            }
+            continue;
+        }
+        const int s_c = (int)(((unsigned)(c0 + c) * (unsigned)rows + (unsigned)r0) & (SECTOR - 1));
+        {
+            const uint32_t sb = (uint32_t)__cvta_generic_to_shared(&bar[st]);
+            const uint32_t par = (phases >> st) & 1;
+            uint32_t done = 0;
+            while (!done) {
+                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done) : "r"(sb), "r"(par) : "memory");
+            }
+            phases ^= 1u << st;
+        }
+        // Fill S: element (i, c) -> S[c][p], p = i - LEAD + s_c, where 0 <= p < TILE_H.
+        const unsigned char* box0 = s_in[st];
+#pragma unroll
+        for (int t = 0; t < (LOADED + GROUPS - 1) / GROUPS; ++t) {
+            const int i = g + t * GROUPS;
+            const int p = i - LEAD + s_c;
+            if ((LOADED % GROUPS == 0 || i < LOADED) && p >= 0 && p < TILE_H) {
+                const int a = i & (GI - 1), jr = i / GI;
+                const int sh = (a * cols + c0) & (E - 1);
+                const T v = *(reinterpret_cast<const T*>(box0 + a * BOX_STRIDE) + jr * BOX_W + sh + c);
+                const int byte = p * EB;
+                *reinterpret_cast<T*>(srow + ((((byte >> 4) ^ (c & 7)) << 4) | (byte & 15))) = v;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < TILE_W; j += RUNS_PER_PASS) {
+            const int cc = c1 + j;
+            if (RUNS_PER_PASS > TILE_W && cc >= TILE_W) break;
+            const int oy = c0 + cc;
+            const int s = (int)(((unsigned)oy * (unsigned)rows + (unsigned)r0) & (SECTOR - 1));
+            const uint4 v = *reinterpret_cast<const uint4*>(s_out + cc * 128 + ((q ^ (cc & 7)) << 4));
+            *reinterpret_cast<uint4*>(out + ((long long)oy * rows + r0 - s + q * E)) = v;
+        }
+        __syncthreads();
+    }
+}
+
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+template <int EB, int GI, int THREADS, int TPB>
+static void launch(dim3 grid, const CUtensorMap& ti, void* out, const void* in, int rows, int cols)
+{
+    typedef typename bits<EB>::t T;
+    grid.y = (grid.y + TPB - 1) / TPB;
+    tma_vec<EB, GI, THREADS, TPB><<<grid, THREADS>>>(ti, (T*)out, (const T*)in, rows, cols);
+}
+typedef void (*launcher)(dim3, const CUtensorMap&, void*, const void*, int, int);
+
+template <int EB, int THREADS, int TPB>
+static launcher pick1(int gi)
+{
+    if (gi == 1) return launch<EB, 1, THREADS, TPB>;
+    if (gi == 2) return launch<EB, 2, THREADS, TPB>;
+    if (gi == 4 && EB <= 4) return launch<EB, (EB <= 4 ? 4 : 1), THREADS, TPB>;
+    if (gi == 8 && EB == 2) return launch<EB, (EB == 2 ? 8 : 1), THREADS, TPB>;
+    return nullptr;
+}
+template <int EB, int THREADS>
+static launcher pick(int gi, int tpb)
+{
+    if (tpb == 1) return pick1<EB, THREADS, 1>(gi);
+    if (tpb == 2) return pick1<EB, THREADS, 2>(gi);
+    if (tpb == 4) return pick1<EB, THREADS, 4>(gi);
+    if (tpb == 8) return pick1<EB, THREADS, 8>(gi);
+    if (tpb == 16) return pick1<EB, THREADS, 16>(gi);
+    return nullptr;
+}
+
+int main(int argc, char** argv)
+{
+    const int rows = atoi(argv[1]), cols = atoi(argv[2]), eb = atoi(argv[3]);
+    const int reps = argc > 4 ? atoi(argv[4]) : 20;
+    const int threads = argc > 5 ? atoi(argv[5]) : 256;
+    const int tpb = argc > 6 ? atoi(argv[6]) : 1;
+    const int th = 128 / eb;
+    const size_t n = (size_t)rows * cols, bytes = n * eb;
+    const int rb = (cols * eb) % 16;
+    const int gi = rb ? 16 / gcd(rb, 16) : 1;
+    CKD(cuInit(0));
+    CK(cudaFree(0));
+    void *din, *dout, *dflush;
+    CK(cudaMalloc(&din, bytes));
+    CK(cudaMalloc(&dout, bytes));
+    const size_t flush_bytes = 256 << 20;
+    CK(cudaMalloc(&dflush, flush_bytes));
+    std::vector<unsigned char> h(bytes), o(bytes);
+    uint64_t s = 12345;
+    for (size_t i = 0; i < bytes; ++i) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; h[i] = (unsigned char)(s >> 56); }
+    CK(cudaMemcpy(din, h.data(), bytes, cudaMemcpyHostToDevice));
+    const int tile_w = 128 / eb, e = 16 / eb, lead = 32 / eb;
+    CUtensorMap m;
+    cuuint64_t dims[2] = {(cuuint64_t)gi * cols, (cuuint64_t)(rows / gi)};
+    cuuint64_t strides[1] = {(cuuint64_t)gi * cols * eb};
+    cuuint32_t box[2] = {(cuuint32_t)(tile_w + e), (cuuint32_t)((th + lead) / gi)};
+    cuuint32_t estr[2] = {1, 1};
+    CUtensorMapDataType dt = eb == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : eb == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_INT64;
+    CKD(cuTensorMapEncodeTiled(&m, dt, 2, din, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    dim3 grid((cols + tile_w - 1) / tile_w, (rows + th - 1) / th);
+    launcher f = nullptr;
+    if (eb == 2) f = threads == 512 ? pick<2, 512>(gi, tpb) : threads == 128 ? pick<2, 128>(gi, tpb) : pick<2, 256>(gi, tpb);
+    if (eb == 4) f = threads == 512 ? pick<4, 512>(gi, tpb) : threads == 128 ? pick<4, 128>(gi, tpb) : pick<4, 256>(gi, tpb);
+    if (eb == 8) f = threads == 512 ? pick<8, 512>(gi, tpb) : threads == 128 ? pick<8, 128>(gi, tpb) : pick<8, 256>(gi, tpb);
+    if (!f) { printf("no kernel for eb=%d gi=%d threads=%d\n", eb, gi, threads); return 1; }
+    CK(cudaMemset(dout, 0xff, bytes));
+    f(grid, m, dout, din, rows, cols);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(o.data(), dout, bytes, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t r = 0; r < (size_t)rows; ++r)
+        for (size_t c = 0; c < (size_t)cols; ++c)
+            if (memcmp(&o[(c * rows + r) * eb], &h[(r * cols + c) * eb], eb)) { if (bad < 3) printf("bad at in(%zu,%zu)\n", r, c); ++bad; }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> tk, tc;
+    for (int i = 0; i < reps; ++i) {
+        for (int which = 0; which < 2; ++which) {
+            CK(cudaMemsetAsync(dflush, i & 0xff, flush_bytes));
+            CK(cudaEventRecord(e0));
+            if (which == 0) f(grid, m, dout, din, rows, cols);
+            else CK(cudaMemcpyAsync(dout, din, bytes, cudaMemcpyDeviceToDevice));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            (which == 0 ? tk : tc).push_back(ms);
+        }
+    }
+    std::sort(tk.begin(), tk.end());
+    std::sort(tc.begin(), tc.end());
+    const double mk = tk[tk.size() / 2], mc = tc[tc.size() / 2];
+    printf("%dx%d eb=%d gi=%d tile %dx%d threads=%d tpb=%d: %s (%zu bad)  tma_vec %.4f ms %.0f GB/s  memcpy %.4f ms %.0f GB/s  => %.1f %% of memcpy\n",
+           rows, cols, eb, gi, th, tile_w, threads, tpb, bad ? "WRONG" : "verified", bad, mk, 2.0 * bytes / mk / 1e6, mc, 2.0 * bytes / mc / 1e6, 100.0 * mc / mk);
+    return bad ? 1 : 0;
+}
