@@ -23,27 +23,7 @@
 //
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o tmas tma_sector.cu -lcuda
 // ./tmas ROWS COLS ELEM_BYTES [reps] [tile_h] [threads] [elements per store]
-#include <cuda.h>
-#include <cuda_runtime.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cstdint>
-#include <cstring>
-#include <vector>
-#include <algorithm>
-
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
-#define CKD(x) do { CUresult e = (x); if (e != CUDA_SUCCESS) { const char* s; cuGetErrorString(e, &s); printf("CU %s at %d: %s\n", #x, __LINE__, s); exit(1);} } while (0)
-
-template <int B> struct vec;
-template <> struct vec<2> { typedef uint16_t t; };
-template <> struct vec<4> { typedef uint32_t t; };
-template <> struct vec<8> { typedef uint2 t; };
-template <> struct vec<16> { typedef uint4 t; };
-template <int EB> struct bits;
-template <> struct bits<2> { typedef uint16_t t; };
-template <> struct bits<4> { typedef uint32_t t; };
-template <> struct bits<8> { typedef uint64_t t; };
+#include "harness.cuh"
 
 // TILE_W = 128 bytes of columns; TILE_H rows; LEAD = SECTOR rows above.
 template <int EB, int GI, int TILE_H, int THREADS, int VW>
@@ -68,43 +48,22 @@ __global__ void __launch_bounds__(THREADS) tma_sector(const __grid_constant__ CU
     const bool interior = r0 >= LEAD && !last_row && r0 + TILE_H <= (rows / GI) * GI
                           && c0 + TILE_W + E <= cols;
     if (!interior) {
-        // The same ownership as the fast path: out row oy's run from this tile row is columns
-        // r0 - s .. r0 - s + TILE_H - 1 (s = (oy * rows + r0) mod SECTOR), the last tile row
-        // also writes on to the end of the row.
-        for (int k = threadIdx.x; k < TILE_W * TILE_H; k += THREADS) {
-            const int ox = k % TILE_H, oyi = k / TILE_H;
-            const int oy = c0 + oyi;
-            if (oy >= cols) continue;
-            const int s = (int)(((long long)oy * rows + r0) & (SECTOR - 1));
-            const int col = r0 - s + ox;
-            if (col >= 0 && col < rows) out[(long long)oy * rows + col] = in[(long long)col * cols + oy];
-            if (last_row && ox < s && col + TILE_H < rows)
-                out[(long long)oy * rows + col + TILE_H] = in[(long long)(col + TILE_H) * cols + oy];
-        }
+        // The same ownership as the fast path.
+        sector_tile_plain<T, SECTOR, TILE_W, TILE_H, THREADS>(out, in, rows, cols, r0, c0);
         return;
     }
     const uint32_t sb = (uint32_t)__cvta_generic_to_shared(&bar);
     const uint32_t si = (uint32_t)__cvta_generic_to_shared(s_in);
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sb));
-        asm volatile("fence.mbarrier_init.release.cluster;");
-        asm volatile("fence.proxy.async.shared::cta;");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sb), "r"(GI * BOX_BYTES));
+        mbar_init(sb);
+        fence_mbar_init();
+        fence_async_shared();
+        mbar_expect(sb, GI * BOX_BYTES);
 #pragma unroll
-        for (int a = 0; a < GI; ++a) {
-            const int x = (a * cols + c0) & ~(E - 1), y = (r0 - LEAD) / GI;
-            asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                         :: "r"(si + a * BOX_STRIDE), "l"(&tin), "r"(x), "r"(y), "r"(sb) : "memory");
-        }
+        for (int a = 0; a < GI; ++a) tma_load_2d(si + a * BOX_STRIDE, &tin, (a * cols + c0) & ~(E - 1), (r0 - LEAD) / GI, sb);
     }
     __syncthreads();
-    {
-        uint32_t done = 0;
-        while (!done) {
-            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                         : "=r"(done) : "r"(sb) : "memory");
-        }
-    }
+    mbar_wait(sb, 0);
     // Write-out: lanes along the run (ox), VW elements each (one aligned VW * EB-byte store:
     // runs start on sector boundaries), OUT_ROWS rows of out per pass.
     constexpr int LANES_PER_RUN = TILE_H / VW;
@@ -131,8 +90,6 @@ __global__ void __launch_bounds__(THREADS) tma_sector(const __grid_constant__ CU
         dst += dst_step;
     }
 }
-
-static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
 template <int EB, int GI, int TH, int THREADS, int VW>
 static void launch(dim3 grid, const CUtensorMap& ti, void* out, const void* in, int rows, int cols)
@@ -168,29 +125,10 @@ int main(int argc, char** argv)
     const int th = argc > 5 ? atoi(argv[5]) : 64;
     const int threads = argc > 6 ? atoi(argv[6]) : 256;
     const int vw = argc > 7 ? atoi(argv[7]) : 1;
-    const size_t n = (size_t)rows * cols, bytes = n * eb;
-    const int rb = (cols * eb) % 16;
-    const int gi = rb ? 16 / gcd(rb, 16) : 1;
-    CKD(cuInit(0));
-    CK(cudaFree(0));
-    void *din, *dout, *dflush;
-    CK(cudaMalloc(&din, bytes));
-    CK(cudaMalloc(&dout, bytes));
-    const size_t flush_bytes = 256 << 20;
-    CK(cudaMalloc(&dflush, flush_bytes));
-    std::vector<unsigned char> h(bytes), o(bytes);
-    uint64_t s = 12345;
-    for (size_t i = 0; i < bytes; ++i) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; h[i] = (unsigned char)(s >> 56); }
-    CK(cudaMemcpy(din, h.data(), bytes, cudaMemcpyHostToDevice));
+    const int gi = row_group(cols, eb);
+    Problem p(rows, cols, eb);
     const int tile_w = 128 / eb, e = 16 / eb, lead = 32 / eb;
-    CUtensorMap m;
-    cuuint64_t dims[2] = {(cuuint64_t)gi * cols, (cuuint64_t)(rows / gi)};
-    cuuint64_t strides[1] = {(cuuint64_t)gi * cols * eb};
-    cuuint32_t box[2] = {(cuuint32_t)(tile_w + e), (cuuint32_t)((th + lead) / gi)};
-    cuuint32_t estr[2] = {1, 1};
-    CUtensorMapDataType dt = eb == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : eb == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_INT64;
-    CKD(cuTensorMapEncodeTiled(&m, dt, 2, din, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    CUtensorMap m = super_row_map(p.din, rows, cols, eb, gi, tile_w + e, (th + lead) / gi, CU_TENSOR_MAP_SWIZZLE_NONE);
     dim3 grid((cols + tile_w - 1) / tile_w, (rows + th - 1) / th);
     launcher f = nullptr;
 #define P(EBV) \
@@ -203,36 +141,11 @@ int main(int argc, char** argv)
     }
     P(2) P(4) P(8)
     if (!f) { printf("no kernel for eb=%d gi=%d th=%d threads=%d vw=%d\n", eb, gi, th, threads, vw); return 1; }
-    CK(cudaMemset(dout, 0xff, bytes));
-    f(grid, m, dout, din, rows, cols);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(o.data(), dout, bytes, cudaMemcpyDeviceToHost));
-    size_t bad = 0;
-    for (size_t r = 0; r < (size_t)rows; ++r)
-        for (size_t c = 0; c < (size_t)cols; ++c)
-            if (memcmp(&o[(c * rows + r) * eb], &h[(r * cols + c) * eb], eb)) { if (bad < 3) printf("bad at in(%zu,%zu)\n", r, c); ++bad; }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> tk, tc;
-    for (int i = 0; i < reps; ++i) {
-        for (int which = 0; which < 2; ++which) {
-            CK(cudaMemsetAsync(dflush, i & 0xff, flush_bytes));
-            CK(cudaEventRecord(e0));
-            if (which == 0) f(grid, m, dout, din, rows, cols);
-            else CK(cudaMemcpyAsync(dout, din, bytes, cudaMemcpyDeviceToDevice));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            (which == 0 ? tk : tc).push_back(ms);
-        }
-    }
-    std::sort(tk.begin(), tk.end());
-    std::sort(tc.begin(), tc.end());
-    const double mk = tk[tk.size() / 2], mc = tc[tc.size() / 2];
-    printf("%dx%d eb=%d gi=%d tile %dx%d threads=%d vw=%d: %s (%zu bad)  tma_sector %.4f ms %.0f GB/s  memcpy %.4f ms %.0f GB/s  => %.1f %% of memcpy\n",
-           rows, cols, eb, gi, th, tile_w, threads, vw, bad ? "WRONG" : "verified", bad, mk, 2.0 * bytes / mk / 1e6, mc, 2.0 * bytes / mc / 1e6, 100.0 * mc / mk);
+    auto run = [&] { f(grid, m, p.dout, p.din, rows, cols); };
+    const size_t bad = p.verify(run);
+    double mk, mc;
+    p.time(run, reps, &mk, &mc);
+    printf("%dx%d eb=%d gi=%d tile %dx%d threads=%d vw=%d: ", rows, cols, eb, gi, th, tile_w, threads, vw);
+    p.report("tma_sector", bad, mk, mc);
     return bad ? 1 : 0;
 }

@@ -16,22 +16,7 @@
 //
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o tma tma_transpose.cu -lcuda
 // ./tma ROWS COLS ELEM_BYTES [reps]
-#include <cuda.h>
-#include <cuda_runtime.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cstdint>
-#include <cstring>
-#include <vector>
-#include <algorithm>
-
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
-#define CKD(x) do { CUresult e = (x); if (e != CUDA_SUCCESS) { const char* s; cuGetErrorString(e, &s); printf("CU %s at %d: %s\n", #x, __LINE__, s); exit(1);} } while (0)
-
-template <int EB> struct bits;
-template <> struct bits<2> { typedef uint16_t t; };
-template <> struct bits<4> { typedef uint32_t t; };
-template <> struct bits<8> { typedef uint64_t t; };
+#include "harness.cuh"
 
 // Tile: TILE x TILE elements, TILE * EB = 128 bytes (one 128-byte swizzle row).
 template <int EB, int GI, int GO, int THREADS>
@@ -61,25 +46,15 @@ __global__ void __launch_bounds__(THREADS) tma_transpose(const __grid_constant__
     const uint32_t si = (uint32_t)__cvta_generic_to_shared(s_in);
     const uint32_t so = (uint32_t)__cvta_generic_to_shared(s_out);
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sb));
-        asm volatile("fence.mbarrier_init.release.cluster;");
-        asm volatile("fence.proxy.async.shared::cta;");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sb), "r"(TILE * 128));
+        mbar_init(sb);
+        fence_mbar_init();
+        fence_async_shared();
+        mbar_expect(sb, TILE * 128);
 #pragma unroll
-        for (int a = 0; a < GI; ++a) {
-            const int x = a * cols + c0 + xshift, y = r0 / GI;
-            asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                         :: "r"(si + a * (TILE / GI) * 128), "l"(&tin), "r"(x), "r"(y), "r"(sb) : "memory");
-        }
+        for (int a = 0; a < GI; ++a) tma_load_2d(si + a * (TILE / GI) * 128, &tin, a * cols + c0 + xshift, r0 / GI, sb);
     }
     __syncthreads();
-    {
-        uint32_t done = 0;
-        while (!done) {
-            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                         : "=r"(done) : "r"(sb) : "memory");
-        }
-    }
+    mbar_wait(sb, 0);
     // s_in: box a (rows a, a+GI, ...): row j of it at a * (TILE/GI) * 128 + j * 128, chunk k of a
     // row swizzled to k ^ (row % 8) where row counts 128-byte rows from the 1024-byte atom.
     // Item = one 16-byte chunk of s_out: out-box b, its row j (out row c0 + b + GO * j), chunk J
@@ -103,36 +78,22 @@ __global__ void __launch_bounds__(THREADS) tma_transpose(const __grid_constant__
         const int ooff = orow * 128 + (((J ^ (swz ? orow & 7 : 0)) << 4));
         *reinterpret_cast<uint4*>(s_out + ooff) = u.v;
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    fence_async_shared();
     __syncthreads();
     if (threadIdx.x == 0) {
 #pragma unroll
-        for (int b = 0; b < GO; ++b) {
-            const int x = b * rows + r0, y = c0 / GO;
-            asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
-                         :: "l"(&tout), "r"(x), "r"(y), "r"(so + b * (TILE / GO) * 128) : "memory");
-        }
+        for (int b = 0; b < GO; ++b) tma_store_2d(&tout, b * rows + r0, c0 / GO, so + b * (TILE / GO) * 128);
         asm volatile("cp.async.bulk.commit_group;");
         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
     }
 }
 
-static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
-
 // A 2D map of `ptr` (rows x cols, elem bytes eb) as super-rows of g rows; box TILE x TILE/g.
 static CUtensorMap make_map(void* ptr, int rows, int cols, int eb, int g, int* full_rows, int swz)
 {
-    CUtensorMap m;
     const int tile = 128 / eb;
-    cuuint64_t dims[2] = {(cuuint64_t)g * cols, (cuuint64_t)(rows / g)};
-    cuuint64_t strides[1] = {(cuuint64_t)g * cols * eb};
-    cuuint32_t box[2] = {(cuuint32_t)tile, (cuuint32_t)(tile / g)};
-    cuuint32_t estr[2] = {1, 1};
-    CUtensorMapDataType dt = eb == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : eb == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_INT64;
-    CKD(cuTensorMapEncodeTiled(&m, dt, 2, ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                               swz ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     *full_rows = (rows / g) * g;
-    return m;
+    return super_row_map(ptr, rows, cols, eb, g, tile, tile / g, swz ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 template <int EB, int GI, int GO, int THREADS>
@@ -160,59 +121,22 @@ int main(int argc, char** argv)
     const int threads = argc > 5 ? atoi(argv[5]) : 128;
     const int swz = argc > 6 ? atoi(argv[6]) : 1;
     const int xs = argc > 7 ? atoi(argv[7]) : 0;
-    const size_t n = (size_t)rows * cols, bytes = n * eb;
-    const int gi = 16 / gcd((cols * eb) % 16 ? (cols * eb) % 16 : 16, 16);
-    const int go = 16 / gcd((rows * eb) % 16 ? (rows * eb) % 16 : 16, 16);
-    CKD(cuInit(0));
-    CK(cudaFree(0));
-    void *din, *dout, *dflush;
-    CK(cudaMalloc(&din, bytes));
-    CK(cudaMalloc(&dout, bytes));
-    const size_t flush_bytes = 256 << 20;
-    CK(cudaMalloc(&dflush, flush_bytes));
-    std::vector<unsigned char> h(bytes), o(bytes);
-    uint64_t s = 12345;
-    for (size_t i = 0; i < bytes; ++i) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; h[i] = (unsigned char)(s >> 56); }
-    CK(cudaMemcpy(din, h.data(), bytes, cudaMemcpyHostToDevice));
+    const int gi = row_group(cols, eb), go = row_group(rows, eb);
+    Problem p(rows, cols, eb);
     int fi, fo;
-    CUtensorMap ti = make_map(din, rows, cols, eb, gi, &fi, swz);
-    CUtensorMap to = make_map(dout, cols, rows, eb, go, &fo, swz);
+    CUtensorMap ti = make_map(p.din, rows, cols, eb, gi, &fi, swz);
+    CUtensorMap to = make_map(p.dout, cols, rows, eb, go, &fo, swz);
     const int tile = 128 / eb;
     dim3 grid((cols + tile - 1) / tile, (rows + tile - 1) / tile);
     launcher f = nullptr;
     if (eb == 2) f = threads == 256 ? pick<2, 256>(gi, go) : pick<2, 128>(gi, go);
     if (eb == 4) f = threads == 256 ? pick<4, 256>(gi, go) : pick<4, 128>(gi, go);
     if (eb == 8) f = threads == 256 ? pick<8, 256>(gi, go) : pick<8, 128>(gi, go);
-    CK(cudaMemset(dout, 0xff, bytes));
-    f(grid, ti, to, dout, din, rows, cols, fi, fo, xs, swz);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(o.data(), dout, bytes, cudaMemcpyDeviceToHost));
-    size_t bad = 0;
-    for (size_t r = 0; r < (size_t)rows; ++r)
-        for (size_t c = 0; c < (size_t)cols; ++c)
-            if (memcmp(&o[(c * rows + r) * eb], &h[(r * cols + c) * eb], eb)) { if (bad < 3) printf("bad at in(%zu,%zu)\n", r, c); ++bad; }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> tk, tc;
-    for (int i = 0; i < reps; ++i) {
-        for (int which = 0; which < 2; ++which) {
-            CK(cudaMemsetAsync(dflush, i & 0xff, flush_bytes));
-            CK(cudaEventRecord(e0));
-            if (which == 0) f(grid, ti, to, dout, din, rows, cols, fi, fo, xs, swz);
-            else CK(cudaMemcpyAsync(dout, din, bytes, cudaMemcpyDeviceToDevice));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            (which == 0 ? tk : tc).push_back(ms);
-        }
-    }
-    std::sort(tk.begin(), tk.end());
-    std::sort(tc.begin(), tc.end());
-    const double mk = tk[tk.size() / 2], mc = tc[tc.size() / 2];
-    printf("%dx%d eb=%d gi=%d go=%d threads=%d swz=%d xs=%d: %s (%zu bad)  tma %.4f ms %.0f GB/s  memcpy %.4f ms %.0f GB/s  => %.1f %% of memcpy\n",
-           rows, cols, eb, gi, go, threads, swz, xs, bad ? "WRONG" : "verified", bad, mk, 2.0 * bytes / mk / 1e6, mc, 2.0 * bytes / mc / 1e6, 100.0 * mc / mk);
+    auto run = [&] { f(grid, ti, to, p.dout, p.din, rows, cols, fi, fo, xs, swz); };
+    const size_t bad = p.verify(run);
+    double mk, mc;
+    p.time(run, reps, &mk, &mc);
+    printf("%dx%d eb=%d gi=%d go=%d threads=%d swz=%d xs=%d: ", rows, cols, eb, gi, go, threads, swz, xs);
+    p.report("tma", bad, mk, mc);
     return bad ? 1 : 0;
 }
