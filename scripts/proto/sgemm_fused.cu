@@ -1,0 +1,425 @@
+// Issue 10, session 14: does a repack fused into the GEMM kernel close the gap at odd shapes?
+//
+// At 999x1001x1003 (K and N odd) the repacked GEMM alone beats cuBLAS's kernel by ~6 %
+// (session 9, Nsight Compute: 56.6 against 59.9 us), but the separate copy kernel and its launch
+// cost ~7.5 us, so copy + GEMM reach only 92-94 % of cuBLAS, and the windowed kernels that read
+// misaligned rows in place 95-97 %. Here the copy runs inside the GEMM kernel: every block first
+// copies its share of A's and B's rows into the aligned, zero-padded scratch (AP, BP), all blocks
+// meet at a grid barrier (a counter; the launch is cooperative, so the driver refuses a grid
+// whose blocks cannot all be resident instead of letting it hang), then each block runs the
+// tuner's GEMM on AP and BP. The copy's reads then overlap across the whole grid, no second
+// launch is paid, and the GEMM's first loads hit L2.
+//
+// VARIANT is a source that `tune --op sgemm --emit DIR --param REPACK=1 ...` wrote (it holds the
+// tuner's `sgemm_repack` and `sgemm` kernels and the device functions they use); this file adds
+// the fused kernel and times, same run, L2 flushed before every launch (256 MB memset), medians:
+//   cublas   cuBLAS SGEMM, FP32 (default math mode, TF32 off), row-major through C^T = B^T A^T
+//   two      the tuner's REPACK=1 as it runs today: sgemm_repack then sgemm
+//   gemm     sgemm alone on an AP/BP filled before (what the copy costs, by difference)
+//   fused    the fused kernel, cooperative launch
+//   pipe     the copy spread over the GEMM's slices instead of before it (sgemm_pipe, below)
+// Every method's C is compared with a float64 CPU reference (relative error <= 1e-4 of the
+// largest |C|), and a NaN-poisoned C before each checked launch catches unwritten elements.
+//
+// Measured on the H100 (session 14, `bash scripts/proto/gpu-fused.sh`, two rounds, logs in
+// results/session14/h100_fused_barrier.log and h100_fused_pipe.log; every method verified at
+// every tile): neither fusion pays. At 999x1001x1003, 64x64x32 TN=4 STAGES=3: cuBLAS 62.4 us,
+// gemm alone 56.8 us (110 %), two 65.7 us (95 %), fused 66.9 us (93-94 %), pipe 51.5 %. The copy
+// costs ~9-10 us in a kernel of its own and inside the GEMM alike: its 8 MB of writes evict
+// dirty lines of the flushed L2, so it moves ~16 MB through DRAM, and no launch is saved that
+// matters (likely: that the copy's writes evict dirty lines of the L2 the flush filled, so it
+// moves ~16 MB through DRAM; not measured). The pipelined form loses half its speed, most
+// likely to the per-slice chain of fence, atomic and acquire-poll by thread 0 that the block's
+// other warps wait for at the slice barrier.
+//
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90 -DVARIANT='"v.cu"' -o fused sgemm_fused.cu -lcublas && ./fused 999 1001 1003 50
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <vector>
+#include <algorithm>
+
+#include VARIANT
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#define CB(x) do { cublasStatus_t e = (x); if (e != CUBLAS_STATUS_SUCCESS) { printf("cuBLAS %s at %d: %d\n", #x, __LINE__, (int)e); exit(1);} } while (0)
+
+// Rows y < MA of the copy are A's (only when K % 4 != 0), the next KP rows B's. One warp per
+// row at a time; each lane takes units (float4s of the destination) lane, lane + 32, ...; the
+// four loads of UNROLL units are issued before their stores so that a warp has 4 * UNROLL
+// loads in flight.
+#define UNROLL 4
+__device__ __forceinline__ void repack_rows(const float* __restrict__ A, const float* __restrict__ B, int M, int N,
+                                            int K, float* __restrict__ AP, float* __restrict__ BP)
+{
+    const int kp4 = (K + 3) / 4, np4 = (N + 3) / 4;
+    const long long ma = K % 4 ? M : 0;
+    const long long rows = ma + 4LL * kp4;
+    const int lane = threadIdx.x % 32;
+    const long long warps = (long long)gridDim.x * gridDim.y * (blockDim.x / 32);
+    const long long warp = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    for (long long y = warp; y < rows; y += warps) {
+        const bool is_a = y < ma;
+        const long long row = is_a ? y : y - ma;
+        const int units = is_a ? kp4 : np4;
+        const int width = is_a ? K : (row < K ? N : 0);
+        const float* src = is_a ? A + row * K : B + row * N;
+        float4* dst = reinterpret_cast<float4*>(is_a ? AP + row * 4 * kp4 : BP + row * 4 * np4);
+        for (int u0 = lane; u0 < units; u0 += 32 * UNROLL) {
+            float v[UNROLL][4];
+#pragma unroll
+            for (int i = 0; i < UNROLL; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int c = (u0 + i * 32) * 4 + j;
+                    v[i][j] = c < width ? __ldg(src + c) : 0.0f;
+                }
+#pragma unroll
+            for (int i = 0; i < UNROLL; ++i)
+                if (u0 + i * 32 < units) dst[u0 + i * 32] = make_float4(v[i][0], v[i][1], v[i][2], v[i][3]);
+        }
+    }
+}
+
+// All blocks of the grid meet here. The counter only grows: a launch adds gridDim blocks, and
+// a block waits until the count reaches the end of its own launch's round, so no reset is
+// needed between launches (wraps after 2^32 / blocks launches).
+__device__ __forceinline__ void grid_barrier(unsigned* counter)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned blocks = gridDim.x * gridDim.y;
+        __threadfence();
+        const unsigned old = atomicAdd(counter, 1u);
+        const unsigned target = (old / blocks + 1) * blocks;
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+        } while ((int)(seen - target) < 0);
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+sgemm_fused(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B, int M, int N, int K,
+            float* __restrict__ AP, float* __restrict__ BP, unsigned* counter)
+{
+    __shared__ __align__(16) float smem[SMEM_FLOATS];
+    repack_rows(A, B, M, N, K, AP, BP);
+    grid_barrier(counter);
+    // From here on the tuner's sgemm (REPACK=1, WINDOWS=0), reading AP and BP.
+    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
+    const int group = GROUP_M * gridDim.x;
+    const int first_m = (pid / group) * GROUP_M;
+    const int rows_in_group = min((int)gridDim.y - first_m, GROUP_M);
+    const int bm = first_m + (pid % group) % rows_in_group;
+    const int bn = (pid % group) / rows_in_group;
+    const float* __restrict__ a = K % 4 ? AP : A;
+    const int nb = (N + 3) / 4 * 4, kb = (K + 3) / 4 * 4;
+    block_tile<!EVEN_TILES>(C, a, BP, M, nb, kb, N, (long long)bm * BM, 1, (long long)bn * BN, 0, smem);
+}
+
+
+// --- The pipelined variant: no grid barrier. The copy of slice s (BK columns of A, BK rows of
+// B, padded) is split over every thread of the grid; counter[s] counts the blocks whose share
+// of it is stored. Each block copies its share of slice s + P while the GEMM works on earlier
+// slices (the loads go to registers one iteration before their stores), and before it issues
+// the cp.async of slice s it waits until counter[s] holds every block of this launch. P =
+// STAGES - 1 + LOOK slices are copied before the loop. Counters only grow (each launch adds
+// one per block), so a launch's round comes from the first add. Blocks wait on each other, so
+// all must be resident: cooperative launch.
+#ifndef LOOK
+#define LOOK 2
+#endif
+#define UPT 2 // float4 units a thread copies per slice, at most (the host checks)
+struct CopyRegs {
+    float v[UPT][4];
+};
+
+__device__ __forceinline__ void copy_load(CopyRegs& r, const float* __restrict__ A, const float* __restrict__ B, int M,
+                                          int N, int K, int s, int tiles)
+{
+    if (s >= tiles) return;
+    const int np4 = (N + 3) / 4;
+    const long long ua = (long long)M * (BK / 4), units = ua + (long long)BK * np4;
+    const long long threads = (long long)gridDim.x * gridDim.y * THREADS;
+    const long long g = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * THREADS + threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < UPT; ++i) {
+        const long long u = g + i * threads;
+        const bool is_a = u < ua;
+        long long row, col, width, stride;
+        const float* src;
+        if (is_a) {
+            row = u / (BK / 4); col = (long long)s * BK + (u % (BK / 4)) * 4; width = K; src = A; stride = K;
+        } else {
+            const long long ub = u - ua;
+            row = (long long)s * BK + ub / np4; col = (ub % np4) * 4; width = row < K ? N : 0; src = B; stride = N;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            r.v[i][j] = u < units && col + j < width ? __ldg(src + row * stride + col + j) : 0.0f;
+    }
+}
+
+__device__ __forceinline__ void copy_store(const CopyRegs& r, float* __restrict__ AP, float* __restrict__ BP, int M,
+                                           int N, int K, int s, int tiles)
+{
+    if (s >= tiles) return;
+    const int np4 = (N + 3) / 4, kp = (K + 3) / 4 * 4;
+    const long long ua = (long long)M * (BK / 4), units = ua + (long long)BK * np4;
+    const long long threads = (long long)gridDim.x * gridDim.y * THREADS;
+    const long long g = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * THREADS + threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < UPT; ++i) {
+        const long long u = g + i * threads;
+        if (u >= units) continue;
+        float* dst;
+        if (u < ua) {
+            if ((long long)s * BK + (u % (BK / 4)) * 4 >= kp) continue;
+            dst = AP + (u / (BK / 4)) * kp + (long long)s * BK + (u % (BK / 4)) * 4;
+        } else {
+            const long long ub = u - ua;
+            const long long row = (long long)s * BK + ub / np4;
+            if (row >= kp) continue;
+            dst = BP + row * (np4 * 4) + (ub % np4) * 4;
+        }
+        *reinterpret_cast<float4*>(dst) = make_float4(r.v[i][0], r.v[i][1], r.v[i][2], r.v[i][3]);
+    }
+}
+
+// Thread 0: this block's share of slice s is stored (every thread passed a barrier since).
+__device__ __forceinline__ unsigned signal(unsigned* counter, int s, int tiles)
+{
+    if (s >= tiles) return 0;
+    __threadfence();
+    return atomicAdd(counter + s, 1u);
+}
+
+__device__ __forceinline__ void wait_slice(const unsigned* counter, int s, int tiles, unsigned target)
+{
+    if (s >= tiles) return;
+    unsigned seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter + s) : "memory");
+    } while ((int)(seen - target) < 0);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+sgemm_pipe(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B, int M, int N, int K,
+           float* __restrict__ AP, float* __restrict__ BP, unsigned* counter)
+{
+    __shared__ __align__(16) float smem[SMEM_FLOATS];
+    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
+    const int group = GROUP_M * gridDim.x;
+    const int first_m = (pid / group) * GROUP_M;
+    const int rows_in_group = min((int)gridDim.y - first_m, GROUP_M);
+    const int bm = first_m + (pid % group) % rows_in_group;
+    const int bn = (pid % group) / rows_in_group;
+    const int nb = (N + 3) / 4 * 4, kb = (K + 3) / 4 * 4;
+    const long long m0 = (long long)bm * BM, n0 = (long long)bn * BN;
+    const int tiles = (kb + BK - 1) / BK;
+    const unsigned blocks = gridDim.x * gridDim.y;
+    constexpr int P = STAGES - 1 + LOOK;
+
+    float (*As)[A_ROWS][A_LD] = reinterpret_cast<float (*)[A_ROWS][A_LD]>(smem);
+    float (*Bs)[BK][B_LD] = reinterpret_cast<float (*)[BK][B_LD]>(smem + STAGES * A_ROWS * A_LD);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int tx = (warp % (TX / WARP_N)) * WARP_N + lane % WARP_N;
+    const int ty = (warp / (TX / WARP_N)) * WARP_M + lane / WARP_N;
+
+    // Prologue: copy slices 0 .. P-1, signal them, wait for the first STAGES-1 and issue them.
+    CopyRegs r;
+#pragma unroll
+    for (int s = 0; s < P; ++s) {
+        copy_load(r, A, B, M, N, K, s, tiles);
+        copy_store(r, AP, BP, M, N, K, s, tiles);
+    }
+    copy_load(r, A, B, M, N, K, P, tiles);
+    __syncthreads();
+    // Only thread 0 waits, so only it needs the round's target.
+    unsigned target = 0;
+    if (threadIdx.x == 0) {
+        const unsigned old = signal(counter, 0, tiles);
+        target = (old / blocks + 1) * blocks;
+        for (int s = 1; s < P; ++s) signal(counter, s, tiles);
+        for (int s = 0; s < STAGES - 1; ++s) wait_slice(counter, s, tiles, target);
+    }
+    __syncthreads();
+    const float* __restrict__ a = K % 4 ? AP : A;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < tiles) issue_any<!EVEN_TILES>(As[s], Bs[s], a, BP, M, nb, kb, m0, 1, n0, 0, s);
+        async_commit();
+    }
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    for (int t = 0; t < tiles; ++t) {
+        const int next = t + STAGES - 1;
+        if (threadIdx.x == 0) {
+            if (t > 0) signal(counter, P + t - 1, tiles);
+            wait_slice(counter, next, tiles, target);
+        }
+        copy_store(r, AP, BP, M, N, K, P + t, tiles);
+        copy_load(r, A, B, M, N, K, P + t + 1, tiles);
+        async_wait<STAGES - 2>();
+        __syncthreads();
+        if (next < tiles) issue_any<!EVEN_TILES>(As[next % STAGES], Bs[next % STAGES], a, BP, M, nb, kb, m0, 1, n0, 0, next);
+        async_commit();
+        compute_slice(acc, As[t % STAGES], Bs[t % STAGES], ty, tx, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const long long row = m0 + tile_row(i, ty);
+        if (!EVEN_TILES && row >= M) continue;
+#pragma unroll
+        for (int c = 0; c < TN / 4; ++c) {
+            const long long col = n0 + c * TX * 4 + tx * 4;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (EVEN_TILES || col + j < N) C[row * N + col + j] = acc[i][c * 4 + j];
+        }
+    }
+}
+
+static float median(std::vector<float> v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+int main(int argc, char** argv)
+{
+    const int M = argc > 1 ? atoi(argv[1]) : 999, N = argc > 2 ? atoi(argv[2]) : 1001,
+              K = argc > 3 ? atoi(argv[3]) : 1003, reps = argc > 4 ? atoi(argv[4]) : 50;
+    const int kp = (K + 3) / 4 * 4, np = (N + 3) / 4 * 4;
+    std::vector<float> ha((size_t)M * K), hb((size_t)K * N), hc((size_t)M * N);
+    unsigned s = 12345;
+    auto rnd = [&] { s = s * 1664525u + 1013904223u; return (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f; };
+    for (auto& x : ha) x = rnd();
+    for (auto& x : hb) x = rnd();
+    std::vector<double> ref((size_t)M * N, 0.0);
+    for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) {
+            const double av = ha[(size_t)i * K + k];
+            const float* brow = &hb[(size_t)k * N];
+            double* crow = &ref[(size_t)i * N];
+            for (int j = 0; j < N; ++j) crow[j] += av * brow[j];
+        }
+    double cmax = 0;
+    for (double x : ref) cmax = std::max(cmax, fabs(x));
+
+    float *A, *B, *C, *AP, *BP;
+    unsigned *counter, *counters;
+    char* flush;
+    const size_t flush_bytes = 256u << 20;
+    CK(cudaMalloc(&A, ha.size() * 4));
+    CK(cudaMalloc(&B, hb.size() * 4));
+    CK(cudaMalloc(&C, hc.size() * 4));
+    CK(cudaMalloc(&AP, (size_t)M * kp * 4));
+    CK(cudaMalloc(&BP, (size_t)kp * np * 4));
+    CK(cudaMalloc(&counter, 4));
+    CK(cudaMemset(counter, 0, 4));
+    CK(cudaMalloc(&counters, 4096 * 4));
+    CK(cudaMemset(counters, 0, 4096 * 4));
+    {
+        const long long units = (long long)M * (BK / 4) + (long long)BK * ((N + 3) / 4);
+        const long long threads = (long long)((N + BN - 1) / BN) * ((M + BM - 1) / BM) * THREADS;
+        if (units > UPT * threads || (kp + BK - 1) / BK > 4096) { printf("pipe: too many units per thread\n"); return 1; }
+    }
+    CK(cudaMalloc(&flush, flush_bytes));
+    CK(cudaMemcpy(A, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(B, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
+    cublasHandle_t h;
+    CB(cublasCreate(&h));
+    CB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+
+    const dim3 block(THREADS), grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+    const dim3 rblock(128), rgrid((std::max((K + 3) / 4, (N + 3) / 4) + 127) / 128,
+                                  std::min((K % 4 ? M : 0) + (K + 3) / 4 * 4, 65535));
+    int per_sm = 0, sms = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sgemm_fused, THREADS, 0));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, sgemm_fused));
+    cudaFuncAttributes ga;
+    CK(cudaFuncGetAttributes(&ga, sgemm));
+    cudaFuncAttributes pa;
+    CK(cudaFuncGetAttributes(&pa, sgemm_pipe));
+    printf("shape %dx%dx%d, tile %dx%dx%d, grid %u blocks of %d threads; fused: %d regs, %d blocks/SM x %d SMs; "
+           "sgemm: %d regs; pipe: %d regs, LOOK %d\n",
+           M, N, K, BM, BN, BK, grid.x * grid.y, THREADS, fa.numRegs, per_sm, sms, ga.numRegs, pa.numRegs, LOOK);
+
+    auto run = [&](int method) {
+        const float one = 1.0f, zero = 0.0f;
+        switch (method) {
+        case 0: CB(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C, N)); break;
+        case 1: sgemm_repack<<<rgrid, rblock>>>(C, A, B, M, N, K, AP, BP); // fall through
+        case 2: sgemm<<<grid, block>>>(C, A, B, M, N, K, AP, BP); break;
+        case 3: {
+            int m = M, n = N, k = K;
+            void* args[] = {&C, &A, &B, &m, &n, &k, &AP, &BP, &counter};
+            CK(cudaLaunchCooperativeKernel((void*)sgemm_fused, grid, block, args, 0, 0));
+            break;
+        }
+        case 4: {
+            int m = M, n = N, k = K;
+            void* args[] = {&C, &A, &B, &m, &n, &k, &AP, &BP, &counters};
+            CK(cudaLaunchCooperativeKernel((void*)sgemm_pipe, grid, block, args, 0, 0));
+            break;
+        }
+        }
+        CK(cudaGetLastError());
+    };
+    const char* names[] = {"cublas", "two", "gemm", "fused", "pipe"};
+    const int methods = 5;
+    // Check every method: poison C (and the scratch, for the ones that copy) with NaN.
+    for (int m = 0; m < methods; ++m) {
+        CK(cudaMemset(C, 0xff, hc.size() * 4));
+        if (m != 2) {
+            CK(cudaMemset(AP, 0xff, (size_t)M * kp * 4));
+            CK(cudaMemset(BP, 0xff, (size_t)kp * np * 4));
+        }
+        run(m);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(hc.data(), C, hc.size() * 4, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (size_t i = 0; i < hc.size(); ++i) {
+            const double d = fabs((double)hc[i] - ref[i]);
+            worst = std::max(worst, std::isnan(hc[i]) ? INFINITY : d);
+        }
+        printf("  verify %-7s max |C - ref| / max |ref| = %.2e %s\n", names[m], worst / cmax,
+               worst / cmax <= 1e-4 ? "ok" : "FAILED");
+        if (!(worst / cmax <= 1e-4)) return 1;
+    }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<std::vector<float>> t(methods);
+    for (int r = 0; r < reps + 3; ++r)
+        for (int m = 0; m < methods; ++m) {
+            CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
+            CK(cudaEventRecord(e0));
+            run(m);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= 3) t[m].push_back(ms * 1000.0f);
+        }
+    const float cub = median(t[0]);
+    const double flop = 2.0 * M * N * K;
+    for (int m = 0; m < methods; ++m) {
+        const float med = median(t[m]);
+        printf("  %-7s %7.2f us  %8.0f GFLOP/s  %6.1f %% of cuBLAS  (min %.2f)\n", names[m], med,
+               flop / med / 1e3, 100.0 * cub / med, *std::min_element(t[m].begin(), t[m].end()));
+    }
+    return 0;
+}
