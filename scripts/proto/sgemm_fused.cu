@@ -34,19 +34,10 @@
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90 -DVARIANT='"v.cu"' -o fused sgemm_fused.cu -lcublas && ./fused 999 1001 1003 50
-#include <cuda_runtime.h>
-#include <cublas_v2.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <cmath>
-#include <vector>
-#include <algorithm>
+#include "sgemm_harness.cuh"
 
 #include VARIANT
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
-#define CB(x) do { cublasStatus_t e = (x); if (e != CUBLAS_STATUS_SUCCESS) { printf("cuBLAS %s at %d: %d\n", #x, __LINE__, (int)e); exit(1);} } while (0)
 
 // Rows y < MA of the copy are A's (only when K % 4 != 0), the next KP rows B's. One warp per
 // row at a time; each lane takes units (float4s of the destination) lane, lane + 32, ...; the
@@ -289,137 +280,66 @@ sgemm_pipe(float* __restrict__ C, const float* __restrict__ A, const float* __re
     }
 }
 
-static float median(std::vector<float> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 int main(int argc, char** argv)
 {
     const int M = argc > 1 ? atoi(argv[1]) : 999, N = argc > 2 ? atoi(argv[2]) : 1001,
               K = argc > 3 ? atoi(argv[3]) : 1003, reps = argc > 4 ? atoi(argv[4]) : 50;
     const int kp = (K + 3) / 4 * 4, np = (N + 3) / 4 * 4;
-    std::vector<float> ha((size_t)M * K), hb((size_t)K * N), hc((size_t)M * N);
-    unsigned s = 12345;
-    auto rnd = [&] { s = s * 1664525u + 1013904223u; return (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f; };
-    for (auto& x : ha) x = rnd();
-    for (auto& x : hb) x = rnd();
-    std::vector<double> ref((size_t)M * N, 0.0);
-    for (int i = 0; i < M; ++i)
-        for (int k = 0; k < K; ++k) {
-            const double av = ha[(size_t)i * K + k];
-            const float* brow = &hb[(size_t)k * N];
-            double* crow = &ref[(size_t)i * N];
-            for (int j = 0; j < N; ++j) crow[j] += av * brow[j];
-        }
-    double cmax = 0;
-    for (double x : ref) cmax = std::max(cmax, fabs(x));
-
-    float *A, *B, *C, *AP, *BP;
+    Problem p(M, N, K);
+    float *AP, *BP;
     unsigned *counter, *counters;
-    char* flush;
-    const size_t flush_bytes = 256u << 20;
-    CK(cudaMalloc(&A, ha.size() * 4));
-    CK(cudaMalloc(&B, hb.size() * 4));
-    CK(cudaMalloc(&C, hc.size() * 4));
     CK(cudaMalloc(&AP, (size_t)M * kp * 4));
     CK(cudaMalloc(&BP, (size_t)kp * np * 4));
     CK(cudaMalloc(&counter, 4));
     CK(cudaMemset(counter, 0, 4));
     CK(cudaMalloc(&counters, 4096 * 4));
     CK(cudaMemset(counters, 0, 4096 * 4));
-    {
-        const long long units = (long long)M * (BK / 4) + (long long)BK * ((N + 3) / 4);
-        const long long threads = (long long)((N + BN - 1) / BN) * ((M + BM - 1) / BM) * THREADS;
-        if (units > UPT * threads || (kp + BK - 1) / BK > 4096) { printf("pipe: too many units per thread\n"); return 1; }
-    }
-    CK(cudaMalloc(&flush, flush_bytes));
-    CK(cudaMemcpy(A, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(B, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
-    cublasHandle_t h;
-    CB(cublasCreate(&h));
-    CB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-
     const dim3 block(THREADS), grid((N + BN - 1) / BN, (M + BM - 1) / BM);
     const dim3 rblock(128), rgrid((std::max((K + 3) / 4, (N + 3) / 4) + 127) / 128,
                                   std::min((K % 4 ? M : 0) + (K + 3) / 4 * 4, 65535));
+    {
+        const long long units = (long long)M * (BK / 4) + (long long)BK * ((N + 3) / 4);
+        if (units > UPT * (long long)grid.x * grid.y * THREADS || (kp + BK - 1) / BK > 4096) {
+            printf("pipe: too many units per thread\n");
+            return 1;
+        }
+    }
     int per_sm = 0, sms = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sgemm_fused, THREADS, 0));
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    cudaFuncAttributes fa;
+    cudaFuncAttributes fa, ga, pa;
     CK(cudaFuncGetAttributes(&fa, sgemm_fused));
-    cudaFuncAttributes ga;
     CK(cudaFuncGetAttributes(&ga, sgemm));
-    cudaFuncAttributes pa;
     CK(cudaFuncGetAttributes(&pa, sgemm_pipe));
     printf("shape %dx%dx%d, tile %dx%dx%d, grid %u blocks of %d threads; fused: %d regs, %d blocks/SM x %d SMs; "
            "sgemm: %d regs; pipe: %d regs, LOOK %d\n",
            M, N, K, BM, BN, BK, grid.x * grid.y, THREADS, fa.numRegs, per_sm, sms, ga.numRegs, pa.numRegs, LOOK);
 
-    auto run = [&](int method) {
-        const float one = 1.0f, zero = 0.0f;
-        switch (method) {
-        case 0: CB(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C, N)); break;
-        case 1: sgemm_repack<<<rgrid, rblock>>>(C, A, B, M, N, K, AP, BP); // fall through
-        case 2: sgemm<<<grid, block>>>(C, A, B, M, N, K, AP, BP); break;
-        case 3: {
-            int m = M, n = N, k = K;
-            void* args[] = {&C, &A, &B, &m, &n, &k, &AP, &BP, &counter};
-            CK(cudaLaunchCooperativeKernel((void*)sgemm_fused, grid, block, args, 0, 0));
-            break;
-        }
-        case 4: {
-            int m = M, n = N, k = K;
-            void* args[] = {&C, &A, &B, &m, &n, &k, &AP, &BP, &counters};
-            CK(cudaLaunchCooperativeKernel((void*)sgemm_pipe, grid, block, args, 0, 0));
-            break;
-        }
-        }
-        CK(cudaGetLastError());
+    float *C = p.C, *A = p.A, *B = p.B;
+    int m = M, n = N, k = K;
+    auto cooperative = [&](const void* kernel, unsigned* c) {
+        void* args[] = {&C, &A, &B, &m, &n, &k, &AP, &BP, &c};
+        CK(cudaLaunchCooperativeKernel(kernel, grid, block, args, 0, 0));
     };
-    const char* names[] = {"cublas", "two", "gemm", "fused", "pipe"};
-    const int methods = 5;
-    // Check every method: poison C (and the scratch, for the ones that copy) with NaN.
-    for (int m = 0; m < methods; ++m) {
-        CK(cudaMemset(C, 0xff, hc.size() * 4));
-        if (m != 2) {
+    const std::vector<Method> methods = {
+        p.cublas(),
+        {"two", [&] {
+             sgemm_repack<<<rgrid, rblock>>>(C, A, B, M, N, K, AP, BP);
+             sgemm<<<grid, block>>>(C, A, B, M, N, K, AP, BP);
+         }},
+        {"gemm", [&] { sgemm<<<grid, block>>>(C, A, B, M, N, K, AP, BP); }},
+        {"fused", [&] { cooperative((const void*)sgemm_fused, counter); }},
+        {"pipe", [&] { cooperative((const void*)sgemm_pipe, counters); }},
+    };
+    // Check every method; the scratch is poisoned with NaN too before each one that copies, so
+    // a copy that skips a row or the padding fails ("gemm" reads the last method's copies).
+    for (const Method& meth : methods) {
+        if (meth.name != "gemm") {
             CK(cudaMemset(AP, 0xff, (size_t)M * kp * 4));
             CK(cudaMemset(BP, 0xff, (size_t)kp * np * 4));
         }
-        run(m);
-        CK(cudaDeviceSynchronize());
-        CK(cudaMemcpy(hc.data(), C, hc.size() * 4, cudaMemcpyDeviceToHost));
-        double worst = 0;
-        for (size_t i = 0; i < hc.size(); ++i) {
-            const double d = fabs((double)hc[i] - ref[i]);
-            worst = std::max(worst, std::isnan(hc[i]) ? INFINITY : d);
-        }
-        printf("  verify %-7s max |C - ref| / max |ref| = %.2e %s\n", names[m], worst / cmax,
-               worst / cmax <= 1e-4 ? "ok" : "FAILED");
-        if (!(worst / cmax <= 1e-4)) return 1;
+        if (!p.verify(meth)) return 1;
     }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<std::vector<float>> t(methods);
-    for (int r = 0; r < reps + 3; ++r)
-        for (int m = 0; m < methods; ++m) {
-            CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-            CK(cudaEventRecord(e0));
-            run(m);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 3) t[m].push_back(ms * 1000.0f);
-        }
-    const float cub = median(t[0]);
-    const double flop = 2.0 * M * N * K;
-    for (int m = 0; m < methods; ++m) {
-        const float med = median(t[m]);
-        printf("  %-7s %7.2f us  %8.0f GFLOP/s  %6.1f %% of cuBLAS  (min %.2f)\n", names[m], med,
-               flop / med / 1e3, 100.0 * cub / med, *std::min_element(t[m].begin(), t[m].end()));
-    }
+    p.time(methods, reps);
     return 0;
 }
