@@ -14,6 +14,11 @@
 // the best of all 30 is 64x128x32 TN=4 STAGES=2 (50 KB, dynamic: a tile the 48 KB limit keeps out
 // of the tuner's space) at 97.2-97.3 %, against 96.4-96.6 % for the stored 32x64x16 STAGES=3 tile
 // in the same run.
+// At 4096^3 (`render4096`: the stored winner's tile 64x128x16 TN=8 PAD=4 and six neighbours x
+// STAGES 2-4, two rounds, results/session14/h100_dsmem_4096.log; checked against cuBLAS's FP32
+// result, the CPU product being too slow there): 64x128x32 TN=8 PAD=0 STAGES=3 (72 KB, dynamic)
+// 2831 us = 94.1 % of cuBLAS in both rounds, against 2860 us = 93.0 % for the stored winner's
+// kernel: 1 % faster, from a tile the 48 KB limit keeps out of the space.
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90 -DVARIANT='"v.cu"' -o dsmem sgemm_dsmem.cu -lcublas && ./dsmem 999 1001 1003 50
