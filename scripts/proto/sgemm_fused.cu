@@ -39,6 +39,27 @@
 #include VARIANT
 
 
+// The tuner's block swizzle (sgemm's GROUP_M walk): which tile of C this block computes.
+__device__ __forceinline__ void block_of(int& bm, int& bn)
+{
+    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
+    const int group = GROUP_M * gridDim.x;
+    const int first_m = (pid / group) * GROUP_M;
+    const int rows_in_group = min((int)gridDim.y - first_m, GROUP_M);
+    bm = first_m + (pid % group) % rows_in_group;
+    bn = (pid % group) / rows_in_group;
+}
+
+// Waits until *counter reaches target (acquire: what was written before the matching adds is
+// visible after); counts wrap, so the comparison is on the difference.
+__device__ __forceinline__ void spin_until(const unsigned* counter, unsigned target)
+{
+    unsigned seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    } while ((int)(seen - target) < 0);
+}
+
 // Rows y < MA of the copy are A's (only when K % 4 != 0), the next KP rows B's. One warp per
 // row at a time; each lane takes units (float4s of the destination) lane, lane + 32, ...; the
 // four loads of UNROLL units are issued before their stores so that a warp has 4 * UNROLL
@@ -87,10 +108,7 @@ __device__ __forceinline__ void grid_barrier(unsigned* counter)
         __threadfence();
         const unsigned old = atomicAdd(counter, 1u);
         const unsigned target = (old / blocks + 1) * blocks;
-        unsigned seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-        } while ((int)(seen - target) < 0);
+        spin_until(counter, target);
     }
     __syncthreads();
 }
@@ -103,12 +121,8 @@ sgemm_fused(float* __restrict__ C, const float* __restrict__ A, const float* __r
     repack_rows(A, B, M, N, K, AP, BP);
     grid_barrier(counter);
     // From here on the tuner's sgemm (REPACK=1, WINDOWS=0), reading AP and BP.
-    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
-    const int group = GROUP_M * gridDim.x;
-    const int first_m = (pid / group) * GROUP_M;
-    const int rows_in_group = min((int)gridDim.y - first_m, GROUP_M);
-    const int bm = first_m + (pid % group) % rows_in_group;
-    const int bn = (pid % group) / rows_in_group;
+    int bm, bn;
+    block_of(bm, bn);
     const float* __restrict__ a = K % 4 ? AP : A;
     const int nb = (N + 3) / 4 * 4, kb = (K + 3) / 4 * 4;
     block_tile<!EVEN_TILES>(C, a, BP, M, nb, kb, N, (long long)bm * BM, 1, (long long)bn * BN, 0, smem);
@@ -193,11 +207,7 @@ __device__ __forceinline__ unsigned signal(unsigned* counter, int s, int tiles)
 
 __device__ __forceinline__ void wait_slice(const unsigned* counter, int s, int tiles, unsigned target)
 {
-    if (s >= tiles) return;
-    unsigned seen;
-    do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter + s) : "memory");
-    } while ((int)(seen - target) < 0);
+    if (s < tiles) spin_until(counter + s, target);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -205,12 +215,8 @@ sgemm_pipe(float* __restrict__ C, const float* __restrict__ A, const float* __re
            float* __restrict__ AP, float* __restrict__ BP, unsigned* counter)
 {
     __shared__ __align__(16) float smem[SMEM_FLOATS];
-    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
-    const int group = GROUP_M * gridDim.x;
-    const int first_m = (pid / group) * GROUP_M;
-    const int rows_in_group = min((int)gridDim.y - first_m, GROUP_M);
-    const int bm = first_m + (pid % group) % rows_in_group;
-    const int bn = (pid % group) / rows_in_group;
+    int bm, bn;
+    block_of(bm, bn);
     const int nb = (N + 3) / 4 * 4, kb = (K + 3) / 4 * 4;
     const long long m0 = (long long)bm * BM, n0 = (long long)bn * BN;
     const int tiles = (kb + BK - 1) / BK;
