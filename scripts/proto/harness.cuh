@@ -96,6 +96,35 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int x, int 
                  :: "l"(map), "r"(x), "r"(y), "r"(src) : "memory");
 }
 
+// The class boxes of tma_sector.cu and tma_vec.cu: LOADED rows of a tile 128 bytes of elements
+// wide, as GI boxes, one per row class (rows a, a + GI, ... of the super-row map), each from
+// the 16-byte aligned element at or below the class's first column and one 16-byte chunk wider,
+// so every row of a class sits the same distance, (a * cols + c0) mod E, right of its box row's
+// start. Box a is at byte a * STRIDE of the shared buffer.
+template <int EB, int GI, int LOADED>
+struct ClassBoxes {
+    static constexpr int TILE_W = 128 / EB, E = 16 / EB;
+    static constexpr int ROWS = LOADED / GI;         // box rows (super-rows) per box
+    static constexpr int W = TILE_W + E;             // elements per box row
+    static constexpr int BYTES = ROWS * W * EB;
+    static constexpr int STRIDE = (BYTES + 127) / 128 * 128;
+
+    // One thread: arms `bar` for the GI boxes of the tile whose loaded rows start at `top` (a
+    // multiple of GI) and columns at c0, and starts their copies into `si`.
+    __device__ static void issue(uint32_t si, const CUtensorMap* map, int cols, int c0, int top, uint32_t bar)
+    {
+        mbar_expect(bar, GI * BYTES);
+#pragma unroll
+        for (int a = 0; a < GI; ++a) tma_load_2d(si + a * STRIDE, map, (a * cols + c0) & ~(E - 1), top / GI, bar);
+    }
+};
+
+// The map ClassBoxes reads: boxes of 128 / eb + 16 / eb elements by loaded / g super-rows.
+static CUtensorMap class_box_map(void* ptr, int rows, int cols, int eb, int g, int loaded)
+{
+    return super_row_map(ptr, rows, cols, eb, g, 128 / eb + 16 / eb, loaded / g, CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
 // RUNS=sector ownership, element by element (tiles the copy engine cannot serve): out row oy's
 // run from tile row r0 is columns r0 - s .. r0 - s + TILE_H - 1 (s = (oy * rows + r0) mod
 // SECTOR); the last tile row also writes on to the end of the row.

@@ -145,54 +145,51 @@ struct CopyRegs {
     float v[UPT][4];
 };
 
+// Float4 unit i (of UPT) of this thread's share of slice s: A's units first (row, 4 columns of
+// the slice's BK), then B's (one of the slice's BK rows, 4 of its padded columns). valid is
+// false past the slice's units; row and col index A or B (and AP or BP, which have the same
+// rows and columns, padded).
+struct Unit {
+    bool valid, is_a;
+    long long row, col;
+};
+__device__ __forceinline__ Unit unit_of(int i, int M, int N, int s)
+{
+    const int np4 = (N + 3) / 4;
+    const long long ua = (long long)M * (BK / 4), units = ua + (long long)BK * np4;
+    const long long threads = (long long)gridDim.x * gridDim.y * THREADS;
+    const long long u = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * THREADS + threadIdx.x + i * threads;
+    if (u < ua) return {true, true, u / (BK / 4), (long long)s * BK + (u % (BK / 4)) * 4};
+    const long long ub = u - ua;
+    return {u < units, false, (long long)s * BK + ub / np4, (ub % np4) * 4};
+}
+
 __device__ __forceinline__ void copy_load(CopyRegs& r, const float* __restrict__ A, const float* __restrict__ B, int M,
                                           int N, int K, int s, int tiles)
 {
     if (s >= tiles) return;
-    const int np4 = (N + 3) / 4;
-    const long long ua = (long long)M * (BK / 4), units = ua + (long long)BK * np4;
-    const long long threads = (long long)gridDim.x * gridDim.y * THREADS;
-    const long long g = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * THREADS + threadIdx.x;
 #pragma unroll
     for (int i = 0; i < UPT; ++i) {
-        const long long u = g + i * threads;
-        const bool is_a = u < ua;
-        long long row, col, width, stride;
-        const float* src;
-        if (is_a) {
-            row = u / (BK / 4); col = (long long)s * BK + (u % (BK / 4)) * 4; width = K; src = A; stride = K;
-        } else {
-            const long long ub = u - ua;
-            row = (long long)s * BK + ub / np4; col = (ub % np4) * 4; width = row < K ? N : 0; src = B; stride = N;
-        }
+        const Unit x = unit_of(i, M, N, s);
+        const long long width = x.is_a ? K : (x.row < K ? N : 0), stride = x.is_a ? K : N;
+        const float* src = x.is_a ? A : B;
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            r.v[i][j] = u < units && col + j < width ? __ldg(src + row * stride + col + j) : 0.0f;
+            r.v[i][j] = x.valid && x.col + j < width ? __ldg(src + x.row * stride + x.col + j) : 0.0f;
     }
 }
 
+// Stores what copy_load read; units past AP's padded columns or BP's padded rows are dropped.
 __device__ __forceinline__ void copy_store(const CopyRegs& r, float* __restrict__ AP, float* __restrict__ BP, int M,
                                            int N, int K, int s, int tiles)
 {
     if (s >= tiles) return;
-    const int np4 = (N + 3) / 4, kp = (K + 3) / 4 * 4;
-    const long long ua = (long long)M * (BK / 4), units = ua + (long long)BK * np4;
-    const long long threads = (long long)gridDim.x * gridDim.y * THREADS;
-    const long long g = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * THREADS + threadIdx.x;
+    const long long kp = (K + 3) / 4 * 4, np = (N + 3) / 4 * 4;
 #pragma unroll
     for (int i = 0; i < UPT; ++i) {
-        const long long u = g + i * threads;
-        if (u >= units) continue;
-        float* dst;
-        if (u < ua) {
-            if ((long long)s * BK + (u % (BK / 4)) * 4 >= kp) continue;
-            dst = AP + (u / (BK / 4)) * kp + (long long)s * BK + (u % (BK / 4)) * 4;
-        } else {
-            const long long ub = u - ua;
-            const long long row = (long long)s * BK + ub / np4;
-            if (row >= kp) continue;
-            dst = BP + row * (np4 * 4) + (ub % np4) * 4;
-        }
+        const Unit x = unit_of(i, M, N, s);
+        if (!x.valid || (x.is_a ? x.col : x.row) >= kp) continue;
+        float* dst = x.is_a ? AP + x.row * kp + x.col : BP + x.row * np + x.col;
         *reinterpret_cast<float4*>(dst) = make_float4(r.v[i][0], r.v[i][1], r.v[i][2], r.v[i][3]);
     }
 }

@@ -37,10 +37,8 @@ __global__ void __launch_bounds__(THREADS) tma_sector(const __grid_constant__ CU
     constexpr int E = 16 / EB;
     constexpr int SECTOR = 32 / EB;
     constexpr int LEAD = SECTOR;
-    constexpr int BOX_ROWS = (TILE_H + LEAD) / GI;
-    constexpr int BOX_W = TILE_W + E;                 // elements per box row
-    constexpr int BOX_BYTES = BOX_ROWS * BOX_W * EB;
-    constexpr int BOX_STRIDE = (BOX_BYTES + 127) / 128 * 128;
+    typedef ClassBoxes<EB, GI, TILE_H + LEAD> Boxes;
+    constexpr int BOX_W = Boxes::W, BOX_STRIDE = Boxes::STRIDE;
     __shared__ alignas(128) unsigned char s_in[GI * BOX_STRIDE];
     __shared__ alignas(8) uint64_t bar;
     const int r0 = blockIdx.y * TILE_H, c0 = blockIdx.x * TILE_W;
@@ -58,9 +56,7 @@ __global__ void __launch_bounds__(THREADS) tma_sector(const __grid_constant__ CU
         mbar_init(sb);
         fence_mbar_init();
         fence_async_shared();
-        mbar_expect(sb, GI * BOX_BYTES);
-#pragma unroll
-        for (int a = 0; a < GI; ++a) tma_load_2d(si + a * BOX_STRIDE, &tin, (a * cols + c0) & ~(E - 1), (r0 - LEAD) / GI, sb);
+        Boxes::issue(si, &tin, cols, c0, r0 - LEAD, sb);
     }
     __syncthreads();
     mbar_wait(sb, 0);
@@ -127,8 +123,8 @@ int main(int argc, char** argv)
     const int vw = argc > 7 ? atoi(argv[7]) : 1;
     const int gi = row_group(cols, eb);
     Problem p(rows, cols, eb);
-    const int tile_w = 128 / eb, e = 16 / eb, lead = 32 / eb;
-    CUtensorMap m = super_row_map(p.din, rows, cols, eb, gi, tile_w + e, (th + lead) / gi, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const int tile_w = 128 / eb;
+    CUtensorMap m = class_box_map(p.din, rows, cols, eb, gi, th + 32 / eb);
     dim3 grid((cols + tile_w - 1) / tile_w, (rows + th - 1) / th);
     launcher f = nullptr;
 #define P(EBV) \

@@ -45,10 +45,8 @@ __global__ void __launch_bounds__(THREADS) tma_vec(const __grid_constant__ CUten
     constexpr int SECTOR = 32 / EB;
     constexpr int LEAD = SECTOR;
     constexpr int LOADED = TILE_H + LEAD;
-    constexpr int BOX_ROWS = LOADED / GI;
-    constexpr int BOX_W = TILE_W + E;                 // elements per box row
-    constexpr int BOX_BYTES = BOX_ROWS * BOX_W * EB;
-    constexpr int BOX_STRIDE = (BOX_BYTES + 127) / 128 * 128;
+    typedef ClassBoxes<EB, GI, LOADED> Boxes;
+    constexpr int BOX_W = Boxes::W, BOX_STRIDE = Boxes::STRIDE;
     constexpr int STAGES = TPB > 1 ? 2 : 1;
     __shared__ alignas(128) unsigned char s_in[STAGES][GI * BOX_STRIDE];
     __shared__ alignas(128) unsigned char s_out[TILE_W * 128];
@@ -66,9 +64,7 @@ __global__ void __launch_bounds__(THREADS) tma_vec(const __grid_constant__ CUten
         const uint32_t sb = (uint32_t)__cvta_generic_to_shared(&bar[st]);
         const uint32_t si = (uint32_t)__cvta_generic_to_shared(s_in[st]);
         fence_async_shared();
-        mbar_expect(sb, GI * BOX_BYTES);
-#pragma unroll
-        for (int a = 0; a < GI; ++a) tma_load_2d(si + a * BOX_STRIDE, &tin, (a * cols + c0) & ~(E - 1), (r0 - LEAD) / GI, sb);
+        Boxes::issue(si, &tin, cols, c0, r0 - LEAD, sb);
     };
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -187,8 +183,8 @@ int main(int argc, char** argv)
     const int th = 128 / eb;
     const int gi = row_group(cols, eb);
     Problem p(rows, cols, eb);
-    const int tile_w = 128 / eb, e = 16 / eb, lead = 32 / eb;
-    CUtensorMap m = super_row_map(p.din, rows, cols, eb, gi, tile_w + e, (th + lead) / gi, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const int tile_w = 128 / eb;
+    CUtensorMap m = class_box_map(p.din, rows, cols, eb, gi, th + 32 / eb);
     dim3 grid((cols + tile_w - 1) / tile_w, (rows + th - 1) / th);
     launcher f = nullptr;
     if (eb == 2) f = threads == 512 ? pick<2, 512>(gi, tpb) : threads == 128 ? pick<2, 128>(gi, tpb) : pick<2, 256>(gi, tpb);
