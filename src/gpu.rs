@@ -128,7 +128,13 @@ impl Buffer {
 pub struct Kernel {
     func: CudaFunction,
     pub registers: i32,
+    /// Dynamic shared memory this function may take per launch: the driver's default (48 KB)
+    /// until a launch asks for more and [`Gpu::launch`] raises it.
+    shared_allowed: std::cell::Cell<u32>,
 }
+
+/// Dynamic shared memory every function may take without opting in, in bytes.
+const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
 
 /// An argument of a launch: a buffer address or a 32-bit integer.
 #[derive(Debug, Clone, Copy)]
@@ -201,6 +207,8 @@ impl Gpu {
                 max_shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?
                     as i64,
                 num_sms: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as i64,
+                max_shared_optin: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                    as i64,
             },
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
             total_mem: ctx.total_mem().map_err(fault("reading total memory"))?,
@@ -294,7 +302,11 @@ impl Gpu {
                         func.cu_function(),
                     )
                 };
-                Ok(Kernel { func, registers })
+                Ok(Kernel {
+                    func,
+                    registers,
+                    shared_allowed: std::cell::Cell::new(DEFAULT_DYNAMIC_SHARED),
+                })
             })
             .collect()
     }
@@ -302,6 +314,21 @@ impl Gpu {
     /// Enqueues one launch; errors from the launch itself (bad geometry, too many resources)
     /// are returned here, faults inside the kernel at the next synchronize.
     pub fn launch(&self, kernel: &Kernel, dims: LaunchDims, args: &[Arg]) -> GpuResult<()> {
+        if dims.shared > kernel.shared_allowed.get() {
+            // Past 48 KB a kernel must opt in, once per function (not per launch: the timed
+            // loops should not pay a driver call each).
+            kernel
+                .func
+                .set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dims.shared as i32,
+                )
+                .map_err(fault(format!(
+                    "allowing {} bytes of dynamic shared memory",
+                    dims.shared
+                )))?;
+            kernel.shared_allowed.set(dims.shared);
+        }
         // The builder keeps references to the values, so they live in these two vectors.
         let wide: Vec<u64> = args
             .iter()
@@ -324,7 +351,7 @@ impl Gpu {
         let cfg = LaunchConfig {
             grid_dim: dims.grid,
             block_dim: dims.block,
-            shared_mem_bytes: 0,
+            shared_mem_bytes: dims.shared,
         };
         unsafe { builder.launch(cfg) }
             .map(|_| ())

@@ -148,6 +148,11 @@ impl Constraint {
 pub struct Launch {
     pub block: [String; 3],
     pub grid: [String; 3],
+    /// Bytes of dynamic shared memory per block (an expression); absent: none. Lets a template
+    /// use more than the 48 KB of static shared memory, up to the device's opt-in limit
+    /// (`MAX_SHARED_OPTIN`); a larger value prunes the configuration.
+    #[serde(default)]
+    pub shared: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -821,6 +821,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     kernel: b.kernel.clone().unwrap_or_default(),
                     grid: [dims.grid.0, dims.grid.1, dims.grid.2],
                     block: [dims.block.0, dims.block.1, dims.block.2],
+                    shared: dims.shared,
                     before: Vec::new(),
                 })
             }
@@ -856,6 +857,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 &base,
                 &launch.block,
                 &launch.grid,
+                launch.shared.as_deref(),
                 &limits,
                 &format!("{} reference_launch", op.origin),
             )?
@@ -868,6 +870,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 kernel: kernel.clone(),
                 grid: [dims.grid.0, dims.grid.1, dims.grid.2],
                 block: [dims.block.0, dims.block.1, dims.block.2],
+                shared: dims.shared,
                 before: Vec::new(),
             })
         }
@@ -1627,10 +1630,16 @@ impl Prepared {
             task_key.insert(
                 id,
                 format!(
-                    "{} {:?} {:?}{}",
+                    "{} {:?} {:?}{}{}",
                     env.compiler.key(&self.sources[*k]),
                     dims.grid,
                     dims.block,
+                    // Only where there is any, so that journals written before keep their keys.
+                    if dims.shared > 0 {
+                        format!(" shared {}", dims.shared)
+                    } else {
+                        String::new()
+                    },
                     c.prologue
                         .iter()
                         .map(|(name, d)| format!(" after {name} {:?} {:?}", d.grid, d.block))
@@ -1647,6 +1656,7 @@ impl Prepared {
                 kernel: env.op.spec.kernel.clone(),
                 grid: [dims.grid.0, dims.grid.1, dims.grid.2],
                 block: [dims.block.0, dims.block.1, dims.block.2],
+                shared: dims.shared,
                 before: pre_launches(c),
             },
             expect: "reference".into(),
@@ -1701,6 +1711,7 @@ fn reference_config_kernel(
         kernel: op.spec.kernel.clone(),
         grid: [dims.grid.0, dims.grid.1, dims.grid.2],
         block: [dims.block.0, dims.block.1, dims.block.2],
+        shared: dims.shared,
         before: pre_launches(c),
     })
 }
@@ -1762,6 +1773,7 @@ fn baseline_launch(
         base,
         block,
         grid,
+        None,
         limits,
         &format!("{} baselines.{}", op.origin, b.name),
     )

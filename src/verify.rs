@@ -377,6 +377,7 @@ impl Checker {
         let dims = LaunchDims {
             grid: (blocks, 1, 1),
             block: (256, 1, 1),
+            shared: 0,
         };
         let args = [
             Arg::Ptr(out.ptr),

@@ -65,6 +65,9 @@ pub enum Work {
         kernel: String,
         grid: [u32; 3],
         block: [u32; 3],
+        /// Bytes of dynamic shared memory per block (the spec's `[launch] shared`).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        shared: u32,
         /// Kernels of the same cubin launched first, in the same timed region (the spec's
         /// prologue for this configuration).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -93,10 +96,15 @@ pub struct PreLaunch {
     pub block: [u32; 3],
 }
 
-fn dims_of(grid: &[u32; 3], block: &[u32; 3]) -> crate::space::LaunchDims {
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+fn dims_of(grid: &[u32; 3], block: &[u32; 3], shared: u32) -> crate::space::LaunchDims {
     crate::space::LaunchDims {
         grid: (grid[0], grid[1], grid[2]),
         block: (block[0], block[1], block[2]),
+        shared,
     }
 }
 
@@ -111,15 +119,17 @@ impl Loaded {
         gpu: &Gpu,
         image: &[u8],
         kernel: &str,
-        grid: &[u32; 3],
-        block: &[u32; 3],
+        launch: crate::space::LaunchDims,
         before: &[PreLaunch],
     ) -> GpuResult<Loaded> {
         let mut names: Vec<&str> = before.iter().map(|p| p.kernel.as_str()).collect();
         names.push(kernel);
         let kernels = gpu.load_all(image, &names)?;
-        let mut dims: Vec<_> = before.iter().map(|p| dims_of(&p.grid, &p.block)).collect();
-        dims.push(dims_of(grid, block));
+        let mut dims: Vec<_> = before
+            .iter()
+            .map(|p| dims_of(&p.grid, &p.block, 0))
+            .collect();
+        dims.push(launch);
         Ok(Loaded {
             launches: kernels.into_iter().zip(dims).collect(),
         })
@@ -146,6 +156,8 @@ pub struct ReferenceKernel {
     pub kernel: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared: u32,
     /// Prologue kernels of a reference configuration, launched first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub before: Vec<PreLaunch>,
@@ -326,8 +338,13 @@ impl Session {
             (None, Some(rk)) => {
                 let image =
                     std::fs::read(&rk.cubin).map_err(|e| Error::io("cannot read", &rk.cubin, e))?;
-                let kernel =
-                    Loaded::new(&gpu, &image, &rk.kernel, &rk.grid, &rk.block, &rk.before)?;
+                let kernel = Loaded::new(
+                    &gpu,
+                    &image,
+                    &rk.kernel,
+                    dims_of(&rk.grid, &rk.block, rk.shared),
+                    &rk.before,
+                )?;
                 let out_ptr = buffers[output].1.ptr;
                 let ref_args: Vec<Arg> = args
                     .iter()
@@ -417,6 +434,7 @@ impl Session {
                 kernel,
                 grid,
                 block,
+                shared,
                 before,
             } = &task.work
             else {
@@ -430,8 +448,14 @@ impl Session {
             let ready = std::fs::read(cubin)
                 .map_err(|e| e.to_string())
                 .and_then(|image| {
-                    let k = Loaded::new(&self.gpu, &image, kernel, grid, block, before)
-                        .map_err(|f| f.to_string())?;
+                    let k = Loaded::new(
+                        &self.gpu,
+                        &image,
+                        kernel,
+                        dims_of(grid, block, *shared),
+                        before,
+                    )
+                    .map_err(|f| f.to_string())?;
                     self.poison().map_err(|f| f.to_string())?;
                     k.enqueue(&self.gpu, &self.args)
                         .map_err(|f| f.to_string())?;
@@ -531,10 +555,17 @@ impl Session {
                 kernel,
                 grid,
                 block,
+                shared,
                 before,
             } => match std::fs::read(cubin) {
                 Err(e) => Err(format!("cannot read {}: {e}", cubin.display())),
-                Ok(image) => match Loaded::new(&self.gpu, &image, kernel, grid, block, before) {
+                Ok(image) => match Loaded::new(
+                    &self.gpu,
+                    &image,
+                    kernel,
+                    dims_of(grid, block, *shared),
+                    before,
+                ) {
                     Err(f) => Err(self.fault(&mut r, f)),
                     Ok(k) => {
                         r.registers = Some(k.registers());

@@ -811,3 +811,77 @@ fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
         .compile(&all)
         .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
 }
+
+/// An sgemm winner past 48 KB of shared memory (three cp.async stages of a 64x128x32 tile,
+/// 72 KB): its exported source declares the buffers `extern __shared__`, and both the file's
+/// comments and the header's entry give the bytes a launch must pass (and opt in to).
+#[test]
+fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
+    let compiler = Compiler::new("sm_90", None).unwrap_or_else(|e| {
+        panic!("NVRTC could not be loaded ({e}); run the tests through scripts/test.sh")
+    });
+    let template = committed_rows()
+        .into_iter()
+        .find(|r| r.op == "matmul")
+        .expect("the fixture has a matmul row");
+    let params = "BM=64;BN=128;BK=32;TM=8;TN=8;WARP_N=16;VEC=4;PAD=0;STAGES={S};GROUP_M=8;\
+                  OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=0;WINDOWS=0;ORDER=snakek;\
+                  CSTORE=scalar;KSPLIT=1;B_ELEMS=0";
+    let rows: Vec<BestRow> = [("4096x4096x4096", "3"), ("2048x2048x2048", "2")]
+        .iter()
+        .map(|(shape, stages)| BestRow {
+            op: "sgemm".into(),
+            shape: shape.to_string(),
+            params: params.replace("{S}", stages),
+            ..template.clone()
+        })
+        .collect();
+    let refs: Vec<&BestRow> = rows.iter().collect();
+    let files = cuda_autotune::export::cuda::render(&refs, None, "test").unwrap();
+    let file = |end: &str| {
+        files
+            .iter()
+            .find(|f| f.name.ends_with(end))
+            .unwrap_or_else(|| panic!("no *{end}"))
+            .contents
+            .clone()
+    };
+    let big = file("sgemm_4096x4096x4096.cu");
+    assert!(
+        big.contains("extern __shared__ __align__(16) float smem[];"),
+        "{big}"
+    );
+    assert!(
+        big.contains(
+            "= block (128, 1, 1), grid (32, 64, 1), 73728 bytes of dynamic shared memory at \
+             4096x4096x4096."
+        ),
+        "{big}"
+    );
+    assert!(
+        big.contains("dynamic shared memory = DYN_SMEM bytes"),
+        "{big}"
+    );
+    // Two stages fit in static shared memory: nothing to pass at launch.
+    let small = file("sgemm_2048x2048x2048.cu");
+    assert!(!small.contains("extern __shared__"), "{small}");
+    assert!(small.contains("= block (128, 1, 1), grid (16, 32, 1) at 2048x2048x2048."));
+    let header = file(".h");
+    assert!(header.contains("unsigned int shared_bytes;"), "{header}");
+    assert!(
+        header.contains("{128u, 1u, 1u}, {32u, 64u, 1u}, 73728u,"),
+        "{header}"
+    );
+    assert!(
+        header.contains("{128u, 1u, 1u}, {16u, 32u, 1u}, 0u,"),
+        "{header}"
+    );
+    let all: String = files
+        .iter()
+        .filter(|f| f.name.ends_with(".cu"))
+        .map(|f| f.contents.clone())
+        .collect();
+    compiler
+        .compile(&all)
+        .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
+}

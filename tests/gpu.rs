@@ -601,6 +601,43 @@ fn element_wise_b_sgemm_variants_verify_where_only_k_or_n_is_odd() {
     }
 }
 
+/// Tiles past 48 KB of shared memory (three cp.async stages of 64x128x32 and 128x128x32: 72 to
+/// 104 KB) run with dynamic shared memory, which the launcher must opt in to per kernel: a
+/// missing opt-in fails the launch, a wrong size or a buffer laid out past the bytes passed
+/// gives wrong sums or a fault. Every load path that reaches those sizes, aligned and odd
+/// shapes (the repack's prologue and the windows included), every measured variant verified.
+#[test]
+fn sgemm_variants_past_48_kb_of_shared_memory_verify() {
+    if skip("sgemm_variants_past_48_kb_of_shared_memory_verify") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let op = cuda_autotune::ops::Op::load("sgemm", None).unwrap();
+    for shape in ["256x256x128", "257x300x131", "999x1001x1003"] {
+        let o = random_sgemm_search(
+            shape,
+            &[
+                "BM=64,128",
+                "BN=128",
+                "BK=32",
+                "STAGES=3",
+                "BOUNDS=always,specialized,edge",
+            ],
+        );
+        let at = cuda_autotune::shape::Shape::parse(shape, &op.spec.dims).unwrap();
+        for r in variants(&o).filter(|r| r.status == Status::Ok) {
+            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let c = cuda_autotune::export::candidate_for(&op, &at, &params.join(";")).unwrap();
+            let shared = c.launch.expect("measured, so not pruned").shared;
+            assert!(
+                shared > 48 * 1024,
+                "{shape}: {} has {shared} bytes of dynamic shared memory",
+                params.join(" ")
+            );
+        }
+    }
+}
+
 /// KSPLIT > 1: groups of warps each sum a share of every slice's k steps and the partial C
 /// tiles are added up through shared memory (reusing the slice buffers) before group 0
 /// stores C; a wrong share, a missing barrier or a group left out gives wrong sums. Every

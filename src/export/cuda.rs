@@ -215,10 +215,11 @@ fn prologue_name(tuned: &TunedKernel, name: &str, kernel: &str) -> String {
 fn launch_comment(op: &Op, name: &str) -> String {
     let l = &op.spec.launch;
     let mut text = format!(
-        "// Launch: {name}({}) with block = ({}), grid = ({})",
+        "// Launch: {name}({}) with block = ({}), grid = ({}){}",
         op.spec.args.join(", "),
         l.block.join(", "),
-        l.grid.join(", ")
+        l.grid.join(", "),
+        shared_rule(op)
     );
     for p in &op.spec.prologue {
         let _ = write!(
@@ -243,6 +244,20 @@ fn launch_comment(op: &Op, name: &str) -> String {
         );
     }
     text
+}
+
+/// `, dynamic shared memory = EXPR bytes ...` when the op's launch asks for any, else empty.
+fn shared_rule(op: &Op) -> String {
+    op.spec
+        .launch
+        .shared
+        .as_ref()
+        .map_or(String::new(), |expr| {
+            format!(
+                ", dynamic shared memory = {expr} bytes (past 48 KB, raise \
+             cudaFuncAttributeMaxDynamicSharedMemorySize to it first)"
+            )
+        })
 }
 
 /// `{bx u, by u, bz u}, {gx u, gy u, gz u}`: the block and grid fields of a header entry.
@@ -288,7 +303,7 @@ fn cu_file(e: &Entry, origin: &str) -> String {
          // {} {} {}, tuned on {} (cc {}) at {}: {} median, {:.1} {}{roof}.\n\
          // Parameters: {}\n\
          {}\n\
-         //   = block ({}, {}, {}), grid ({}, {}, {}) at {}.{}\n\
+         //   = block ({}, {}, {}), grid ({}, {}, {}){} at {}.{}\n\
          // Valid for: {}.",
         env!("CARGO_PKG_VERSION"),
         r.op,
@@ -312,6 +327,11 @@ fn cu_file(e: &Entry, origin: &str) -> String {
         launch.grid.0,
         launch.grid.1,
         launch.grid.2,
+        if launch.shared > 0 {
+            format!(", {} bytes of dynamic shared memory", launch.shared)
+        } else {
+            String::new()
+        },
         r.shape,
         prologue_lines(e),
         rule_text(&e.rule, &e.tuned.op, &r.shape),
@@ -466,12 +486,13 @@ extern "C" {{
         let l = &op.spec.launch;
         let _ = writeln!(
             s,
-            " *   {} (shape {}): <kernel>({}),\n *     block = ({}), grid = ({})",
+            " *   {} (shape {}): <kernel>({}),\n *     block = ({}), grid = ({}){}",
             op.name(),
             op.spec.dims.join("x"),
             op.spec.args.join(", "),
             l.block.join(", "),
-            l.grid.join(", ")
+            l.grid.join(", "),
+            shared_rule(op).replace(", dynamic", ",\n *     dynamic")
         );
         for p in &op.spec.prologue {
             let _ = writeln!(
@@ -513,6 +534,10 @@ typedef struct ca_tuned_entry {{
     ca_param params[CA_MAX_PARAMS];
     unsigned int block[3]; /* threads per block */
     unsigned int grid[3];  /* blocks, at dims (recompute for another shape) */
+    unsigned int shared_bytes; /* dynamic shared memory per block, at dims; over 48 KB call
+                              cudaFuncSetAttribute(kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) once
+                              before the first launch */
     const char* before;    /* kernel to launch first with the same arguments; NULL: none */
     unsigned int before_block[3];
     unsigned int before_grid[3]; /* at dims (recompute for another shape) */
@@ -555,6 +580,7 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             crate::space::LaunchDims {
                 grid: (0, 0, 0),
                 block: (0, 0, 0),
+                shared: 0,
             },
             |(_, d)| *d,
         );
@@ -562,7 +588,7 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             s,
             "    {{{op}, {shape}, {nd}, {{{dims}}}, {dtype}, {gpu}, {cc}, {kernel}, {source},\n     \
              {np}, {{{params}}},\n     \
-             {launch},\n     \
+             {launch}, {shared}u,\n     \
              {before}, {pre_launch},\n     \
              {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
              {exact}, {nm}, {{{moduli}}}}},",
@@ -582,6 +608,7 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             np = params.len(),
             params = params.join(", "),
             launch = c_dims(&launch),
+            shared = launch.shared,
             before = pre
                 .map(|(k, _)| c_str(&prologue_name(&e.tuned, &e.name, k)))
                 .unwrap_or_else(|| "NULL".into()),
