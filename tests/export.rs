@@ -741,35 +741,11 @@ fn report_shows_the_re_timed_winner() {
 /// comments give its launch, and the header's entry names it in `before`.
 #[test]
 fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
-    let compiler = Compiler::new("sm_90", None).unwrap_or_else(|e| {
-        panic!("NVRTC could not be loaded ({e}); run the tests through scripts/test.sh")
-    });
-    let template = committed_rows()
-        .into_iter()
-        .find(|r| r.op == "matmul")
-        .expect("the fixture has a matmul row");
     let params = "BM=64;BN=32;BK=32;TM=8;TN=4;WARP_N=8;VEC=4;PAD=4;STAGES=2;GROUP_M=8;\
                   OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=1";
-    let rows: Vec<BestRow> = ["1023x1025x1027", "999x1001x1003"]
-        .iter()
-        .map(|shape| BestRow {
-            op: "sgemm".into(),
-            shape: shape.to_string(),
-            params: params.into(),
-            ..template.clone()
-        })
-        .collect();
-    let refs: Vec<&BestRow> = rows.iter().collect();
-    let files = cuda_autotune::export::cuda::render(&refs, None, "test").unwrap();
-    let file = |name: &str| {
-        files
-            .iter()
-            .find(|f| f.name == name)
-            .unwrap_or_else(|| panic!("no {name}"))
-            .contents
-            .clone()
-    };
-    let cu = file("sgemm_1023x1025x1027.cu");
+    let rows = sgemm_rows(&[("1023x1025x1027", params), ("999x1001x1003", params)]);
+    let files = SgemmExport::of(&rows);
+    let cu = files.ending("sgemm_1023x1025x1027.cu");
     assert!(
         cu.contains("void __launch_bounds__(128)\nsgemm_1023x1025x1027_repack(")
             && !cu.contains("sgemm_repack"),
@@ -780,12 +756,7 @@ fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
         cu.contains("first sgemm_1023x1025x1027_repack: block (128, 1, 1), grid (3, 2051, 1)"),
         "{cu}"
     );
-    let header = files
-        .iter()
-        .find(|f| f.name.ends_with(".h"))
-        .expect("a header")
-        .contents
-        .clone();
+    let header = files.ending(".h");
     assert!(
         header.contains("\"sgemm_1023x1025x1027_repack\", {128u, 1u, 1u}, {3u, 2051u, 1u}"),
         "{header}"
@@ -802,14 +773,60 @@ fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
     };
     assert!(valid_for(&even, &[2048, 2048, 2048], None).unwrap());
     assert!(!applicability(&even, None).unwrap().exact_only);
-    let all: String = files
-        .iter()
-        .filter(|f| f.name.ends_with(".cu"))
-        .map(|f| f.contents.clone())
-        .collect();
-    compiler
-        .compile(&all)
-        .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
+    files.compile_together();
+}
+
+/// sgemm rows of (shape, parameters), the rest of each row copied from the fixture's matmul row.
+fn sgemm_rows(rows: &[(&str, &str)]) -> Vec<BestRow> {
+    let template = committed_rows()
+        .into_iter()
+        .find(|r| r.op == "matmul")
+        .expect("the fixture has a matmul row");
+    rows.iter()
+        .map(|(shape, params)| BestRow {
+            op: "sgemm".into(),
+            shape: shape.to_string(),
+            params: params.to_string(),
+            ..template.clone()
+        })
+        .collect()
+}
+
+/// What `tune export --format cuda` writes for some rows: (file name, contents).
+struct SgemmExport(Vec<(String, String)>);
+
+impl SgemmExport {
+    fn of(rows: &[BestRow]) -> SgemmExport {
+        let refs: Vec<&BestRow> = rows.iter().collect();
+        let files = cuda_autotune::export::cuda::render(&refs, None, "test").unwrap();
+        SgemmExport(files.into_iter().map(|f| (f.name, f.contents)).collect())
+    }
+
+    /// The contents of the file whose name ends with `end`.
+    fn ending(&self, end: &str) -> String {
+        self.0
+            .iter()
+            .find(|(name, _)| name.ends_with(end))
+            .unwrap_or_else(|| panic!("no *{end}"))
+            .1
+            .clone()
+    }
+
+    /// Every exported .cu file compiles with NVRTC as one source (no extern "C" clash).
+    fn compile_together(&self) {
+        let compiler = Compiler::new("sm_90", None).unwrap_or_else(|e| {
+            panic!("NVRTC could not be loaded ({e}); run the tests through scripts/test.sh")
+        });
+        let all: String = self
+            .0
+            .iter()
+            .filter(|(name, _)| name.ends_with(".cu"))
+            .map(|(_, contents)| contents.clone())
+            .collect();
+        compiler
+            .compile(&all)
+            .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
+    }
 }
 
 /// An sgemm winner past 48 KB of shared memory (three cp.async stages of a 64x128x32 tile,
@@ -817,36 +834,15 @@ fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
 /// comments and the header's entry give the bytes a launch must pass (and opt in to).
 #[test]
 fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
-    let compiler = Compiler::new("sm_90", None).unwrap_or_else(|e| {
-        panic!("NVRTC could not be loaded ({e}); run the tests through scripts/test.sh")
-    });
-    let template = committed_rows()
-        .into_iter()
-        .find(|r| r.op == "matmul")
-        .expect("the fixture has a matmul row");
     let params = "BM=64;BN=128;BK=32;TM=8;TN=8;WARP_N=16;VEC=4;PAD=0;STAGES={S};GROUP_M=8;\
                   OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=0;WINDOWS=0;ORDER=snakek;\
                   CSTORE=scalar;KSPLIT=1;B_ELEMS=0";
-    let rows: Vec<BestRow> = [("4096x4096x4096", "3"), ("2048x2048x2048", "2")]
-        .iter()
-        .map(|(shape, stages)| BestRow {
-            op: "sgemm".into(),
-            shape: shape.to_string(),
-            params: params.replace("{S}", stages),
-            ..template.clone()
-        })
-        .collect();
-    let refs: Vec<&BestRow> = rows.iter().collect();
-    let files = cuda_autotune::export::cuda::render(&refs, None, "test").unwrap();
-    let file = |end: &str| {
-        files
-            .iter()
-            .find(|f| f.name.ends_with(end))
-            .unwrap_or_else(|| panic!("no *{end}"))
-            .contents
-            .clone()
-    };
-    let big = file("sgemm_4096x4096x4096.cu");
+    let (three, two) = (params.replace("{S}", "3"), params.replace("{S}", "2"));
+    let files = SgemmExport::of(&sgemm_rows(&[
+        ("4096x4096x4096", &three),
+        ("2048x2048x2048", &two),
+    ]));
+    let big = files.ending("sgemm_4096x4096x4096.cu");
     assert!(
         big.contains("extern __shared__ __align__(16) float smem[];"),
         "{big}"
@@ -863,10 +859,10 @@ fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
         "{big}"
     );
     // Two stages fit in static shared memory: nothing to pass at launch.
-    let small = file("sgemm_2048x2048x2048.cu");
+    let small = files.ending("sgemm_2048x2048x2048.cu");
     assert!(!small.contains("extern __shared__"), "{small}");
     assert!(small.contains("= block (128, 1, 1), grid (16, 32, 1) at 2048x2048x2048."));
-    let header = file(".h");
+    let header = files.ending(".h");
     assert!(header.contains("unsigned int shared_bytes;"), "{header}");
     assert!(
         header.contains("{128u, 1u, 1u}, {32u, 64u, 1u}, 73728u,"),
@@ -876,12 +872,5 @@ fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
         header.contains("{128u, 1u, 1u}, {16u, 32u, 1u}, 0u,"),
         "{header}"
     );
-    let all: String = files
-        .iter()
-        .filter(|f| f.name.ends_with(".cu"))
-        .map(|f| f.contents.clone())
-        .collect();
-    compiler
-        .compile(&all)
-        .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
+    files.compile_together();
 }
