@@ -254,8 +254,9 @@ fn shared_rule(op: &Op) -> String {
         .as_ref()
         .map_or(String::new(), |expr| {
             format!(
-                ", dynamic shared memory = {expr} bytes (past 48 KB, raise \
-             cudaFuncAttributeMaxDynamicSharedMemorySize to it first)"
+                ", dynamic shared memory = {expr} bytes (over the op spec's defines, which \
+                 the source need not hold; at the tuned shape it is the entry's shared_bytes; \
+                 past 48 KB raise cudaFuncAttributeMaxDynamicSharedMemorySize to it first)"
             )
         })
 }
