@@ -219,7 +219,7 @@ fn launch_comment(op: &Op, name: &str) -> String {
         op.spec.args.join(", "),
         l.block.join(", "),
         l.grid.join(", "),
-        shared_rule(op)
+        shared_rule(op, " ")
     );
     for p in &op.spec.prologue {
         let _ = write!(
@@ -246,15 +246,16 @@ fn launch_comment(op: &Op, name: &str) -> String {
     text
 }
 
-/// `, dynamic shared memory = EXPR bytes ...` when the op's launch asks for any, else empty.
-fn shared_rule(op: &Op) -> String {
+/// `,<sep>dynamic shared memory = EXPR bytes ...` when the op's launch asks for any, else
+/// empty; `sep` is a space in a source's comment line, a line break in the header's list.
+fn shared_rule(op: &Op, sep: &str) -> String {
     op.spec
         .launch
         .shared
         .as_ref()
         .map_or(String::new(), |expr| {
             format!(
-                ", dynamic shared memory = {expr} bytes (over the op spec's defines, which \
+                ",{sep}dynamic shared memory = {expr} bytes (over the op spec's defines, which \
                  the source need not hold; at the tuned shape it is the entry's shared_bytes; \
                  past 48 KB raise cudaFuncAttributeMaxDynamicSharedMemorySize to it first)"
             )
@@ -493,7 +494,7 @@ extern "C" {{
             op.spec.args.join(", "),
             l.block.join(", "),
             l.grid.join(", "),
-            shared_rule(op).replace(", dynamic", ",\n *     dynamic")
+            shared_rule(op, "\n *     ")
         );
         for p in &op.spec.prologue {
             let _ = writeln!(
