@@ -719,7 +719,20 @@ mod tests {
         let all = enumerate(&op, &shape("10000000x3"), &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
         let live: Vec<_> = all.iter().filter(|c| c.pruned.is_none()).collect();
         assert!(!live.is_empty());
-        assert!(live.iter().all(|c| c.launch.unwrap().grid.1 <= 65535));
+        for c in &live {
+            // y stays in range and y x z still holds every group of tile rows, one a block.
+            let grid = c.launch.unwrap().grid;
+            let groups = var(c, "GROUPS");
+            assert!(grid.1 <= 65535, "{}", c.config.label());
+            assert!(
+                grid.1 as i64 * grid.2 as i64 >= groups,
+                "{}",
+                c.config.label()
+            );
+            let (th, tpb) = (var(c, "TILE_H"), int(c, "TILES_PER_BLOCK"));
+            assert_eq!(groups, ((10_000_000 + th - 1) / th + tpb - 1) / tpb);
+        }
+        assert!(live.iter().any(|c| c.launch.unwrap().grid.2 > 1));
     }
     /// The sgemm spec's prologue: REPACK=1 points carry sgemm_repack with its grid, others
     /// carry nothing, and REPACK=1 is pruned where float4 loads need no repack. WINDOWS=1

@@ -232,6 +232,71 @@ fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
     }
 }
 
+/// RUNS=chunk: every global access an aligned 16-byte vector (rows of in read as the chunks
+/// that hold them, runs of out gathered a chunk at a time from sector boundaries, heads and
+/// tails element by element), at shapes whose rows start at every offset within a chunk and
+/// whose edges cut tiles, chunks and sectors, in every element type: every variant verifies
+/// bit for bit.
+#[test]
+fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
+    if skip("chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for dtype in ["f32", "f64", "f16"] {
+        for shape in ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1001"] {
+            let out = tempfile::tempdir().unwrap();
+            let mut opts = options(shape, out.path());
+            opts.dtype = Some(dtype.into());
+            opts.params = vec!["RUNS=chunk".into(), "BOUNDS=always,edge".into()];
+            let o = tune(&opts).unwrap();
+            let what = format!("{dtype} {shape}");
+            assert_none_failed(&o, &what);
+            let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+            assert!(ok.len() >= 140, "{what}: only {} verified", ok.len());
+            assert!(
+                ok.iter().all(|r| param(r, "RUNS") == "chunk"),
+                "{what}: only RUNS=chunk was asked for"
+            );
+        }
+    }
+}
+
+/// A matrix with more groups of tile rows than grid.y may hold (65535): the rest go to
+/// grid.z, one group a block. Every run layout, with one and two tiles a block, verifies.
+#[test]
+fn tall_matrices_past_65535_tile_rows_verify() {
+    if skip("tall_matrices_past_65535_tile_rows_verify") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    // 4200001 rows: 131251 tiles of 32 rows, 262501 of 16.
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("4200001x3", out.path());
+    opts.params = [
+        "TILE_DIM=16,32",
+        "BLOCK_ROWS=4",
+        "RUNS=tile,sector,chunk",
+        "VEC=1,2",
+        "BOUNDS=always,edge",
+        "ASPECT=square",
+        "TILES_PER_BLOCK=1,2",
+        "OCCUPANCY=0",
+    ]
+    .map(String::from)
+    .to_vec();
+    let o = tune(&opts).unwrap();
+    assert_none_failed(&o, "4200001x3");
+    let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
+    for runs in ["tile", "sector", "chunk"] {
+        assert!(
+            ok.iter().any(|r| param(r, "RUNS") == runs),
+            "no RUNS={runs} variant verified"
+        );
+    }
+    assert!(ok.len() >= 20, "only {} verified", ok.len());
+}
+
 /// `--no-pruned-rows` (pruned_rows = false) leaves pruned configurations out of the run CSV
 /// and nothing else: the measured rows are the same as in a full CSV.
 #[test]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 16 (issue 9): RUNS=chunk, the transpose whose every global access is an aligned
+# 16-byte vector at any stride (prototype: scripts/proto/chunk_transpose.cu).
+#   tune:  the whole default space (RUNS=chunk included), exhaustive, at 8191^2 in f16, f32 and
+#          f64 and at 1000^2 in f16 (the shapes where RUNS=chunk exists among the issue's)
+#   tests: the GPU tests but the sgemm ones (every default variant, RUNS=chunk included,
+#          verified at the small odd shapes in every dtype)
+# Run on the GPU machine with the binaries of scripts/gpu-build.sh packed as
+# .gpu/pack/bins.tar.xz (carry .gpu/pack); logs and a tarball of the run folders in $OUT.
+set -u
+export CUDA_AUTOTUNE_CACHE=/tmp/ca-cache
+mode=${1:-tune}
+mkdir -p /tmp/b && tar xJf .gpu/pack/bins.tar.xz -C /tmp/b
+if [ "$mode" = tests ]; then
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --skip sgemm > $OUT/h100_gpu_tests.log 2>&1
+  grep -E "^test |test result" $OUT/h100_gpu_tests.log
+  exit 0
+fi
+if [ "$mode" = chunk ]; then
+  # RUNS=chunk alone (every tile, OCCUPANCY 0 and 64), after its registers were cut.
+  for d in f16 f32 f64; do
+    n=chunk_$d; mkdir -p $OUT/$n; cp results/best.csv $OUT/$n/best.csv
+    /tmp/b/tune --op transpose --shape 8191x8191 --dtype $d --strategy exhaustive --param RUNS=chunk --param OCCUPANCY=0,64 --out $OUT/$n > $OUT/$n.log 2>&1
+    echo "== $n: $(grep -E '^Best' $OUT/$n.log | head -1)"
+  done
+  for f in $OUT/*/*.csv; do if [ "$(basename $f)" != best.csv ]; then grep -v ",pruned," $f > $f.tmp; mv $f.tmp $f; fi; done
+  (cd $OUT && tar czf session16-chunk.tar.gz */ && rm -rf */)
+  exit 0
+fi
+run() { local name=$1; shift
+  mkdir -p $OUT/$name; cp results/best.csv $OUT/$name/best.csv
+  /tmp/b/tune --op transpose --strategy exhaustive --out $OUT/$name "$@" > $OUT/$name.log 2>&1
+  echo "== $name: $(grep -E '^Best' $OUT/$name.log | head -1)"; }
+run f16_8191 --shape 8191x8191 --dtype f16
+run f32_8191 --shape 8191x8191 --dtype f32
+run f64_8191 --shape 8191x8191 --dtype f64
+run f16_1000 --shape 1000x1000 --dtype f16
+# Only configurations that ran come back (pruned rows are listed by the spec, not measured).
+for f in $OUT/*/*.csv; do if [ "$(basename $f)" != best.csv ]; then grep -v ",pruned," $f > $f.tmp; mv $f.tmp $f; fi; done
+(cd $OUT && tar czf session16-tune.tar.gz */ && rm -rf */)
+for n in f16_8191 f32_8191 f64_8191 f16_1000; do echo "== $n"; sed -n '/^Best/,$p' $OUT/$n.log | head -3; done
