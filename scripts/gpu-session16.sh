@@ -11,9 +11,21 @@ set -u
 export CUDA_AUTOTUNE_CACHE=/tmp/ca-cache
 mode=${1:-tune}
 mkdir -p /tmp/b && tar xJf .gpu/pack/bins.tar.xz -C /tmp/b
-if [ "$mode" = tests ]; then
-  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --skip sgemm > $OUT/h100_gpu_tests.log 2>&1
-  grep -E "^test |test result" $OUT/h100_gpu_tests.log
+if [ "$mode" = tests ] || [ "$mode" = variants ]; then
+  # tests: every GPU test but the sgemm ones and every_variant (run apart: ~7 minutes).
+  if [ "$mode" = tests ]; then sel="--skip sgemm --skip every_variant"; else sel="every_variant"; fi
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture $sel > $OUT/h100_gpu_tests_$mode.log 2>&1
+  grep -E "^test |test result|verified, best|panicked" $OUT/h100_gpu_tests_$mode.log
+  exit 0
+fi
+if [ "$mode" = table ]; then
+  # The table with the final template: scripts/gpu-dtype.sh table (default space,
+  # auto = exhaustive here, L2 flushed), every dtype and shape; CSVs and best.csv in a tarball.
+  mkdir -p .gpu && cp /tmp/b/tune .gpu/tune
+  OUT=$OUT bash scripts/gpu-dtype.sh table > /dev/null 2>&1
+  for f in $OUT/results/*.csv; do if [ "$(basename $f)" != best.csv ]; then grep -v ",pruned," $f > $f.tmp; mv $f.tmp $f; fi; done
+  (cd $OUT && tar czf session16-table.tar.gz results && rm -rf results)
+  grep -E "^== tune|^Best|^exit" $OUT/dtype.log | sed -E 's/^Best: .*  ([0-9.]+ GB\/s, [0-9.]+% of [a-z_0-9]+).*/  \1/'
   exit 0
 fi
 if [ "$mode" = chunk ]; then
@@ -23,6 +35,9 @@ if [ "$mode" = chunk ]; then
     /tmp/b/tune --op transpose --shape 8191x8191 --dtype $d --strategy exhaustive --param RUNS=chunk --param OCCUPANCY=0,64 --out $OUT/$n > $OUT/$n.log 2>&1
     echo "== $n: $(grep -E '^Best' $OUT/$n.log | head -1)"
   done
+  n=default_f16; mkdir -p $OUT/$n; cp results/best.csv $OUT/$n/best.csv
+  /tmp/b/tune --op transpose --shape 8191x8191 --dtype f16 --strategy exhaustive --out $OUT/$n > $OUT/$n.log 2>&1
+  echo "== $n: $(grep -E '^Best' $OUT/$n.log | head -1)"
   for f in $OUT/*/*.csv; do if [ "$(basename $f)" != best.csv ]; then grep -v ",pruned," $f > $f.tmp; mv $f.tmp $f; fi; done
   (cd $OUT && tar czf session16-chunk.tar.gz */ && rm -rf */)
   exit 0

@@ -253,7 +253,7 @@ fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
             let what = format!("{dtype} {shape}");
             assert_none_failed(&o, &what);
             let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-            assert!(ok.len() >= 140, "{what}: only {} verified", ok.len());
+            assert!(ok.len() >= 70, "{what}: only {} verified", ok.len());
             assert!(
                 ok.iter().all(|r| param(r, "RUNS") == "chunk"),
                 "{what}: only RUNS=chunk was asked for"
@@ -263,7 +263,8 @@ fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
 }
 
 /// A matrix with more groups of tile rows than grid.y may hold (65535): the rest go to
-/// grid.z, one group a block. Every run layout, with one and two tiles a block, verifies.
+/// grid.z, one group a block. Every run layout, with one and (but RUNS=chunk) two tiles a
+/// block, verifies.
 #[test]
 fn tall_matrices_past_65535_tile_rows_verify() {
     if skip("tall_matrices_past_65535_tile_rows_verify") {
