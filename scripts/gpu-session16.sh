@@ -3,8 +3,11 @@
 # 16-byte vector at any stride (prototype: scripts/proto/chunk_transpose.cu).
 #   tune:  the whole default space (RUNS=chunk included), exhaustive, at 8191^2 in f16, f32 and
 #          f64 and at 1000^2 in f16 (the shapes where RUNS=chunk exists among the issue's)
-#   tests: the GPU tests but the sgemm ones (every default variant, RUNS=chunk included,
-#          verified at the small odd shapes in every dtype)
+#   table: the table (scripts/gpu-dtype.sh table) with the final template
+#   variants / tests: the GPU tests but the sgemm ones, in two calls (every default variant,
+#          RUNS=chunk included, verified at the small odd shapes in every dtype)
+#   faults: the planted-faults suite and examples/tuned_transpose
+#   chunk: every RUNS=chunk variant at 8191^2 per dtype, and the default space in f16
 # Run on the GPU machine with the binaries of scripts/gpu-build.sh packed as
 # .gpu/pack/bins.tar.xz (carry .gpu/pack); logs and a tarball of the run folders in $OUT.
 set -u
@@ -16,6 +19,14 @@ if [ "$mode" = tests ] || [ "$mode" = variants ]; then
   if [ "$mode" = tests ]; then sel="--skip sgemm --skip every_variant"; else sel="every_variant"; fi
   TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture $sel > $OUT/h100_gpu_tests_$mode.log 2>&1
   grep -E "^test |test result|verified, best|panicked" $OUT/h100_gpu_tests_$mode.log
+  exit 0
+fi
+if [ "$mode" = faults ]; then
+  # The planted-faults suite and the exported-kernel example, on results/best.csv as committed.
+  TUNE_EXE=/tmp/b/tune /tmp/b/faults-tests --test-threads=1 > $OUT/h100_faults_tests.log 2>&1
+  /tmp/b/tuned_transpose 1000x1000 results/best.csv > $OUT/h100_tuned_transpose.log 2>&1
+  echo "tuned_transpose exit $?" >> $OUT/h100_tuned_transpose.log
+  grep -E "^test |test result" $OUT/h100_faults_tests.log; tail -n 12 $OUT/h100_tuned_transpose.log
   exit 0
 fi
 if [ "$mode" = table ]; then

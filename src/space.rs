@@ -414,7 +414,7 @@ mod tests {
                 let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
                 assert_eq!(
                     all.len(),
-                    3 * 6 * 4 * 3 * 2 * 3 * 2 * 2,
+                    3 * 6 * 4 * 3 * 2 * 3 * 3 * 2,
                     "{dtype} {s}: default points"
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
@@ -440,6 +440,21 @@ mod tests {
                         assert!(v == 1 && (rows * elem) % 32 != 0, "{}", c.config.label());
                         // Never at tile multiples: `specialized` would duplicate `always`.
                         assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
+                    }
+                    // 16-byte chunks where rows of out are not whole sectors or rows of in
+                    // not whole chunks, one tile a block.
+                    if value(c, "RUNS") == Value::Str("chunk".into()) {
+                        assert!(
+                            v == 1 && ((rows * elem) % 32 != 0 || (cols * elem) % 16 != 0),
+                            "{}",
+                            c.config.label()
+                        );
+                        assert_eq!(int(c, "TILES_PER_BLOCK"), 1, "{}", c.config.label());
+                        assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
+                        assert_eq!(
+                            var(c, "SMEM_BYTES"),
+                            (th + 32 / elem - 1) * (tw * elem / 16 + 1) * 16
+                        );
                     }
                     // The occupancy cap is swept where it was measured to matter.
                     if int(c, "OCCUPANCY") == 64 {
@@ -467,6 +482,15 @@ mod tests {
                     sector_live > 0,
                     (rows * elem) % 32 != 0,
                     "{dtype} {s}: RUNS=sector where rows of out are not whole sectors"
+                );
+                let chunk_live = live
+                    .iter()
+                    .filter(|c| value(c, "RUNS") == Value::Str("chunk".into()))
+                    .count();
+                assert_eq!(
+                    chunk_live > 0,
+                    (rows * elem) % 32 != 0 || (cols * elem) % 16 != 0,
+                    "{dtype} {s}: RUNS=chunk where rows are not whole sectors or chunks"
                 );
                 // Keep the compile work of CI bounded, and `auto` exhaustive on the default space.
                 assert!(
@@ -684,7 +708,7 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3 * 2 * 2);
+        assert_eq!(all.len(), 2 * 6 * 4 * 3 * 2 * 3 * 3 * 2);
         // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
@@ -722,15 +746,15 @@ mod tests {
         for c in &live {
             // y stays in range and y x z still holds every group of tile rows, one a block.
             let grid = c.launch.unwrap().grid;
-            let groups = var(c, "GROUPS");
-            assert!(grid.1 <= 65535, "{}", c.config.label());
+            let (th, tpb) = (var(c, "TILE_H"), int(c, "TILES_PER_BLOCK"));
+            let groups = ((10_000_000 + th - 1) / th + tpb - 1) / tpb;
+            let (y, z) = (grid.1 as i64, grid.2 as i64);
+            assert!(y <= 65535, "{}", c.config.label());
             assert!(
-                grid.1 as i64 * grid.2 as i64 >= groups,
+                y * z >= groups && y * (z - 1) < groups,
                 "{}",
                 c.config.label()
             );
-            let (th, tpb) = (var(c, "TILE_H"), int(c, "TILES_PER_BLOCK"));
-            assert_eq!(groups, ((10_000_000 + th - 1) / th + tpb - 1) / tpb);
         }
         assert!(live.iter().any(|c| c.launch.unwrap().grid.2 > 1));
     }

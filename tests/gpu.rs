@@ -198,68 +198,60 @@ fn every_variant_verifies_in_f64_and_f16() {
     }
 }
 
-/// READ=chunk: rows of in read as aligned 16-byte chunks and placed element by element, at
-/// shapes whose rows start at every offset within a chunk and whose edges cut tiles and
-/// chunks (one row, one column, thin and wide), in every element type: every variant
-/// verifies bit for bit.
-#[test]
-fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
-    if skip("chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
-        return;
-    }
+/// Runs `params` at shapes whose rows start at every offset within a chunk and whose edges
+/// cut tiles, chunks and sectors (one row, one column, thin and wide), in every element type:
+/// none fails, at least `min_ok` verify, and every one has `NAME=value` of `only`.
+fn verify_at_odd_shapes_in_every_dtype(params: &[&str], min_ok: usize, only: (&str, &str)) {
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     for dtype in ["f32", "f64", "f16"] {
         for shape in ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1001"] {
             let out = tempfile::tempdir().unwrap();
             let mut opts = options(shape, out.path());
             opts.dtype = Some(dtype.into());
-            opts.params = vec![
-                "VEC=1".into(),
-                "RUNS=sector".into(),
-                "READ=chunk".into(),
-                "BOUNDS=always,edge".into(),
-            ];
+            opts.params = params.iter().map(|p| p.to_string()).collect();
             let o = tune(&opts).unwrap();
             let what = format!("{dtype} {shape}");
             assert_none_failed(&o, &what);
             let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-            assert!(ok.len() >= 200, "{what}: only {} verified", ok.len());
+            assert!(ok.len() >= min_ok, "{what}: only {} verified", ok.len());
             assert!(
-                ok.iter().all(|r| param(r, "READ") == "chunk"),
-                "{what}: only READ=chunk was asked for"
+                ok.iter().all(|r| param(r, only.0) == only.1),
+                "{what}: only {}={} was asked for",
+                only.0,
+                only.1
             );
         }
     }
 }
 
+/// READ=chunk: rows of in read as aligned 16-byte chunks and placed element by element: every
+/// variant verifies bit for bit at the odd shapes in every element type.
+#[test]
+fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
+    if skip("chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
+        return;
+    }
+    verify_at_odd_shapes_in_every_dtype(
+        &["VEC=1", "RUNS=sector", "READ=chunk", "BOUNDS=always,edge"],
+        200,
+        ("READ", "chunk"),
+    );
+}
+
 /// RUNS=chunk: every global access an aligned 16-byte vector (rows of in read as the chunks
 /// that hold them, runs of out gathered a chunk at a time from sector boundaries, heads and
-/// tails element by element), at shapes whose rows start at every offset within a chunk and
-/// whose edges cut tiles, chunks and sectors, in every element type: every variant verifies
-/// bit for bit.
+/// tails element by element): every variant verifies bit for bit at the odd shapes in every
+/// element type.
 #[test]
 fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
     if skip("chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
         return;
     }
-    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
-    for dtype in ["f32", "f64", "f16"] {
-        for shape in ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1001"] {
-            let out = tempfile::tempdir().unwrap();
-            let mut opts = options(shape, out.path());
-            opts.dtype = Some(dtype.into());
-            opts.params = vec!["RUNS=chunk".into(), "BOUNDS=always,edge".into()];
-            let o = tune(&opts).unwrap();
-            let what = format!("{dtype} {shape}");
-            assert_none_failed(&o, &what);
-            let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-            assert!(ok.len() >= 70, "{what}: only {} verified", ok.len());
-            assert!(
-                ok.iter().all(|r| param(r, "RUNS") == "chunk"),
-                "{what}: only RUNS=chunk was asked for"
-            );
-        }
-    }
+    verify_at_odd_shapes_in_every_dtype(
+        &["RUNS=chunk", "BOUNDS=always,edge"],
+        70,
+        ("RUNS", "chunk"),
+    );
 }
 
 /// A matrix with more groups of tile rows than grid.y may hold (65535): the rest go to
