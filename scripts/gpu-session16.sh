@@ -21,6 +21,17 @@ if [ "$mode" = tests ] || [ "$mode" = variants ]; then
   grep -E "^test |test result|verified, best|panicked" $OUT/h100_gpu_tests_$mode.log
   exit 0
 fi
+if [ "$mode" = chunktest ]; then
+  # The RUNS=chunk GPU test alone (after it gained the shapes whose rows of out are whole
+  # sectors), then issue 10: the 999x1001x1003 winner's family with occupancy caps.
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 chunk_runs > $OUT/h100_gpu_tests_chunktest.log 2>&1
+  grep -E "^test |test result|panicked" $OUT/h100_gpu_tests_chunktest.log
+  n=occ999; mkdir -p $OUT/$n; cp results/best.csv $OUT/$n/best.csv
+  /tmp/b/tune --op sgemm --shape 999x1001x1003 --strategy exhaustive --keep-best --no-pruned-rows --param BM=32,64 --param BN=64 --param BK=16,32 --param TM=8 --param TN=4 --param WARP_N=8,16 --param PAD=0 --param STAGES=2,3 --param LOAD=async --param BOUNDS=specialized --param REPACK=0 --param WINDOWS=1 --param OCCUPANCY=0,8,12,16,24 --out $OUT/$n > $OUT/$n.log 2>&1
+  sed -n '/^Top/,/^Clocks/p' $OUT/$n.log | head -20
+  (cd $OUT && tar czf session16-occ999.tar.gz $n && rm -rf $n)
+  exit 0
+fi
 if [ "$mode" = faults ]; then
   # The planted-faults suite and the exported-kernel example, on results/best.csv as committed.
   TUNE_EXE=/tmp/b/tune /tmp/b/faults-tests --test-threads=1 > $OUT/h100_faults_tests.log 2>&1

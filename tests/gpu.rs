@@ -198,13 +198,16 @@ fn every_variant_verifies_in_f64_and_f16() {
     }
 }
 
-/// Runs `params` at shapes whose rows start at every offset within a chunk and whose edges
-/// cut tiles, chunks and sectors (one row, one column, thin and wide), in every element type:
-/// none fails, at least `min_ok` verify, and every one has `NAME=value` of `only`.
-fn verify_at_odd_shapes_in_every_dtype(params: &[&str], min_ok: usize, only: (&str, &str)) {
+/// Shapes whose rows start at every offset within a chunk and whose edges cut tiles, chunks
+/// and sectors: one row, one column, thin and wide.
+const ODD_SHAPES: [&str; 6] = ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1001"];
+
+/// Runs `params` at `shapes` in every element type: none fails, at least `min_ok` verify, and
+/// every one has `NAME=value` of `only`.
+fn verify_in_every_dtype(shapes: &[&str], params: &[&str], min_ok: usize, only: (&str, &str)) {
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     for dtype in ["f32", "f64", "f16"] {
-        for shape in ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1001"] {
+        for &shape in shapes {
             let out = tempfile::tempdir().unwrap();
             let mut opts = options(shape, out.path());
             opts.dtype = Some(dtype.into());
@@ -231,7 +234,8 @@ fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
     if skip("chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
         return;
     }
-    verify_at_odd_shapes_in_every_dtype(
+    verify_in_every_dtype(
+        &ODD_SHAPES,
         &["VEC=1", "RUNS=sector", "READ=chunk", "BOUNDS=always,edge"],
         200,
         ("READ", "chunk"),
@@ -241,13 +245,16 @@ fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
 /// RUNS=chunk: every global access an aligned 16-byte vector (rows of in read as the chunks
 /// that hold them, runs of out gathered a chunk at a time from sector boundaries, heads and
 /// tails element by element): every variant verifies bit for bit at the odd shapes in every
-/// element type.
+/// element type, and where only the rows of `in` are odd (rows of `out` whole sectors, so
+/// every run starts at its tile's first row).
 #[test]
 fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
     if skip("chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
         return;
     }
-    verify_at_odd_shapes_in_every_dtype(
+    let shapes = [&ODD_SHAPES[..], &["64x4097", "4096x33"]].concat();
+    verify_in_every_dtype(
+        &shapes,
         &["RUNS=chunk", "BOUNDS=always,edge"],
         70,
         ("RUNS", "chunk"),
