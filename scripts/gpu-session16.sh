@@ -14,9 +14,10 @@ set -u
 export CUDA_AUTOTUNE_CACHE=/tmp/ca-cache
 mode=${1:-tune}
 mkdir -p /tmp/b && tar xJf .gpu/pack/bins.tar.xz -C /tmp/b
-if [ "$mode" = tests ] || [ "$mode" = variants ]; then
-  # tests: every GPU test but the sgemm ones and every_variant (run apart: ~7 minutes).
-  if [ "$mode" = tests ]; then sel="--skip sgemm --skip every_variant"; else sel="every_variant"; fi
+if [ "$mode" = tests ] || [ "$mode" = variants ] || [ "$mode" = sgemm ]; then
+  # tests: every GPU test but the sgemm ones and every_variant (run apart: ~7 minutes);
+  # sgemm: the sgemm ones (~9 minutes).
+  case $mode in tests) sel="--skip sgemm --skip every_variant";; variants) sel="every_variant";; *) sel="sgemm";; esac
   TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture $sel > $OUT/h100_gpu_tests_$mode.log 2>&1
   grep -E "^test |test result|verified, best|panicked" $OUT/h100_gpu_tests_$mode.log
   exit 0

@@ -36,15 +36,21 @@ impl DeviceLimits {
     };
 }
 
-/// Grid and block dimensions of one launch, and the dynamic shared memory it asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Grid and block dimensions of one launch, and the dynamic shared memory it asks for. Tasks
+/// carry it as it is to the worker processes (serialized), which launch with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LaunchDims {
     pub grid: (u32, u32, u32),
     pub block: (u32, u32, u32),
     /// Bytes of dynamic shared memory per block (`extern __shared__`), 0 for kernels that use
     /// static shared memory only. Past the static limit (48 KB) the launcher must first raise
     /// the kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` ([`crate::gpu::Gpu::launch`] does).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub shared: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// One point of the space.
@@ -735,6 +741,26 @@ mod tests {
         assert!(parse_override(&op, "TILE_DIM=").is_err());
         assert!(parse_override(&op, "TILE_DIM=abc").is_err());
         assert!(parse_override(&op, "BOUNDS=sometimes").is_err());
+    }
+
+    /// Tasks carry launches to the worker processes as JSON: a round trip keeps them, and
+    /// static-only launches leave `shared` out.
+    #[test]
+    fn launch_dims_round_trip_through_json() {
+        let plain = LaunchDims {
+            grid: (3, 2, 1),
+            block: (64, 4, 1),
+            shared: 0,
+        };
+        let text = serde_json::to_string(&plain).unwrap();
+        assert!(!text.contains("shared"), "{text}");
+        assert_eq!(serde_json::from_str::<LaunchDims>(&text).unwrap(), plain);
+        let dynamic = LaunchDims {
+            shared: 73728,
+            ..plain
+        };
+        let text = serde_json::to_string(&dynamic).unwrap();
+        assert_eq!(serde_json::from_str::<LaunchDims>(&text).unwrap(), dynamic);
     }
 
     #[test]

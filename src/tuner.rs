@@ -816,12 +816,10 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                 })
             }
             BaselineKind::Kernel => {
-                baseline_launch(&base, b, &limits, &op)?.map(|dims| Work::Kernel {
+                baseline_launch(&base, b, &limits, &op)?.map(|launch| Work::Kernel {
                     cubin: baseline_cubin.clone().unwrap_or_default(),
                     kernel: b.kernel.clone().unwrap_or_default(),
-                    grid: [dims.grid.0, dims.grid.1, dims.grid.2],
-                    block: [dims.block.0, dims.block.1, dims.block.2],
-                    shared: dims.shared,
+                    launch,
                     before: Vec::new(),
                 })
             }
@@ -853,7 +851,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         &baseline_cubin,
     ) {
         (Some(kernel), Some(launch), Some(cubin)) => {
-            let dims = space::eval_launch(
+            let launch = space::eval_launch(
                 &base,
                 &launch.block,
                 &launch.grid,
@@ -868,9 +866,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             Some(ReferenceKernel {
                 cubin: cubin.clone(),
                 kernel: kernel.clone(),
-                grid: [dims.grid.0, dims.grid.1, dims.grid.2],
-                block: [dims.block.0, dims.block.1, dims.block.2],
-                shared: dims.shared,
+                launch,
                 before: Vec::new(),
             })
         }
@@ -1654,9 +1650,7 @@ impl Prepared {
             work: Work::Kernel {
                 cubin: path.clone(),
                 kernel: env.op.spec.kernel.clone(),
-                grid: [dims.grid.0, dims.grid.1, dims.grid.2],
-                block: [dims.block.0, dims.block.1, dims.block.2],
-                shared: dims.shared,
+                launch: dims,
                 before: pre_launches(c),
             },
             expect: "reference".into(),
@@ -1705,13 +1699,10 @@ fn reference_config_kernel(
         .map_err(|f| bad(format!("does not compile: {}", one_line(&f.log))))?;
     let path = dir.join("reference_config.cubin");
     std::fs::write(&path, &done.cubin).map_err(|e| Error::io("cannot write", &path, e))?;
-    let dims = c.launch.expect("live candidates have launch dims");
     Ok(ReferenceKernel {
         cubin: path,
         kernel: op.spec.kernel.clone(),
-        grid: [dims.grid.0, dims.grid.1, dims.grid.2],
-        block: [dims.block.0, dims.block.1, dims.block.2],
-        shared: dims.shared,
+        launch: c.launch.expect("live candidates have launch dims"),
         before: pre_launches(c),
     })
 }
@@ -1722,8 +1713,7 @@ fn pre_launches(c: &Candidate) -> Vec<PreLaunch> {
         .iter()
         .map(|(kernel, d)| PreLaunch {
             kernel: kernel.clone(),
-            grid: [d.grid.0, d.grid.1, d.grid.2],
-            block: [d.block.0, d.block.1, d.block.2],
+            launch: *d,
         })
         .collect()
 }

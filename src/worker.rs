@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::ops::Compare;
 use crate::shape::Shape;
+use crate::space::LaunchDims;
 use crate::verify::{self, Checker, NAN_BITS};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -63,11 +64,8 @@ pub enum Work {
     Kernel {
         cubin: PathBuf,
         kernel: String,
-        grid: [u32; 3],
-        block: [u32; 3],
-        /// Bytes of dynamic shared memory per block (the spec's `[launch] shared`).
-        #[serde(default, skip_serializing_if = "is_zero")]
-        shared: u32,
+        /// Grid, block and dynamic shared memory (the spec's `[launch]`).
+        launch: LaunchDims,
         /// Kernels of the same cubin launched first, in the same timed region (the spec's
         /// prologue for this configuration).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -92,25 +90,12 @@ pub enum Work {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PreLaunch {
     pub kernel: String,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-}
-
-fn is_zero(v: &u32) -> bool {
-    *v == 0
-}
-
-fn dims_of(grid: &[u32; 3], block: &[u32; 3], shared: u32) -> crate::space::LaunchDims {
-    crate::space::LaunchDims {
-        grid: (grid[0], grid[1], grid[2]),
-        block: (block[0], block[1], block[2]),
-        shared,
-    }
+    pub launch: LaunchDims,
 }
 
 /// A kernel task loaded on the device: its prologue launches, then its kernel.
 struct Loaded {
-    launches: Vec<(crate::gpu::Kernel, crate::space::LaunchDims)>,
+    launches: Vec<(crate::gpu::Kernel, LaunchDims)>,
 }
 
 impl Loaded {
@@ -119,16 +104,13 @@ impl Loaded {
         gpu: &Gpu,
         image: &[u8],
         kernel: &str,
-        launch: crate::space::LaunchDims,
+        launch: LaunchDims,
         before: &[PreLaunch],
     ) -> GpuResult<Loaded> {
         let mut names: Vec<&str> = before.iter().map(|p| p.kernel.as_str()).collect();
         names.push(kernel);
         let kernels = gpu.load_all(image, &names)?;
-        let mut dims: Vec<_> = before
-            .iter()
-            .map(|p| dims_of(&p.grid, &p.block, 0))
-            .collect();
+        let mut dims: Vec<_> = before.iter().map(|p| p.launch).collect();
         dims.push(launch);
         Ok(Loaded {
             launches: kernels.into_iter().zip(dims).collect(),
@@ -154,10 +136,7 @@ impl Loaded {
 pub struct ReferenceKernel {
     pub cubin: PathBuf,
     pub kernel: String,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub shared: u32,
+    pub launch: LaunchDims,
     /// Prologue kernels of a reference configuration, launched first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub before: Vec<PreLaunch>,
@@ -338,13 +317,7 @@ impl Session {
             (None, Some(rk)) => {
                 let image =
                     std::fs::read(&rk.cubin).map_err(|e| Error::io("cannot read", &rk.cubin, e))?;
-                let kernel = Loaded::new(
-                    &gpu,
-                    &image,
-                    &rk.kernel,
-                    dims_of(&rk.grid, &rk.block, rk.shared),
-                    &rk.before,
-                )?;
+                let kernel = Loaded::new(&gpu, &image, &rk.kernel, rk.launch, &rk.before)?;
                 let out_ptr = buffers[output].1.ptr;
                 let ref_args: Vec<Arg> = args
                     .iter()
@@ -432,9 +405,7 @@ impl Session {
             let Work::Kernel {
                 cubin,
                 kernel,
-                grid,
-                block,
-                shared,
+                launch,
                 before,
             } = &task.work
             else {
@@ -448,14 +419,8 @@ impl Session {
             let ready = std::fs::read(cubin)
                 .map_err(|e| e.to_string())
                 .and_then(|image| {
-                    let k = Loaded::new(
-                        &self.gpu,
-                        &image,
-                        kernel,
-                        dims_of(grid, block, *shared),
-                        before,
-                    )
-                    .map_err(|f| f.to_string())?;
+                    let k = Loaded::new(&self.gpu, &image, kernel, *launch, before)
+                        .map_err(|f| f.to_string())?;
                     self.poison().map_err(|f| f.to_string())?;
                     k.enqueue(&self.gpu, &self.args)
                         .map_err(|f| f.to_string())?;
@@ -553,19 +518,11 @@ impl Session {
             Work::Kernel {
                 cubin,
                 kernel,
-                grid,
-                block,
-                shared,
+                launch,
                 before,
             } => match std::fs::read(cubin) {
                 Err(e) => Err(format!("cannot read {}: {e}", cubin.display())),
-                Ok(image) => match Loaded::new(
-                    &self.gpu,
-                    &image,
-                    kernel,
-                    dims_of(grid, block, *shared),
-                    before,
-                ) {
+                Ok(image) => match Loaded::new(&self.gpu, &image, kernel, *launch, before) {
                     Err(f) => Err(self.fault(&mut r, f)),
                     Ok(k) => {
                         r.registers = Some(k.registers());
