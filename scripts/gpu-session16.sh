@@ -33,6 +33,16 @@ if [ "$mode" = chunktest ]; then
   (cd $OUT && tar czf session16-occ999.tar.gz $n && rm -rf $n)
   exit 0
 fi
+if [ "$mode" = vec1 ]; then
+  # Issue 10: cuBLAS runs one kernel at 999x1001x1003 and 1000^3 alike, a 64x128x8 tile with
+  # 4-byte loads (aligna4), 3 stages, 128 threads (scripts/proto/gpu-cublas-probe.sh). The same
+  # idea in this space: VEC=1 (4-byte cp.async, no windows needed at odd strides), exhaustive.
+  n=vec1_999; mkdir -p $OUT/$n; cp results/best.csv $OUT/$n/best.csv
+  /tmp/b/tune --op sgemm --shape 999x1001x1003 --strategy exhaustive --keep-best --no-pruned-rows --param VEC=1 --param LOAD=async --param WINDOWS=0 --param REPACK=0 --param BM=32,64,128 --param BN=64,128 --param BK=8,16,32 --param TM=8 --param TN=4,8 --param WARP_N=4,8,16 --param PAD=0 --param STAGES=2,3 --param BOUNDS=specialized --out $OUT/$n > $OUT/$n.log 2>&1
+  sed -n '/^Top/,/^Confidence/p' $OUT/$n.log | cut -c1-250
+  (cd $OUT && tar czf session16-vec1.tar.gz $n && rm -rf $n)
+  exit 0
+fi
 if [ "$mode" = faults ]; then
   # The planted-faults suite and the exported-kernel example, on results/best.csv as committed.
   TUNE_EXE=/tmp/b/tune /tmp/b/faults-tests --test-threads=1 > $OUT/h100_faults_tests.log 2>&1
