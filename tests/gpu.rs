@@ -666,6 +666,44 @@ fn element_wise_b_sgemm_variants_verify_where_only_k_or_n_is_odd() {
     }
 }
 
+/// LOAD=async with VEC=1 (4-byte cp.async copies, A transposed on the way) checks no copy past
+/// M or N: edge blocks move inward over their neighbours, and K is covered from k = -sa so that
+/// only slice 0 is checked. A block moved too far or not at all, a wrong lead, a first slice
+/// left unzeroed or a wrong transposed row gives wrong sums or a fault. Shapes: odd in all
+/// three, M and N exactly one tile with K under one slice, K = 1, one row past a tile, and a
+/// multiple of everything; every bounds mode and both KSPLIT values.
+#[test]
+fn four_byte_async_sgemm_variants_verify_at_any_shape() {
+    if skip("four_byte_async_sgemm_variants_verify_at_any_shape") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for shape in [
+        "999x1001x1003",
+        "64x128x7",
+        "128x128x1",
+        "65x129x33",
+        "97x65x47",
+        "256x256x128",
+    ] {
+        let o = random_sgemm_search(
+            shape,
+            &[
+                "VEC=1",
+                "LOAD=async",
+                "BOUNDS=none,always,specialized,edge",
+                "KSPLIT=1,2",
+            ],
+        );
+        assert!(
+            variants(&o)
+                .filter(|r| r.status == Status::Ok)
+                .all(|r| param(r, "VEC") == "1" && param(r, "LOAD") == "async"),
+            "{shape}: only 4-byte cp.async variants were asked for"
+        );
+    }
+}
+
 /// Tiles past 48 KB of shared memory (three cp.async stages of 64x128x32 and 128x128x32: 72 to
 /// 104 KB) run with dynamic shared memory, which the launcher must opt in to per kernel: a
 /// missing opt-in fails the launch, a wrong size or a buffer laid out past the bytes passed
