@@ -36,6 +36,15 @@ if [ "$mode" = copy4b ]; then
   (cd $OUT && tar czf session17-copy4b.tar.gz */ && rm -rf */)
   exit 0
 fi
+if [ "$mode" = ksplit ]; then
+  # COPY4 with more warps a block (KSPLIT 1, 2, 4) at the odd shapes and 1000^3.
+  for sh in 999x1001x1003 1023x1025x1027 2047x2049x2051 1000x1000x1000; do
+    run ks_$sh --shape $sh --strategy exhaustive --param VEC=1 --param LOAD=async --param BM=32,64,128 --param BN=64,128 --param BK=16,32 --param TM=8 --param TN=8 --param WARP_N=8,16 --param PAD=4 --param STAGES=2,3,4 --param KSPLIT=1,2,4 --param BOUNDS=specialized
+  done
+  prune $OUT/*/*.csv
+  (cd $OUT && tar czf session17-ksplit.tar.gz */ && rm -rf */)
+  exit 0
+fi
 if [ "$mode" = sgemm ]; then
   TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture sgemm > $OUT/h100_gpu_tests_sgemm.log 2>&1
   grep -E "^test |test result|panicked" $OUT/h100_gpu_tests_sgemm.log
