@@ -45,6 +45,15 @@ if [ "$mode" = ksplit ]; then
   (cd $OUT && tar czf session17-ksplit.tar.gz */ && rm -rf */)
   exit 0
 fi
+if [ "$mode" = wide ]; then
+  # COPY4 at 999x1001x1003: deeper slices (BK=64), KSPLIT up to 8, thinner thread tiles,
+  # then the FFMA orders on the leading tiles.
+  run wide_999 --shape 999x1001x1003 --strategy exhaustive --param VEC=1 --param LOAD=async --param BM=64,128 --param BN=64,128 --param BK=16,32,64 --param TM=8 --param TN=4,8 --param WARP_N=8,16 --param PAD=4 --param STAGES=2,3 --param KSPLIT=2,4,8 --param BOUNDS=specialized
+  run order_999 --shape 999x1001x1003 --strategy exhaustive --param VEC=1 --param LOAD=async --param BM=64 --param BN=64,128 --param BK=16,32 --param TM=8 --param TN=8 --param WARP_N=8,16 --param PAD=4 --param STAGES=2,3 --param KSPLIT=2,4 --param ORDER=row,snake,snakek --param BOUNDS=specialized
+  prune $OUT/*/*.csv
+  (cd $OUT && tar czf session17-wide.tar.gz */ && rm -rf */)
+  exit 0
+fi
 if [ "$mode" = sgemm ]; then
   TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture sgemm > $OUT/h100_gpu_tests_sgemm.log 2>&1
   grep -E "^test |test result|panicked" $OUT/h100_gpu_tests_sgemm.log
