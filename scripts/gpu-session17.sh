@@ -2,9 +2,9 @@
 # Session 17 (issue 10): COPY4, the 4-byte cp.async path (LOAD=async with VEC=1) rewritten
 # after cuBLAS's kernel at 999x1001x1003 (64x128x8, 4-byte accesses, A fragments along M):
 # copies that step from one base pointer, A transposed on the way, edge blocks moved inward.
-#   copy4:  its GPU test, then every COPY4 tile at 999x1001x1003, exhaustive
-#   sgemm:  the sgemm GPU tests (~9 minutes)
-#   table:  the issue's shapes with the default space (auto: anneal, budget as given)
+#   copy4 / copy4b / ksplit / wide: its GPU test and exhaustive sweeps of it (results/session17)
+#   final:  on the final build: its test, the table's odd shapes, the other GPU tests, faults
+#   sgemm:  the sgemm GPU tests but the COPY4 one (~9 minutes)
 # Run on the GPU machine with the binaries of scripts/gpu-build.sh packed as
 # .gpu/pack/bins.tar.xz (carry .gpu/pack); logs and a tarball of the run folders in $OUT.
 set -u
@@ -54,8 +54,28 @@ if [ "$mode" = wide ]; then
   (cd $OUT && tar czf session17-wide.tar.gz */ && rm -rf */)
   exit 0
 fi
+if [ "$mode" = final ]; then
+  # The final build: the COPY4 test, the table's odd shapes (the COPY4 family with KSPLIT and
+  # both snake orders, exhaustive; best.csv keeps a stored row that is faster), the GPU tests
+  # but the sgemm-named ones, the planted faults.
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 four_byte > $OUT/h100_gpu_tests_copy4.log 2>&1
+  grep -E "^test |test result|panicked" $OUT/h100_gpu_tests_copy4.log
+  mkdir -p $OUT/table; cp results/best.csv $OUT/table/best.csv
+  for sh in 999x1001x1003 2047x2049x2051 1000x1000x1003 1000x1001x1000; do
+    /tmp/b/tune --op sgemm --shape $sh --strategy exhaustive --keep-best --no-pruned-rows --out $OUT/table --param VEC=1 --param LOAD=async --param BM=32,64,128 --param BN=64,128 --param BK=16,32 --param TM=8 --param TN=8 --param WARP_N=8,16 --param PAD=4 --param STAGES=2,3 --param KSPLIT=1,2,4 --param ORDER=snake,snakek --param BOUNDS=specialized > $OUT/table_$sh.log 2>&1
+    echo "== $sh: exit $?"; grep -E "^Best|^Confidence" $OUT/table_$sh.log | cut -c1-300
+  done
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --skip sgemm --skip every_variant > $OUT/h100_gpu_tests_tests.log 2>&1
+  grep -E "test result|panicked|FAILED" $OUT/h100_gpu_tests_tests.log
+  TUNE_EXE=/tmp/b/tune /tmp/b/faults-tests --test-threads=1 > $OUT/h100_faults_tests.log 2>&1
+  grep -E "test result" $OUT/h100_faults_tests.log
+  prune $OUT/table/*.csv
+  (cd $OUT && tar czf session17-table.tar.gz table && rm -rf table)
+  exit 0
+fi
 if [ "$mode" = sgemm ]; then
-  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture sgemm > $OUT/h100_gpu_tests_sgemm.log 2>&1
+  # The sgemm-named GPU tests but the COPY4 one (run by `final`): ~9 minutes.
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture sgemm --skip four_byte > $OUT/h100_gpu_tests_sgemm.log 2>&1
   grep -E "^test |test result|panicked" $OUT/h100_gpu_tests_sgemm.log
   exit 0
 fi

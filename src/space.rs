@@ -858,4 +858,55 @@ mod tests {
         let c = at("1024x1024x1024", "REPACK=0");
         assert!(c.pruned.unwrap().contains("WINDOWS=1 serves float4 loads"));
     }
+
+    /// COPY4 (LOAD=async with VEC=1) moves edge blocks inward instead of checking its copies:
+    /// valid at any shape of at least one tile, pruned where M < BM or N < BN (a block would
+    /// move before row or column 0) and where a slice's 32-bit offsets would overflow; slices
+    /// start -K mod BK columns early (checked in the template), so K needs no multiple.
+    #[test]
+    fn four_byte_copies_need_one_whole_tile_and_32_bit_offsets() {
+        let op = Op::load("sgemm", None).unwrap();
+        let dims = ["M", "N", "K"].map(String::from);
+        let at = |s: &str, load: &str| {
+            let o = [
+                "BM=64",
+                "BN=128",
+                "BK=32",
+                "TM=8",
+                "TN=8",
+                "WARP_N=16",
+                "VEC=1",
+                "PAD=4",
+                "STAGES=2",
+                "BOUNDS=edge",
+                "KSPLIT=2",
+                "REPACK=0",
+                "WINDOWS=0",
+                "B_ELEMS=0",
+                load,
+            ]
+            .map(|t| parse_override(&op, t).unwrap());
+            let shape = Shape::parse(s, &dims).unwrap();
+            let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
+            assert_eq!(all.len(), 1);
+            all.remove(0)
+        };
+        for shape in ["999x1001x1003", "64x128x1", "64x128x7", "4096x4096x4096"] {
+            let c = at(shape, "LOAD=async");
+            assert_eq!(c.pruned, None, "{shape}");
+            // Transposed A (BK rows of BM + PAD), as LOAD=regs lays it out: two stages.
+            assert_eq!(
+                c.vars.get("SMEM_FLOATS"),
+                Some(&Value::Int(2 * (32 * 68 + 32 * 128)))
+            );
+        }
+        for shape in ["63x128x64", "64x127x64", "1x1x1"] {
+            let why = at(shape, "LOAD=async").pruned.unwrap();
+            assert!(why.contains("M >= BM and N >= BN"), "{shape}: {why}");
+            // LOAD=regs checks its copies instead, so it stays valid there.
+            assert_eq!(at(shape, "LOAD=regs").pruned, None, "{shape}");
+        }
+        let why = at("64x128x40000000", "LOAD=async").pruned.unwrap();
+        assert!(why.contains("32-bit offsets"), "{why}");
+    }
 }
