@@ -73,6 +73,18 @@ if [ "$mode" = final ]; then
   (cd $OUT && tar czf session17-table.tar.gz table && rm -rf table)
   exit 0
 fi
+if [ "$mode" = confirm ]; then
+  # The transpose-only every_variant GPU tests on the final build, then three separate runs of
+  # the leading COPY4 tiles at 999x1001x1003 (how far one run's % of cuBLAS moves).
+  TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 every_variant > $OUT/h100_gpu_tests_variants.log 2>&1
+  grep -E "^test |test result|panicked" $OUT/h100_gpu_tests_variants.log
+  for r in 1 2 3; do
+    /tmp/b/tune --op sgemm --shape 999x1001x1003 --strategy exhaustive --no-pruned-rows --out $OUT/confirm$r --param VEC=1 --param LOAD=async --param BM=64 --param BN=64,128 --param BK=32 --param TM=8 --param TN=8 --param WARP_N=8,16 --param PAD=4 --param STAGES=2,3 --param KSPLIT=2,4 --param ORDER=snake --param BOUNDS=specialized > $OUT/confirm_999_$r.log 2>&1
+    echo "== round $r: exit $?"; sed -n '/^Top/,/^Best/p' $OUT/confirm_999_$r.log | cut -c1-40,115-240 | head -8
+  done
+  rm -rf $OUT/confirm?
+  exit 0
+fi
 if [ "$mode" = sgemm ]; then
   # The sgemm-named GPU tests but the COPY4 one (run by `final`): ~9 minutes.
   TUNE_EXE=/tmp/b/tune /tmp/b/gpu-tests --test-threads=1 --nocapture sgemm --skip four_byte > $OUT/h100_gpu_tests_sgemm.log 2>&1
