@@ -784,41 +784,52 @@ mod tests {
         }
         assert!(live.iter().any(|c| c.launch.unwrap().grid.2 > 1));
     }
+    /// The one sgemm point at `shape` that `params` (every parameter with more than one
+    /// default value pinned) leave.
+    fn sgemm_point(shape: &str, params: &[&str]) -> Candidate {
+        let op = Op::load("sgemm", None).unwrap();
+        let dims = ["M", "N", "K"].map(String::from);
+        let o: Vec<_> = params
+            .iter()
+            .map(|t| parse_override(&op, t).unwrap())
+            .collect();
+        let shape = Shape::parse(shape, &dims).unwrap();
+        let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
+        assert_eq!(all.len(), 1);
+        all.remove(0)
+    }
+
     /// The sgemm spec's prologue: REPACK=1 points carry sgemm_repack with its grid, others
     /// carry nothing, and REPACK=1 is pruned where float4 loads need no repack. WINDOWS=1
     /// (no copy) has no prologue; where K % 4 != 0 its grid has block rows in fours (one per
     /// alignment of A's rows), and it is pruned where rows are aligned or N < BN + 4.
     #[test]
     fn prologue_kernels_follow_their_when_expression() {
-        let op = Op::load("sgemm", None).unwrap();
-        let dims = ["M", "N", "K"].map(String::from);
         let at = |s: &str, repack: &str| {
             let windows = if repack == "REPACK=0" {
                 "WINDOWS=1"
             } else {
                 "WINDOWS=0"
             };
-            let o = [
-                "BM=64",
-                "BN=64",
-                "BK=32",
-                "TM=8",
-                "TN=4",
-                "WARP_N=16",
-                "VEC=4",
-                "PAD=0",
-                "STAGES=2",
-                "LOAD=async",
-                "BOUNDS=edge",
-                "B_ELEMS=0",
-                repack,
-                windows,
-            ]
-            .map(|t| parse_override(&op, t).unwrap());
-            let shape = Shape::parse(s, &dims).unwrap();
-            let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
-            assert_eq!(all.len(), 1);
-            all.remove(0)
+            sgemm_point(
+                s,
+                &[
+                    "BM=64",
+                    "BN=64",
+                    "BK=32",
+                    "TM=8",
+                    "TN=4",
+                    "WARP_N=16",
+                    "VEC=4",
+                    "PAD=0",
+                    "STAGES=2",
+                    "LOAD=async",
+                    "BOUNDS=edge",
+                    "B_ELEMS=0",
+                    repack,
+                    windows,
+                ],
+            )
         };
         let c = at("1023x1025x1027", "REPACK=1");
         assert_eq!(c.pruned, None);
@@ -865,31 +876,27 @@ mod tests {
     /// start -K mod BK columns early (checked in the template), so K needs no multiple.
     #[test]
     fn four_byte_copies_need_one_whole_tile_and_32_bit_offsets() {
-        let op = Op::load("sgemm", None).unwrap();
-        let dims = ["M", "N", "K"].map(String::from);
         let at = |s: &str, load: &str| {
-            let o = [
-                "BM=64",
-                "BN=128",
-                "BK=32",
-                "TM=8",
-                "TN=8",
-                "WARP_N=16",
-                "VEC=1",
-                "PAD=4",
-                "STAGES=2",
-                "BOUNDS=edge",
-                "KSPLIT=2",
-                "REPACK=0",
-                "WINDOWS=0",
-                "B_ELEMS=0",
-                load,
-            ]
-            .map(|t| parse_override(&op, t).unwrap());
-            let shape = Shape::parse(s, &dims).unwrap();
-            let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
-            assert_eq!(all.len(), 1);
-            all.remove(0)
+            sgemm_point(
+                s,
+                &[
+                    "BM=64",
+                    "BN=128",
+                    "BK=32",
+                    "TM=8",
+                    "TN=8",
+                    "WARP_N=16",
+                    "VEC=1",
+                    "PAD=4",
+                    "STAGES=2",
+                    "BOUNDS=edge",
+                    "KSPLIT=2",
+                    "REPACK=0",
+                    "WINDOWS=0",
+                    "B_ELEMS=0",
+                    load,
+                ],
+            )
         };
         for shape in ["999x1001x1003", "64x128x1", "64x128x7", "4096x4096x4096"] {
             let c = at(shape, "LOAD=async");
