@@ -1,4 +1,4 @@
-//! Issue 6, "Never lose a tuning run": a test-only op with planted faults
+//! No tuning run loses a measured result: a test-only op with planted faults
 //! (tests/fixtures/faults) and real kills.
 //!
 //! * CPU (CI; needs NVRTC, and FAILS with what to do when it cannot be loaded):

@@ -1,4 +1,4 @@
-//! Issue 12, a cluster through its own scheduler: `--shard K/N` and `tune merge`, all on the
+//! A sweep split over a cluster's own scheduler: `--shard K/N` and `tune merge`, all on the
 //! CPU (CI, no GPU).
 //!
 //! * bad input: `--shard`, `--gpus` and shape files, each one `error:` line and a non-zero
