@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clocks;
 pub mod codegen;
 pub mod compile;
+pub mod cover;
 pub mod dtype;
 pub mod error;
 pub mod export;

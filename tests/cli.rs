@@ -376,6 +376,7 @@ fn sgemm_args<'a>(shape: &'a str, params: &[&'a str]) -> Vec<&'a str> {
 /// Every default transpose variant of every element type compiles, at a shape that is a
 /// multiple of every tile (all bounds modes, vectors everywhere)...
 #[test]
+#[ignore = "exhaustive compile: bash scripts/test.sh --all"]
 fn every_default_variant_compiles_for_a_tile_multiple_shape() {
     let tmp = tmp();
     for (dtype, live) in [("f32", 840), ("f64", 504), ("f16", 840)] {
@@ -406,6 +407,7 @@ fn every_default_variant_compiles_for_a_tile_multiple_shape() {
 /// ... and at odd strides, where rows start inside a vector (VEC > 1 peels each row: the
 /// template's other vector path) and the right and bottom tiles are partial.
 #[test]
+#[ignore = "exhaustive compile: bash scripts/test.sh --all"]
 fn every_default_variant_compiles_for_a_non_multiple_shape() {
     let tmp = tmp();
     for (dtype, live) in [("f32", 996), ("f64", 672), ("f16", 996)] {
@@ -796,6 +798,7 @@ fn every_default_matmul_variant_compiles_for_multiple_and_odd_shapes() {
 /// mode at a shape that is a multiple of nothing: scalar loads, float4 loads after a repack,
 /// and float4 loads without one (WINDOWS=1).
 #[test]
+#[ignore = "exhaustive compile: bash scripts/test.sh --all"]
 fn every_default_sgemm_variant_compiles() {
     let tmp = tmp();
     let s = compiles_cleanly(&tmp, &["--op", "sgemm", "--shape", "4096x4096x4096"]);

@@ -295,9 +295,9 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
 }
 
 #[test]
-fn replay_of_a_committed_exhaustive_transpose_run() {
+fn replay_of_an_exhaustive_transpose_run() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("results/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
+        .join("tests/fixtures/runs/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
     let records = cuda_autotune::results::read_run_csv(&path).unwrap();
     let land = Landscape::from_records(&records).unwrap();
     // The space is the run's variants that were not pruned, over its parameter columns.

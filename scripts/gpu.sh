@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The GPU script: builds the binaries here, runs them on a machine with a GPU.
+#
+#   bash scripts/gpu.sh build            here: release binaries (tune, the GPU and planted-fault
+#                                        test binaries, the tuned_transpose example), stripped,
+#                                        into .gpu/ (git-ignored; copy it to the GPU machine)
+#   bash scripts/gpu.sh tests [FILTER]   GPU machine: the GPU test suite, the planted faults and
+#                                        the tuned_transpose example (FILTER: test-name filter)
+#   bash scripts/gpu.sh check            GPU machine: `tune check` of results/best.csv
+#   bash scripts/gpu.sh retune [OP:SHAPE:DTYPE ...]
+#                                        GPU machine: re-tunes the rows of results/best.csv
+#                                        with the default command into $OUT/best.csv (all of
+#                                        them, a faster stored row stays; or the named ones,
+#                                        replaced)
+#   bash scripts/gpu.sh bench            GPU machine: the tables of results/benchmarks.md
+#                                        (tuning time cold and warm with its phases; transpose
+#                                        as % of the best copy; sgemm as % of cuBLAS)
+#
+# Logs and tables go to $OUT (default: gpu-out/, git-ignored).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mode=${1:-}
+shift || true
+bin=.gpu
+
+case "$mode" in
+build)
+  set -e
+  target=${CARGO_TARGET_DIR:-target}
+  cargo build --release --bin tune --example tuned_transpose
+  mkdir -p "$bin"
+  cp "$target/release/tune" "$target/release/examples/tuned_transpose" "$bin/"
+  for t in gpu faults; do
+    exe=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null |
+      python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["kind"]==["test"]]')
+    cp "$exe" "$bin/$t-tests"
+  done
+  # The device tool carries at most 64 MiB with the working tree.
+  strip "$bin"/*
+  ls -la "$bin"
+  ;;
+tests)
+  mkdir -p "$OUT"
+  export TUNE_EXE=$PWD/$bin/tune CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$(mktemp -d)}
+  "$bin/gpu-tests" --test-threads=1 "$@" > "$OUT/gpu-tests.log" 2>&1
+  grep -E "^test |test result|panicked|SKIPPED" "$OUT/gpu-tests.log"
+  if [ $# -eq 0 ]; then
+    "$bin/faults-tests" --test-threads=1 > "$OUT/faults-tests.log" 2>&1
+    grep -E "test result|panicked|SKIPPED" "$OUT/faults-tests.log"
+    "$bin/tuned_transpose" > "$OUT/tuned_transpose.log" 2>&1
+    echo "tuned_transpose: exit $?"; tail -3 "$OUT/tuned_transpose.log"
+  fi
+  ;;
+check)
+  mkdir -p "$OUT"
+  "$bin/tune" check --db results/best.csv 2>&1 | tee "$OUT/check.log"
+  exit "${PIPESTATUS[0]}"
+  ;;
+retune)
+  # No arguments: every (op, shape, dtype) of results/best.csv, a faster stored row stays.
+  # OP:SHAPE:DTYPE arguments: only those, and their stored rows are replaced.
+  mkdir -p "$OUT/runs"
+  if [ $# -eq 0 ]; then
+    cp results/best.csv "$OUT/runs/best.csv"
+    todo=$(tail -n +2 results/best.csv | cut -d, -f1-3 | sort -u | tr , :)
+    keep=--keep-best
+  else
+    todo="$*"
+    keep=
+    pattern=$(printf '^%s,|' "$@" | tr : , | sed 's/|$//')
+    grep -v -E "$pattern" results/best.csv > "$OUT/runs/best.csv"
+  fi
+  for item in $todo; do
+    IFS=: read -r op shape dtype <<< "$item"
+    t0=$(date +%s%N)
+    "$bin/tune" --op "$op" --shape "$shape" --dtype "$dtype" $keep --no-pruned-rows \
+      --out "$OUT/runs" > "$OUT/runs/$op-$shape-$dtype.log" 2>&1
+    rc=$?
+    echo "$op $shape $dtype: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(grep -m1 '^Best' "$OUT/runs/$op-$shape-$dtype.log" | cut -c1-160)"
+  done
+  cp "$OUT/runs/best.csv" "$OUT/best.csv"
+  ;;
+bench)
+  mkdir -p "$OUT"
+  cache=$(mktemp -d)
+  md="$OUT/benchmarks.md"
+  # row LABEL ARGS...: one whole `tune` process, its wall time, phases and winner.
+  row() {
+    local label=$1; shift
+    local t0 text rc ms
+    t0=$(date +%s%N)
+    text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" "$@" --out "$OUT/bench-runs" 2>>"$OUT/bench-stderr.log")
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    printf '== %s: tune %s\n%s\nexit %s wall_ms %s\n' "$label" "$*" "$text" "$rc" "$ms" >> "$OUT/bench.log"
+    local phases best
+    phases=$(echo "$text" | sed -n 's/^Time: .*(\(.*\))$/\1/p')
+    best=$(echo "$text" | grep -m1 '^Best' | sed 's/^Best: //' | cut -c1-200)
+    echo "| \`$*\` | $label | $((ms / 1000)).$(printf %03d $((ms % 1000))) | $phases | $best |"
+  }
+  {
+    echo "| command | cache | wall s | phases | best |"
+    echo "|---|---|---|---|---|"
+    for args in "--op transpose --shape 1000x1000" \
+                "--op transpose --shape 8x1000000 --dtype f16" \
+                "--op transpose --shape 4097x33" \
+                "--op transpose --shape 8191x8191" \
+                "--op sgemm --shape 4096x4096x4096" \
+                "--op sgemm --shape 1000x1000x1000" \
+                "--op sgemm --shape 32x8192x8192" \
+                "--op sgemm --shape 128x128x128"; do
+      rm -rf "$cache"; mkdir -p "$cache"
+      # shellcheck disable=SC2086
+      row cold $args
+      # shellcheck disable=SC2086
+      row warm $args
+    done
+  } > "$md"
+  cat "$md"
+  ;;
+*)
+  sed -n '2,/^set /p' "$0" | grep -v '^set ' | sed 's/^# \{0,1\}//'
+  exit 2
+  ;;
+esac
