@@ -279,24 +279,30 @@ fn export_filters_by_op_and_gpu() {
 fn rust_api_finds_exact_nearest_and_valid_entries() {
     let db = TunedDb::load(repo("tests/fixtures/export/best.csv")).unwrap();
     assert_eq!(db.rows().len(), 9);
-    let best = db.best("transpose", &[1000, 1000], None).unwrap();
+    let best = db.best("transpose", "f32", &[1000, 1000], None).unwrap();
     assert_eq!(
         best.params,
         "TILE_DIM=64;BLOCK_ROWS=16;PAD=1;UNROLL=on;BOUNDS=specialized"
     );
-    assert!(db.best("transpose", &[1000, 1000], Some("a100")).is_none());
-    assert!(db.best("transpose", &[2000, 2000], None).is_none());
+    assert!(db
+        .best("transpose", "f32", &[1000, 1000], Some("a100"))
+        .is_none());
+    assert!(db.best("transpose", "f32", &[2000, 2000], None).is_none());
     assert_eq!(
-        db.nearest("transpose", &[2000, 2000], None).unwrap().shape,
+        db.nearest("transpose", "f32", &[2000, 2000], None)
+            .unwrap()
+            .shape,
         "1000x3000"
     );
     assert_eq!(
-        db.nearest("transpose", &[8000, 8000], None).unwrap().shape,
+        db.nearest("transpose", "f32", &[8000, 8000], None)
+            .unwrap()
+            .shape,
         "8191x8191"
     );
-    assert!(db.nearest("transpose", &[1, 2, 3], None).is_none());
+    assert!(db.nearest("transpose", "f32", &[1, 2, 3], None).is_none());
     let select = |op: &str, dims: &[u64]| {
-        db.select(op, dims, None, None)
+        db.select(op, "f32", dims, None, None)
             .unwrap()
             .map(|r| r.shape.clone())
     };
@@ -321,7 +327,7 @@ fn rust_api_finds_exact_nearest_and_valid_entries() {
         Some("1000x1000x1000")
     );
     // The row the tuner would never have generated for a shape is never valid there.
-    let t8192 = db.best("transpose", &[8192, 8192], None).unwrap();
+    let t8192 = db.best("transpose", "f32", &[8192, 8192], None).unwrap();
     assert!(valid_for(t8192, &[4096, 8000], None).unwrap());
     assert!(!valid_for(t8192, &[8191, 8191], None).unwrap());
     assert!(!valid_for(t8192, &[1000], None).unwrap());
@@ -542,7 +548,7 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
     let mut program = String::from(
         "#include <stdio.h>\n#include \"cuda_autotune_tuned.h\"\n\n\
          static void ask(const char* op, const long long* dims, int n)\n{\n    \
-         const ca_tuned_entry* e = ca_select(op, dims, n);\n    \
+         const ca_tuned_entry* e = ca_select(op, \"f32\", dims, n);\n    \
          printf(\"%s\\n\", e != NULL ? e->shape : \"NULL\");\n}\n\nint main(void)\n{\n",
     );
     for (i, (op, dims)) in queries.iter().enumerate() {
@@ -555,13 +561,13 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
     }
     program.push_str(
         "    {\n        const long long q[] = {1000LL, 1000LL};\n        \
-         const ca_tuned_entry* e = ca_select_for(\"transpose\", \"NVIDIA H100 80GB HBM3\", q, 2);\n        \
+         const ca_tuned_entry* e = ca_select_for(\"transpose\", \"f32\", \"NVIDIA H100 80GB HBM3\", q, 2);\n        \
          const ca_param* t = ca_entry_param(e, \"TILE_DIM\");\n        \
          if (e == NULL || t == NULL || t->int_value != 64 || !t->is_int) return 1;\n        \
-         if (ca_select_for(\"transpose\", \"Other GPU\", q, 2) != NULL) return 2;\n        \
-         if (strcmp(e->kernel, \"transpose_1000x1000\") != 0 || e->block[0] != 64u) return 3;\n        \
-         if (strcmp(CA_TRANSPOSE_DEFAULT_KERNEL, \"transpose_default\") != 0) return 4;\n        \
-         if (CA_TRANSPOSE_DEFAULT_TILE_DIM != 32 || CA_TRANSPOSE_DEFAULT_BLOCK_ROWS != 8) return 5;\n    }\n    \
+         if (ca_select_for(\"transpose\", \"f32\", \"Other GPU\", q, 2) != NULL) return 2;\n        \
+         if (strcmp(e->kernel, \"transpose_f32_1000x1000_nvidia_h100_80gb_hbm3\") != 0 || e->block[0] != 64u) return 3;\n        \
+         if (strcmp(CA_TRANSPOSE_F32_DEFAULT_KERNEL, \"transpose_f32_default\") != 0) return 4;\n        \
+         if (ca_entry_param(ca_default(\"transpose\", \"f32\"), \"BOUNDS\") == NULL) return 5;\n    }\n    \
          return 0;\n}\n",
     );
     std::fs::write(dir.join("select.c"), &program).unwrap();
@@ -575,7 +581,7 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
     let expected: Vec<String> = queries
         .iter()
         .map(|(op, dims)| {
-            db.select(op, dims, None, None)
+            db.select(op, "f32", dims, None, None)
                 .unwrap()
                 .map(|r| r.shape.clone())
                 .unwrap_or_else(|| "NULL".into())
@@ -745,20 +751,21 @@ fn cuda_export_carries_the_prologue_kernel_of_a_repacked_sgemm() {
                   OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=1";
     let rows = sgemm_rows(&[("1023x1025x1027", params), ("999x1001x1003", params)]);
     let files = SgemmExport::of(&rows);
-    let cu = files.ending("sgemm_1023x1025x1027.cu");
+    let cu = files.ending("sgemm_f32_1023x1025x1027_nvidia_h100_80gb_hbm3.cu");
     assert!(
-        cu.contains("void __launch_bounds__(128)\nsgemm_1023x1025x1027_repack(")
-            && !cu.contains("sgemm_repack"),
+        cu.contains(
+            "void __launch_bounds__(128)\nsgemm_f32_1023x1025x1027_nvidia_h100_80gb_hbm3_repack("
+        ) && !cu.contains("sgemm_repack("),
         "{cu}"
     );
     // 1023 + 1028 block rows of 128 threads, ceil(257 / 128) = 3 blocks across.
     assert!(
-        cu.contains("first sgemm_1023x1025x1027_repack: block (128, 1, 1), grid (3, 2051, 1)"),
+        cu.contains("first sgemm_f32_1023x1025x1027_nvidia_h100_80gb_hbm3_repack: block (128, 1, 1), grid (3, 2051, 1)"),
         "{cu}"
     );
     let header = files.ending(".h");
     assert!(
-        header.contains("\"sgemm_1023x1025x1027_repack\", {128u, 1u, 1u}, {3u, 2051u, 1u}"),
+        header.contains("\"sgemm_f32_1023x1025x1027_nvidia_h100_80gb_hbm3_repack\", {128u, 1u, 1u}, {3u, 2051u, 1u}"),
         "{header}"
     );
     // Defines hold no shape's value, so a kernel serves other shapes where its defines and
@@ -842,7 +849,7 @@ fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
         ("4096x4096x4096", &three),
         ("2048x2048x2048", &two),
     ]));
-    let big = files.ending("sgemm_4096x4096x4096.cu");
+    let big = files.ending("sgemm_f32_4096x4096x4096_nvidia_h100_80gb_hbm3.cu");
     assert!(
         big.contains("extern __shared__ __align__(16) float smem[];"),
         "{big}"
@@ -859,7 +866,7 @@ fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
         "{big}"
     );
     // Two stages fit in static shared memory: nothing to pass at launch.
-    let small = files.ending("sgemm_2048x2048x2048.cu");
+    let small = files.ending("sgemm_f32_2048x2048x2048_nvidia_h100_80gb_hbm3.cu");
     assert!(!small.contains("extern __shared__"), "{small}");
     assert!(small.contains("= block (128, 1, 1), grid (16, 32, 1) at 2048x2048x2048."));
     let header = files.ending(".h");

@@ -92,60 +92,100 @@ impl TunedDb {
             .collect()
     }
 
-    /// Every row tuned for exactly this op and shape (one per GPU and dtype).
-    pub fn exact(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Vec<&BestRow> {
+    /// Every row tuned for exactly this op and shape, of element type `dtype` (every dtype
+    /// when `None`: one row per GPU and dtype).
+    pub fn exact(
+        &self,
+        op: &str,
+        dtype: Option<&str>,
+        dims: &[u64],
+        gpu: Option<&str>,
+    ) -> Vec<&BestRow> {
         self.filter(Some(op), gpu)
             .into_iter()
+            .filter(|r| dtype.is_none_or(|d| r.dtype == d))
             .filter(|r| row_dims(r).as_deref() == Some(dims))
             .collect()
     }
 
-    /// The row tuned for exactly this op and shape (the first, if several GPUs match).
-    pub fn best(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Option<&BestRow> {
-        self.exact(op, dims, gpu).into_iter().next()
+    /// The row tuned for exactly this op, dtype and shape (the first, if several GPUs match).
+    pub fn best(&self, op: &str, dtype: &str, dims: &[u64], gpu: Option<&str>) -> Option<&BestRow> {
+        self.exact(op, Some(dtype), dims, gpu).into_iter().next()
     }
 
-    /// Rows of `op` with the same number of dimensions, nearest shape first, with their
-    /// [`shape_distance`] from `dims`. Ties keep file order.
-    pub fn ranked(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Vec<(f64, &BestRow)> {
+    /// Rows of `op` and `dtype` (every dtype when `None`) with the same number of dimensions,
+    /// nearest shape first, with their [`shape_distance`] from `dims`. Ties keep file order.
+    pub fn ranked(
+        &self,
+        op: &str,
+        dtype: Option<&str>,
+        dims: &[u64],
+        gpu: Option<&str>,
+    ) -> Vec<(f64, &BestRow)> {
         let mut ranked: Vec<(f64, &BestRow)> = self
             .filter(Some(op), gpu)
             .into_iter()
+            .filter(|r| dtype.is_none_or(|d| r.dtype == d))
             .filter_map(|r| Some((shape_distance(&row_dims(r)?, dims)?, r)))
             .collect();
         ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
         ranked
     }
 
-    /// The row of `op` whose shape is nearest to `dims` (the exact one when tuned).
+    /// The row of `op` and `dtype` whose shape is nearest to `dims` (the exact one when
+    /// tuned). Rows of another element type are never considered: their kernels read and
+    /// write elements of another size.
     ///
     /// Nearness says nothing about whether that row's kernel is *valid* for `dims` (a kernel
     /// without bounds checks, tuned for 1024x1024, must not run on 1000x1000): use
     /// [`TunedDb::select`] to pick a kernel to run.
-    pub fn nearest(&self, op: &str, dims: &[u64], gpu: Option<&str>) -> Option<&BestRow> {
-        self.ranked(op, dims, gpu).first().map(|(_, r)| *r)
+    pub fn nearest(
+        &self,
+        op: &str,
+        dtype: &str,
+        dims: &[u64],
+        gpu: Option<&str>,
+    ) -> Option<&BestRow> {
+        self.ranked(op, Some(dtype), dims, gpu)
+            .first()
+            .map(|(_, r)| *r)
     }
 
-    /// The row to run for `dims`: the exact match, else the nearest tuned shape whose kernel
-    /// [admits](super::Applicability::admits) `dims`, else `None` (use a safe default). The
-    /// same rule as `ca_select` in the header that `tune export --format cuda` writes.
-    /// `templates` is where the op specs come from (`None`: the built-in ones).
+    /// The row to run for `op` on `dtype` elements at `dims`: the exact match, else the
+    /// nearest tuned shape of the same dtype whose kernel
+    /// [admits](super::Applicability::admits) `dims`, else `None` (run
+    /// [`safe_default`](super::safe_default) of the op and dtype). The same rule as
+    /// `ca_select` in the header that `tune export --format cuda` writes. `templates` is
+    /// where the op specs come from (`None`: the built-in ones).
     pub fn select(
         &self,
         op: &str,
+        dtype: &str,
         dims: &[u64],
         gpu: Option<&str>,
         templates: Option<&Path>,
     ) -> Result<Option<&BestRow>> {
-        if let Some(row) = self.best(op, dims, gpu) {
+        if let Some(row) = self.best(op, dtype, dims, gpu) {
             return Ok(Some(row));
         }
-        for (_, row) in self.ranked(op, dims, gpu) {
+        for (_, row) in self.ranked(op, Some(dtype), dims, gpu) {
             if super::applicability(row, templates)?.admits(dims) {
                 return Ok(Some(row));
             }
         }
         Ok(None)
+    }
+
+    /// The distinct (op, dtype) pairs, in file order.
+    pub fn op_dtypes(&self) -> Vec<(&str, &str)> {
+        let mut keys: Vec<(&str, &str)> = Vec::new();
+        for r in &self.rows {
+            let key = (r.op.as_str(), r.dtype.as_str());
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
     }
 }
 

@@ -273,35 +273,252 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Replaces every occurrence of the identifier `from` in `source` by `to`: only where it is a
-/// whole word (not part of a longer identifier such as `tile_transpose` or `transpose2`).
+/// Renames the identifier `from` to `to` in C/C++/CUDA `source`: only whole identifier tokens
+/// of the code are renamed (not part of a longer identifier such as `tile_transpose` or
+/// `transpose2`, nor a number's suffix), never text inside comments or string and character
+/// literals, where the word is prose ("a transpose does no arithmetic") or data.
 pub fn rename_identifier(source: &str, from: &str, to: &str) -> String {
     if from.is_empty() {
         return source.to_string();
     }
-    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let mut out = String::with_capacity(source.len() + 64);
-    let mut rest = source;
-    while let Some(at) = rest.find(from) {
-        let before = if at > 0 {
-            rest[..at].chars().next_back()
+    let b = source.as_bytes();
+    let ident_start = |c: u8| c.is_ascii_alphabetic() || c == b'_';
+    let ident_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    // Copied byte ranges always start and end at ASCII bytes (or the ends), so `out` stays
+    // valid UTF-8: multi-byte characters are copied whole.
+    let mut out: Vec<u8> = Vec::with_capacity(source.len() + 64);
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        let start = i;
+        if c == b'/' && next == Some(b'/') {
+            // Line comment, up to the line break (a trailing backslash continues it).
+            while i < b.len() && !(b[i] == b'\n' && b[i - 1] != b'\\') {
+                i += 1;
+            }
+        } else if c == b'/' && next == Some(b'*') {
+            i += 2;
+            while i < b.len() && !(b[i - 1] == b'*' && b[i] == b'/' && i >= start + 3) {
+                i += 1;
+            }
+            i = (i + 1).min(b.len());
+        } else if c == b'"' || c == b'\'' {
+            // String or character literal, up to its unescaped closing quote or the line's end.
+            i += 1;
+            while i < b.len() && b[i] != c && b[i] != b'\n' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(b.len());
+        } else if c.is_ascii_digit() || (c == b'.' && next.is_some_and(|d| d.is_ascii_digit())) {
+            // A number with its suffixes and exponents (1.5e-3f, 0x1Fu): no identifier in it.
+            i += 1;
+            while i < b.len() {
+                let d = b[i];
+                let sign =
+                    (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P');
+                if ident_char(d) || d == b'.' || sign {
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+        } else if ident_start(c) {
+            while i < b.len() && ident_char(b[i]) {
+                i += 1;
+            }
+            if &source[start..i] == from {
+                out.extend_from_slice(to.as_bytes());
+                continue;
+            }
         } else {
-            out.chars().next_back()
+            i += 1;
+            while i < b.len() && !b[i].is_ascii() {
+                i += 1;
+            }
+        }
+        out.extend_from_slice(&b[start..i.min(b.len())]);
+    }
+    String::from_utf8(out).expect("copied whole characters")
+}
+
+/// The element count of every dimension at which [`safe_default`] renders its kernel (the
+/// defines of a safe default are the same at every shape, so any would do).
+pub const SAFE_DEFAULT_DIM: u64 = 1000;
+
+/// Per dimension, the sizes at which [`safe_default`] checks its configuration: one, odd and
+/// prime sizes, tile multiples, and sizes past the largest tile and block counts.
+const SAFE_DEFAULT_PROBES: [u64; 7] = [1, 3, 31, 64, 1000, 4099, 70_001];
+
+/// The safe default of `op` on `dtype` elements: a configuration of the op's own spec that
+/// is valid at every shape, for callers to run where no tuned kernel serves a shape
+/// ([`TunedDb::select`](super::TunedDb::select) and `ca_select` return none).
+///
+/// It is derived from the spec, not stored: every parameter the spec gives a `missing`
+/// value takes it (the op's behaviour before that parameter existed), a `BOUNDS` parameter
+/// takes `always` (bounds checks in every block), and each other parameter prefers the
+/// middle of its default values (neither the smallest tiles nor the largest), moving away
+/// from it only as far as needed. The first such configuration that is not pruned and
+/// renders the same kernel (the same defines) at every probe shape (sizes 1 to 70001 in
+/// every dimension, odd, prime and tile multiples) is the default. An error when the spec
+/// has no such configuration.
+pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<TunedKernel> {
+    let op = Op::load(op, templates)?.with_dtype(Some(dtype))?;
+    let ndims = op.spec.dims.len();
+    let shape = Shape {
+        dims: vec![SAFE_DEFAULT_DIM; ndims],
+    };
+    // Per parameter: the values to try and the index of the preferred one.
+    let mut axes: Vec<crate::space::ParamOverride> = Vec::new();
+    let mut preferred: Vec<usize> = Vec::new();
+    for p in &op.spec.params {
+        let always = Value::parse("always");
+        let fixed = if p.name == "BOUNDS" && p.accepted_values().contains(&always) {
+            Some(always)
+        } else {
+            p.missing.as_ref().map(crate::ops::toml_to_value)
         };
-        let after = rest[at + from.len()..].chars().next();
-        out.push_str(&rest[..at]);
-        if before.is_some_and(is_ident) || after.is_some_and(is_ident) {
-            // Part of a longer identifier: keep its first character and search on after it.
-            let c = rest[at..].chars().next().unwrap_or_default();
-            out.push(c);
-            rest = &rest[at + c.len_utf8()..];
-        } else {
-            out.push_str(to);
-            rest = &rest[at + from.len()..];
+        let values = match fixed {
+            Some(v) => vec![v],
+            None => p.default_values(),
+        };
+        preferred.push(values.len() / 2);
+        axes.push(crate::space::ParamOverride {
+            name: p.name.clone(),
+            values,
+        });
+    }
+    let space = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &axes)?;
+    // How far a configuration is from the preferred values, in steps along each axis.
+    let distance = |c: &Candidate| -> usize {
+        axes.iter()
+            .zip(&preferred)
+            .map(|(axis, &want)| {
+                let v = c.config.values.iter().find(|(n, _)| *n == axis.name);
+                let at = v
+                    .and_then(|(_, v)| axis.values.iter().position(|x| x == v))
+                    .unwrap_or(want);
+                at.abs_diff(want)
+            })
+            .sum()
+    };
+    let mut ranked: Vec<(usize, Candidate)> = space
+        .into_iter()
+        .filter(|c| c.pruned.is_none())
+        .map(|c| (distance(&c), c))
+        .collect();
+    ranked.sort_by_key(|(d, c)| (*d, c.index));
+    let probes = cartesian(&vec![SAFE_DEFAULT_PROBES.to_vec(); ndims]);
+    let renderer = Renderer::new(&op)?;
+    let render = |c: &Candidate| {
+        renderer.render(c).map_err(|why| Error::Template {
+            template: op.spec.template.clone(),
+            why,
+        })
+    };
+    for (_, candidate) in ranked {
+        if same_kernel_everywhere(&op, &candidate, &probes, &render)? {
+            let source = render(&candidate)?;
+            return Ok(TunedKernel {
+                op: op.clone(),
+                shape: shape.clone(),
+                candidate,
+                source,
+            });
         }
     }
-    out.push_str(rest);
-    out
+    Err(Error::Usage(format!(
+        "op {} ({dtype}): no configuration of its spec with bounds checks is valid at every \
+         shape, so there is no safe default to export",
+        op.name()
+    )))
+}
+
+/// True when `candidate`'s configuration is valid at every shape of `probes` and the kernel
+/// rendered at any of them is the kernel rendered at every other: not pruned anywhere, and the
+/// sources differ at most in the `#define` lines of defines that the code never uses (such as
+/// `EVEN_TILES` in a kernel that checks bounds in every block), which compile to nothing.
+fn same_kernel_everywhere(
+    op: &Op,
+    candidate: &Candidate,
+    probes: &[Vec<u64>],
+    render: &dyn Fn(&Candidate) -> Result<String>,
+) -> Result<bool> {
+    let define_values = |c: &Candidate| -> Vec<Option<Value>> {
+        candidate
+            .define_names
+            .iter()
+            .map(|d| c.vars.get(d).cloned())
+            .collect()
+    };
+    let overrides = overrides_of(candidate);
+    // One representative configuration per distinct set of define values.
+    let mut kinds: Vec<(Vec<Option<Value>>, Candidate)> = Vec::new();
+    for q in probes {
+        let shape = Shape { dims: q.clone() };
+        let Ok(mut space) = enumerate(op, &shape, &DeviceLimits::SM90_DEFAULT, &overrides) else {
+            return Ok(false);
+        };
+        let at = space.swap_remove(0);
+        if at.pruned.is_some() {
+            return Ok(false);
+        }
+        let values = define_values(&at);
+        if !kinds.iter().any(|(v, _)| *v == values) {
+            kinds.push((values, at));
+        }
+    }
+    if kinds.len() <= 1 {
+        return Ok(true);
+    }
+    let differing: Vec<&str> = candidate
+        .define_names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| kinds.iter().any(|(v, _)| v[*i] != kinds[0].0[*i]))
+        .map(|(_, d)| d.as_str())
+        .collect();
+    let mut first: Option<String> = None;
+    for (_, c) in &kinds {
+        let source = render(c)?;
+        let mut kept = String::new();
+        for line in source.lines() {
+            let defines = line
+                .trim_start()
+                .strip_prefix("#define")
+                .map(|rest| rest.split_whitespace().next().unwrap_or(""));
+            if defines.is_some_and(|d| differing.contains(&d)) {
+                continue;
+            }
+            kept.push_str(line);
+            kept.push('\n');
+        }
+        // A define the code uses (as a token, not in a comment) changes the kernel.
+        if differing
+            .iter()
+            .any(|d| rename_identifier(&kept, d, "") != kept)
+        {
+            return Ok(false);
+        }
+        match &first {
+            None => first = Some(kept),
+            Some(f) if *f != kept => return Ok(false),
+            Some(_) => {}
+        }
+    }
+    Ok(true)
+}
+
+/// `K=V;K=V` of a kernel's configuration, in the spec's order.
+pub fn params_text(tuned: &TunedKernel) -> String {
+    tuned
+        .candidate
+        .config
+        .values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 #[cfg(test)]
@@ -314,7 +531,7 @@ mod tests {
         let out = rename_identifier(src, "transpose", "transpose_1000x1000");
         assert_eq!(
             out,
-            "void tile_transpose();\nextern \"C\" __global__ void transpose_1000x1000(int transpose2)\n// transpose_1000x1000: x\n{ transpose_(); transpose_1000x1000(); }"
+            "void tile_transpose();\nextern \"C\" __global__ void transpose_1000x1000(int transpose2)\n// transpose: x\n{ transpose_(); transpose_1000x1000(); }"
         );
         assert_eq!(rename_identifier("transpose", "transpose", "t"), "t");
         assert_eq!(rename_identifier("a transpose", "transpose", "t"), "a t");
@@ -324,5 +541,28 @@ mod tests {
         );
         assert_eq!(rename_identifier("µtranspose", "transpose", "t"), "µt");
         assert_eq!(rename_identifier("abc", "", "t"), "abc");
+    }
+
+    #[test]
+    fn rename_leaves_comments_strings_and_numbers_alone() {
+        let src = "/* a transpose does\n no arithmetic */ transpose(); // transpose\n\
+                   printf(\"transpose \\\" transpose\"); char c = 't'; transpose();\n\
+                   float x = 1e5f + 0x1transpose; /*/ transpose */ transpose";
+        let out = rename_identifier(src, "transpose", "T");
+        assert_eq!(
+            out,
+            "/* a transpose does\n no arithmetic */ T(); // transpose\n\
+             printf(\"transpose \\\" transpose\"); char c = 't'; T();\n\
+             float x = 1e5f + 0x1transpose; /*/ transpose */ T"
+        );
+        // An unterminated comment or literal at the end is copied as it is.
+        assert_eq!(
+            rename_identifier("x /* transpose", "transpose", "T"),
+            "x /* transpose"
+        );
+        assert_eq!(
+            rename_identifier("\"transpose", "transpose", "T"),
+            "\"transpose"
+        );
     }
 }

@@ -18,10 +18,13 @@
 //! `warning: FILE:LINE: why` on stderr ([`crate::results::read_best_checked`],
 //! [`TunedDb::skipped`]) and every other row is served; an empty file has no rows.
 //!
-//! Reading it: [`TunedDb::best`] (exact op and shape), [`TunedDb::nearest`] (by
-//! [`shape_distance`], Σ |ln(dᵢ / tᵢ)|), [`TunedDb::select`] (exact, else the nearest tuned
-//! shape whose kernel may run on the shape, see [`Applicability`]) and [`tuned_source`] (the
-//! kernel of a row, rendered from the op's template as the tuner compiled it).
+//! Reading it, always by (op, dtype, shape): [`TunedDb::best`] (exact), [`TunedDb::nearest`]
+//! (by [`shape_distance`], Σ |ln(dᵢ / tᵢ)|), [`TunedDb::select`] (exact, else the nearest
+//! tuned shape of the same dtype whose kernel may run on the shape, see [`Applicability`]),
+//! [`safe_default`] (what to run where `select` finds nothing: a configuration of the op's
+//! spec valid at every shape) and [`tuned_source`] (the kernel of a row, rendered from the
+//! op's template as the tuner compiled it). A kernel of another dtype is never chosen: it
+//! reads and writes elements of another size.
 //!
 //! # Formats
 //!
@@ -40,8 +43,8 @@ pub use db::{
     gpu_matches, parse_dims, parse_params, row_dims, shape_distance, stored_params, TunedDb,
 };
 pub use kernel::{
-    applicability, applicability_of, candidate_for, rename_identifier, specialize, tuned_source,
-    valid_for, Applicability, TunedKernel,
+    applicability, applicability_of, candidate_for, params_text, rename_identifier, safe_default,
+    specialize, tuned_source, valid_for, Applicability, TunedKernel,
 };
 
 use crate::cli::{BestArgs, ExportArgs, ExportFormat, ReportArgs};
@@ -102,16 +105,37 @@ fn list_or_none(items: &[&str]) -> String {
     }
 }
 
-/// The one-line error for a shape that was never tuned, naming the nearest tuned shapes.
-fn never_tuned(db: &TunedDb, op: &str, dims: &[u64], gpu: Option<&str>) -> Error {
+/// The one-line error for a shape that was never tuned (for `dtype`, when given), naming the
+/// nearest tuned shapes.
+fn never_tuned(
+    db: &TunedDb,
+    op: &str,
+    dtype: Option<&str>,
+    dims: &[u64],
+    gpu: Option<&str>,
+) -> Error {
     let shape = Shape {
         dims: dims.to_vec(),
     };
-    let on = gpu
-        .map(|g| format!(" on a GPU matching '{g}'"))
-        .unwrap_or_default();
+    let mut on = dtype.map(|d| format!(" for {d}")).unwrap_or_default();
+    if let Some(g) = gpu {
+        on.push_str(&format!(" on a GPU matching '{g}'"));
+    }
+    let mut other_dtypes: Vec<&str> = Vec::new();
+    for r in db.exact(op, None, dims, gpu) {
+        if !other_dtypes.contains(&r.dtype.as_str()) {
+            other_dtypes.push(&r.dtype);
+        }
+    }
+    if !other_dtypes.is_empty() {
+        return Error::Usage(format!(
+            "{op} {shape} was never tuned{on} in {}; it was tuned for: {}",
+            db.path().display(),
+            other_dtypes.join(", ")
+        ));
+    }
     let elsewhere: Vec<&str> = db
-        .exact(op, dims, None)
+        .exact(op, dtype, dims, None)
         .iter()
         .map(|r| r.gpu.as_str())
         .collect();
@@ -123,7 +147,7 @@ fn never_tuned(db: &TunedDb, op: &str, dims: &[u64], gpu: Option<&str>) -> Error
         ));
     }
     let mut nearest: Vec<&str> = Vec::new();
-    for (_, r) in db.ranked(op, dims, gpu) {
+    for (_, r) in db.ranked(op, dtype, dims, gpu) {
         if !nearest.contains(&r.shape.as_str()) {
             nearest.push(&r.shape);
         }
@@ -181,13 +205,28 @@ pub fn describe(r: &BestRow) -> String {
 /// matching GPU and dtype), without tuning.
 pub fn best(args: &BestArgs) -> Result<()> {
     let db = TunedDb::load(&args.db)?;
-    let dims = query_dims(&db, &args.op, &args.shape)?;
-    let rows = db.exact(&args.op, &dims, args.gpu.as_deref());
-    if rows.is_empty() {
-        return Err(never_tuned(&db, &args.op, &dims, args.gpu.as_deref()));
-    }
+    let rows = best_rows(&db, &args.op, None, &args.shape, args.gpu.as_deref())?;
     let text: Vec<String> = rows.iter().map(|r| describe(r)).collect();
     print_stdout(text.join("\n").as_bytes())
+}
+
+/// The rows `tune best` prints: those tuned for exactly `op` at `shape` (checked against the
+/// op's spec when it is known), of element type `dtype` (every dtype when `None`) on a GPU
+/// matching `gpu`. None is an input error that names what was tuned instead: the same shape
+/// for other dtypes, on other GPUs, or the nearest tuned shapes.
+pub fn best_rows<'a>(
+    db: &'a TunedDb,
+    op: &str,
+    dtype: Option<&str>,
+    shape: &str,
+    gpu: Option<&str>,
+) -> Result<Vec<&'a BestRow>> {
+    let dims = query_dims(db, op, shape)?;
+    let rows = db.exact(op, dtype, &dims, gpu);
+    if rows.is_empty() {
+        return Err(never_tuned(db, op, dtype, &dims, gpu));
+    }
+    Ok(rows)
 }
 
 fn print_stdout(bytes: &[u8]) -> Result<()> {
