@@ -52,7 +52,7 @@ fn run() -> Result<bool> {
     let op = cuda_autotune::ops::Op::load("transpose", None)?;
     let shape = Shape::parse(shape_text, &op.spec.dims)?;
     let row = db
-        .select("transpose", &shape.dims, None, None)?
+        .select("transpose", "f32", &shape.dims, None, None)?
         .ok_or_else(|| {
             Error::Usage(format!(
                 "no tuned transpose kernel in {} is valid for {shape}: use the safe default \

@@ -307,8 +307,12 @@ fn rust_api_keeps_the_good_rows_and_lists_the_skipped_lines() {
     assert_eq!(tuned.rows().len(), 8);
     let skipped: Vec<u64> = tuned.skipped().iter().map(|b| b.line).collect();
     assert_eq!(skipped, [6, 7 + 4]);
-    assert!(tuned.best("transpose", &[1000, 1000], None).is_some());
-    assert!(tuned.best("transpose", &[1000, 3000], None).is_none());
+    assert!(tuned
+        .best("transpose", "f32", &[1000, 1000], None)
+        .is_some());
+    assert!(tuned
+        .best("transpose", "f32", &[1000, 3000], None)
+        .is_none());
     // The same through read_best (which warns) and read_best_checked (which does not).
     assert_eq!(read_best(&db).unwrap(), tuned.rows());
     assert_eq!(read_best_checked(&db).unwrap().bad, tuned.skipped());
