@@ -13,6 +13,7 @@
 //! export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)   # without the CUDA toolkit
 //! cargo run --example tuned_transpose                # 1000x1000, results/best.csv
 //! cargo run --example tuned_transpose -- 1001x1001 path/to/best.csv
+//! cargo run --example tuned_transpose -- 1001x1001 --db path/to/best.csv
 //! ```
 
 use cuda_autotune::bench::{BenchSettings, CacheState, Timer};
@@ -38,14 +39,49 @@ fn main() -> ExitCode {
     }
 }
 
+const USAGE: &str =
+    "usage: tuned_transpose [SHAPE] [DB | --db DB] (default 1000x1000, results/best.csv)";
+
+/// `[SHAPE] [DB]`, with the database also as `--db DB` (the form `tune` and the database's
+/// own messages use).
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(String, PathBuf)> {
+    let mut positional = Vec::new();
+    let mut db = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--db" => {
+                db = Some(PathBuf::from(args.next().ok_or_else(|| {
+                    Error::Usage(format!("--db needs a file; {USAGE}"))
+                })?))
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => match a.strip_prefix("--db=") {
+                Some(path) => db = Some(PathBuf::from(path)),
+                None if a.starts_with("--") => {
+                    return Err(Error::Usage(format!("unknown option {a}; {USAGE}")))
+                }
+                None => positional.push(a),
+            },
+        }
+    }
+    if positional.len() > 2 || (db.is_some() && positional.len() > 1) {
+        return Err(Error::Usage(format!("too many arguments; {USAGE}")));
+    }
+    let mut positional = positional.into_iter();
+    let shape = positional.next().unwrap_or_else(|| "1000x1000".into());
+    let db = db
+        .or_else(|| positional.next().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/best.csv"));
+    Ok((shape, db))
+}
+
 /// Ok(false) when a kernel of the database failed to compile or to verify.
 fn run() -> Result<bool> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let shape_text = args.first().map(String::as_str).unwrap_or("1000x1000");
-    let db_path = args
-        .get(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/best.csv"));
+    let (shape_text, db_path) = parse_args(std::env::args().skip(1))?;
+    let shape_text = shape_text.as_str();
 
     // 1. Look the shape up: exact, else the nearest tuned shape whose kernel serves it.
     let db = TunedDb::load(&db_path)?;

@@ -135,13 +135,18 @@ impl<'a> GpuRetimer<'a> {
 
 impl Retimer for GpuRetimer<'_> {
     fn gpu_name(&mut self) -> Result<String> {
-        Ok(match &self.opts.worker_exe {
+        let name = match &self.opts.worker_exe {
             Some(exe) => {
-                let (w, info, _) = crate::worker::GpuWorker::start(exe, self.opts.device)?;
-                w.finish();
-                info.name
+                crate::worker::GpuWorker::start(exe, self.opts.device).map(|(w, info, _)| {
+                    w.finish();
+                    info.name
+                })
             }
-            None => crate::gpu::Gpu::open(self.opts.device)?.info.name.clone(),
+            None => crate::gpu::Gpu::open(self.opts.device).map(|g| g.info.name.clone()),
+        };
+        name.map_err(|e| match e {
+            Error::NoGpu(why) => Error::NoGpu(without_gpu(&why)),
+            e => e,
         })
     }
 
@@ -176,6 +181,27 @@ fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
 /// Re-times every stored winner of the GPU in front of us that matches the filters.
 pub fn check(opts: &CheckOptions) -> Result<Vec<CheckResult>> {
     check_with(opts, &mut GpuRetimer::new(opts))
+}
+
+/// Why there is no GPU, as `tune check` says it. The reason the driver or device gave is kept;
+/// the advice a tuning run gives (`--compile-only`, `--arch`: options of `tune` itself, which
+/// `tune check` does not accept, and compiling is no check) is replaced by what `tune check`
+/// needs.
+pub fn without_gpu(why: &str) -> String {
+    let reason = [
+        ", or use --compile-only",
+        " (use --compile-only",
+        "; use --compile-only",
+    ]
+    .iter()
+    .filter_map(|hint| why.find(hint))
+    .min()
+    .map_or(why, |at| &why[..at]);
+    format!(
+        "{}; tune check re-times the stored winners, so run it on a machine with the GPU they \
+         were tuned on (pick one with --device)",
+        reason.trim_end_matches(['.', ';', ','])
+    )
 }
 
 /// [`check`] with the re-timing given: reads the stored rows, keeps those of the retimer's GPU
@@ -296,6 +322,22 @@ pub fn run(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<(String, bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_no_gpu_reason_keeps_the_cause_and_drops_the_tuning_advice() {
+        for why in [
+            "libcuda.so (the NVIDIA driver) could not be loaded; install the NVIDIA driver, or use --compile-only --arch sm_XX to compile without a GPU",
+            "cuInit failed with CUDA_ERROR_NO_DEVICE (use --compile-only to compile without a GPU)",
+            "the driver reports no CUDA device (use --compile-only to compile without a GPU)",
+        ] {
+            let said = without_gpu(why);
+            assert!(!said.contains("--compile-only") && !said.contains("--arch"), "{said}");
+            assert!(said.starts_with(&why[..20]), "{said}");
+            assert!(said.contains("--device"), "{said}");
+        }
+        let other = "--device 3 does not exist: this machine has 1 CUDA device(s), 0..0";
+        assert!(without_gpu(other).starts_with(other));
+    }
 
     fn row(ms: f64, runner_up: &str) -> BestRow {
         BestRow {

@@ -2,8 +2,9 @@
 //! argv.
 
 use crate::bench::{BenchSettings, CacheState};
-use crate::search::Budget;
-use crate::tuner::TuneOptions;
+use crate::error::Result;
+use crate::ops::BUILTIN_OPS;
+use crate::tuner::{TuneOptions, DEFAULT_WATCHDOG_S};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -34,6 +35,60 @@ configuration, with why it failed or was pruned; <op>_<shape>_<dtype>_<gpu>.csv 
 shape, dtype and GPU; a new run of the same key replaces the row, except that with
 --keep-best a stored row that is faster at the same --cache state stays).";
 
+const BEST_EXAMPLES: &str = "\
+Examples:
+  tune best --op transpose --shape 1000x1000
+      the stored winner of every dtype and GPU tuned at 1000x1000
+  tune best --op transpose --shape 8192x8192 --dtype f16 --gpu H100
+      only the f16 winner on a GPU whose name contains H100
+  tune best --op sgemm --shape 1024x1024x1024 --db run/best.csv
+      read another tuning database";
+
+const EXPORT_EXAMPLES: &str = "\
+Examples:
+  tune export --format markdown
+      every stored winner as a Markdown table on stdout
+  tune export --format json --op transpose --output transpose.json
+      the transpose winners as JSON
+  tune export --format csv --gpu H100 --db run/best.csv --output h100.csv
+      the winners of one GPU from another database
+  tune export --format cuda --output tuned/
+      one specialized .cu per winner plus a header with a dispatch function";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  tune report --csv results/transpose_1000x1000_<gpu>.csv
+      write report.html about that run
+  tune report --csv results/sgemm_1024x1024x1024_<gpu>.csv --output sgemm.html
+      another run, another file
+--csv takes a run CSV (results/<op>_<shape>_<gpu>.csv), not results/best.csv.";
+
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  tune check
+      re-time every stored winner of this GPU in results/best.csv (margin 10 %)
+  tune check --op transpose --shape 1000x1000 --margin 5
+      one entry, failing at more than 5 % slower
+  tune check --db ci/best.csv --device 1 --reps 100
+      another database, on GPU 1, with 100 timed launches
+Needs a GPU: it times the kernels. Exit codes: 0 all pass, 1 a check failed (or no GPU),
+2 bad input.";
+
+const MERGE_EXAMPLES: &str = "\
+Examples:
+  tune merge run/shard-0 run/shard-1 run/shard-2 run/shard-3 --out results
+      join the four shards of `tune --shard K/4 --out run/shard-K`
+  tune merge run/shard-* --out merged --partial
+      merge what finished, although some shards are missing or unfinished";
+
+/// `--op`'s help, naming the built-in ops from [`BUILTIN_OPS`].
+fn op_help() -> String {
+    format!(
+        "Op to tune (built in: {}; more with --templates or --spec)",
+        BUILTIN_OPS.join(", ")
+    )
+}
+
 /// Finds the fastest correct CUDA kernel for an op and a shape on this GPU.
 #[derive(Debug, Parser)]
 #[command(
@@ -56,18 +111,23 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the stored best configuration for an op and shape, without tuning.
+    #[command(after_help = BEST_EXAMPLES)]
     Best(BestArgs),
     /// Write the tuning database as CSV, JSON or Markdown, or as CUDA sources plus a header.
+    #[command(after_help = EXPORT_EXAMPLES)]
     Export(ExportArgs),
     /// Write a self-contained HTML report with plots of a tuning run.
+    #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// Re-time the stored winners on this GPU; exit 1 when one is slower than stored (or than
     /// its runner-up) by more than --margin, or no longer verifies. For CI on a GPU runner.
+    #[command(after_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
     /// Merge the output folders of `tune --shard K/N` runs into one results folder and one
     /// best.csv: refuses shards of different GPU models, code versions, cache states or sweep
     /// arguments, and missing or unfinished shards (unless --partial). Merging again changes
     /// nothing.
+    #[command(after_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),
 }
 
@@ -121,6 +181,9 @@ pub struct BestArgs {
     /// GPU name to match (default: any; with several, every match is printed).
     #[arg(long)]
     pub gpu: Option<String>,
+    /// Element type to match: f32, f64 or f16 (default: any; every match is printed).
+    #[arg(long, value_name = "TYPE")]
+    pub dtype: Option<String>,
     /// The tuning database.
     #[arg(long, default_value = "results/best.csv")]
     pub db: PathBuf,
@@ -170,11 +233,11 @@ pub struct ReportArgs {
 /// Arguments of a tuning run (the default command).
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// Op to tune (built in: transpose, matmul).
-    #[arg(long, default_value = "transpose")]
+    #[arg(long, default_value = "transpose", help = op_help())]
     pub op: String,
 
-    /// Problem shape: ROWSxCOLS for transpose (1000x1000), MxNxK for matmul (1024x1024x1024).
+    /// Problem shape: ROWSxCOLS for transpose (1000x1000), MxNxK for matmul and sgemm
+    /// (1024x1024x1024).
     /// A list tunes each shape in turn: --shape 1000x1000,4096x512.
     #[arg(
         long,
@@ -265,13 +328,13 @@ pub struct TuneArgs {
     #[arg(long, short = 'v')]
     pub verbose: bool,
 
-    /// Compile worker processes (default: one per CPU core).
+    /// Compile worker processes, at least 1 (default: one per CPU core).
     #[arg(long)]
     pub jobs: Option<usize>,
 
     /// Seconds one variant may run on the GPU before it is killed and recorded as hung,
     /// on top of 100x the time its launches would take at the fastest speed seen so far.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = DEFAULT_WATCHDOG_S, allow_negative_numbers = true)]
     pub watchdog: f64,
 
     /// Run compiles and GPU work in this process: no worker processes, so a faulting kernel
@@ -314,8 +377,10 @@ pub struct TuneArgs {
 
     /// What a search may spend: a number of variants (300) or a time (90s, 5m); default 256
     /// variants for a search, everything for exhaustive.
-    #[arg(long, value_name = "N|TIME", value_parser = budget_arg)]
-    pub budget: Option<Budget>,
+    // Taken as text (a leading `-` included) and parsed in `options`, so a bad value is one
+    // line about the budget rather than clap's "unexpected argument".
+    #[arg(long, value_name = "N|TIME", allow_hyphen_values = true)]
+    pub budget: Option<String>,
 
     /// A search (random, anneal, genetic) first measures, for each stored winner of this op
     /// in the --out folder's best.csv (this shape's row first, then other shapes', same GPU
@@ -340,8 +405,15 @@ pub struct TuneArgs {
 }
 
 impl TuneArgs {
-    pub fn options(&self) -> TuneOptions {
-        TuneOptions {
+    /// The options of the run; fails on a value that clap takes as text but that does not
+    /// parse (`--budget`).
+    pub fn options(&self) -> Result<TuneOptions> {
+        let budget = self
+            .budget
+            .as_deref()
+            .map(crate::search::parse_budget)
+            .transpose()?;
+        Ok(TuneOptions {
             op: self.op.clone(),
             templates: self.templates.clone(),
             spec: self.spec.clone(),
@@ -385,14 +457,9 @@ impl TuneArgs {
             keep_best: self.keep_best,
             pruned_rows: !self.no_pruned_rows,
             strategy: self.strategy.clone(),
-            budget: self.budget,
+            budget,
             warm_start: !self.no_warm_start,
             shard: None,
-        }
+        })
     }
-}
-
-/// `--budget` through [`crate::search::parse_budget`], so the CLI and the library agree.
-fn budget_arg(text: &str) -> std::result::Result<Budget, String> {
-    crate::search::parse_budget(text).map_err(|e| e.to_string())
 }

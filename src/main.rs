@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     if let Some(command) = &cli.command {
         // Ok(false): the command ran and found a problem it reports itself (exit code 1).
         let done = match command {
-            Command::Best(args) => export::best(args).map(|()| true),
+            Command::Best(args) => best(args).map(|()| true),
             Command::Export(args) => export::export(args).map(|()| true),
             Command::Report(args) => export::report(args).map(|()| true),
             Command::Check(args) => check::command(args),
@@ -62,10 +62,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// `tune best`: the stored rows of an op and shape, of one element type with `--dtype` (every
+/// type without), on GPUs matching `--gpu`, one block each.
+fn best(args: &cuda_autotune::cli::BestArgs) -> Result<()> {
+    let db = export::TunedDb::load(&args.db)?;
+    let rows = export::best_rows(
+        &db,
+        &args.op,
+        args.dtype.as_deref(),
+        &args.shape,
+        args.gpu.as_deref(),
+    )?;
+    let text: Vec<String> = rows.iter().map(|r| export::describe(r)).collect();
+    let mut out = std::io::stdout().lock();
+    std::io::Write::write_all(&mut out, text.join("\n").as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(|e| Error::io("cannot write", "<stdout>", e))
+}
+
 /// A tuning run: one shape, a sweep, a sweep over several GPUs, or a shard of any of them.
-/// Every argument is checked (shapes, `--shard`, `--gpus`) before anything is tuned.
+/// Every argument is checked (settings, op, `--param`, `--arch`, shapes, `--shard`, `--gpus`)
+/// before anything is tuned, so bad input is one error, not one per shape.
 fn sweep(cli: &TuneArgs) -> Result<u8> {
-    let mut base = cli.options();
+    let mut base = cli.options()?;
+    tuner::check_inputs(&base)?;
     let shapes = tuner::shape_list(&base, cli.shapes.as_deref())?;
     let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
     let gpus = match &cli.gpus {
@@ -341,14 +361,8 @@ impl Recorder {
                 )));
             }
         }
+        // The settings, op and --param values were checked by `sweep` before this.
         let op = tuner::load_op(base)?;
-        // What the tuner would reject anyway, before a manifest is written.
-        for p in &base.params {
-            cuda_autotune::space::parse_override(&op, p)?;
-        }
-        if base.bench.reps == 0 {
-            return Err(Error::Usage("--reps must be at least 1".into()));
-        }
         let manifest = Manifest {
             format: shard::MANIFEST_FORMAT,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -222,10 +222,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Serializes a run's records (parameter columns from the first variant row).
 pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let csv_err = |e: csv::Error| Error::Csv {
-        path: "<memory>".into(),
-        why: e.to_string(),
-    };
+    let csv_err = |e: csv::Error| Error::Internal(format!("serializing a run CSV: {e}"));
     let header: Vec<&str> = FIXED_BEFORE
         .iter()
         .copied()
@@ -277,10 +274,8 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         ]);
         w.write_record(&row).map_err(csv_err)?;
     }
-    w.into_inner().map_err(|e| Error::Csv {
-        path: "<memory>".into(),
-        why: e.to_string(),
-    })
+    w.into_inner()
+        .map_err(|e| Error::Internal(format!("serializing a run CSV: {e}")))
 }
 
 /// Opens a run CSV: its reader, its header and where the `status` column is (the parameter
@@ -290,7 +285,10 @@ pub fn open_run_csv(path: &Path) -> Result<(csv::Reader<std::fs::File>, Vec<Stri
         path: path.to_path_buf(),
         why,
     };
-    let mut r = csv::Reader::from_path(path).map_err(|e| csv_err(e.to_string()))?;
+    // A file that cannot be opened is the machine's problem; one that opens but is not a run
+    // CSV is the input's (Error::Csv, exit code 2).
+    let file = std::fs::File::open(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let mut r = csv::Reader::from_reader(file);
     let header: Vec<String> = r
         .headers()
         .map_err(|e| csv_err(e.to_string()))?
@@ -301,8 +299,22 @@ pub fn open_run_csv(path: &Path) -> Result<(csv::Reader<std::fs::File>, Vec<Stri
         .iter()
         .position(|h| h == "status")
         .filter(|&i| i >= 2)
-        .ok_or_else(|| csv_err("not a run CSV (no status column)".into()))?;
+        .ok_or_else(|| csv_err(not_a_run_csv(&header)))?;
     Ok((r, header, status_at))
+}
+
+/// Why a CSV header is not a run CSV's, naming what the file looks like instead.
+fn not_a_run_csv(header: &[String]) -> String {
+    let has = |c: &str| header.iter().any(|h| h == c);
+    if header.iter().all(|h| h.trim().is_empty()) {
+        "the file is empty, not a run CSV written by tune".into()
+    } else if BEST_REQUIRED.iter().all(|c| has(c)) {
+        "this is a tuning database (best.csv), not a run CSV: pass one of the \
+         <op>_<shape>_<gpu>.csv files a run wrote"
+            .into()
+    } else {
+        "not a run CSV written by tune (no status column)".into()
+    }
 }
 
 /// Reads a run CSV back (the inverse of [`run_csv`]).
@@ -550,7 +562,7 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
         .filter(|c| !header.iter().any(|h| h == c.as_bytes()))
         .collect();
     if !missing.is_empty() {
-        let line = header.position().map_or(1, |p| p.line());
+        let line = header.position().map_or(1, |p| line_of(&bytes, p));
         out.bad.push(bad(
             line,
             format!(
@@ -564,7 +576,7 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
     let mut first_of: std::collections::HashMap<(String, String, String, String), u64> =
         Default::default();
     for rec in records {
-        let line = rec.position().map_or(0, |p| p.line());
+        let line = rec.position().map_or(0, |p| line_of(&bytes, p));
         if rec.len() != header.len() {
             out.bad.push(bad(
                 line,
@@ -602,6 +614,20 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
         out.rows.push(row);
     }
     Ok(out)
+}
+
+/// The 1-based line of `bytes` on which the record at `pos` starts. The csv reader's own
+/// `Position::line` cannot be used: a record's position is where the reader stopped after the
+/// previous record, before that record's line terminator when it is `\r\n` (as every file
+/// the csv writer makes, best.csv included, ends its lines) and before any blank lines, so it
+/// names the line above. The byte offset is exact, so the line is counted from it, past the
+/// terminators and blank lines in front of the record.
+fn line_of(bytes: &[u8], pos: &csv::Position) -> u64 {
+    let mut at = (pos.byte() as usize).min(bytes.len());
+    while at < bytes.len() && (bytes[at] == b'\r' || bytes[at] == b'\n') {
+        at += 1;
+    }
+    1 + bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 /// `column median_ms: invalid float literal ('fast')` from a row's deserialization error.
@@ -720,10 +746,7 @@ pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserte
         return Ok(done);
     }
     rows.sort_by(|a, b| a.key().cmp(&b.key()));
-    let csv_err = |e: String| Error::Csv {
-        path: path.to_path_buf(),
-        why: e,
-    };
+    let csv_err = |e: String| Error::Internal(format!("serializing {}: {e}", path.display()));
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in &rows {
         w.serialize(r).map_err(|e| csv_err(e.to_string()))?;
@@ -1047,6 +1070,34 @@ mod tests {
             "{:?}",
             file.bad
         );
+    }
+
+    #[test]
+    fn bad_rows_are_named_by_their_line_with_crlf_endings_and_blank_lines() {
+        // The csv writer ends lines with \r\n (best.csv as the tuner writes it), and a hand
+        // edit may leave blank lines: the line numbers are the file's all the same.
+        let full = two_rows();
+        let lines: Vec<&str> = full.lines().collect();
+        let bad = lines[1].replacen(",2.0,", ",fast,", 1);
+        for (ending, blank) in [("\r\n", ""), ("\n", "\n"), ("\r\n", "\r\n\r\n")] {
+            // header 1, good 2, bad 3, then blank lines, then good, bad.
+            let text = format!(
+                "{h}{ending}{good}{ending}{bad}{ending}{blank}{good2}{ending}{bad}{ending}",
+                h = lines[0],
+                good = lines[1],
+                good2 = lines[2],
+            );
+            let blank_lines = blank.matches('\n').count() as u64;
+            let (_dir, _path, file) = checked(&text);
+            let at: Vec<u64> = file.bad.iter().map(|b| b.line).collect();
+            assert_eq!(
+                at,
+                vec![3, 5 + blank_lines],
+                "{ending:?} with {blank_lines} blank line(s): {:?}",
+                file.bad
+            );
+            assert_eq!(file.rows.len(), 2);
+        }
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub struct TuneOptions {
     pub warm_start: bool,
 }
 
+/// Seconds a GPU task may run beyond its expected time before it is killed (`--watchdog`).
+pub const DEFAULT_WATCHDOG_S: f64 = 10.0;
+
 impl Default for TuneOptions {
     /// The CLI's defaults, with work in this process (`worker_exe: None`): a library user
     /// sets `op`, `shape` and, to survive faulting kernels, `worker_exe` to a `tune` binary.
@@ -117,7 +120,7 @@ impl Default for TuneOptions {
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
-            watchdog_s: 10.0,
+            watchdog_s: DEFAULT_WATCHDOG_S,
             resume: false,
             adaptive: true,
             confirm_rounds: 50,
@@ -548,8 +551,21 @@ fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
 }
 
 /// The op the options name (a user's spec, or a built-in or `--templates` op), for the
-/// element type they name.
+/// element type they name. A `--spec`, `--template` or `--templates` path that does not exist
+/// is bad input, said as such before anything reads it.
 pub fn load_op(opts: &TuneOptions) -> Result<Op> {
+    let missing = |flag: &str, path: &Path, what: &str| {
+        Error::Usage(format!("{flag} {}: no such {what}", path.display()))
+    };
+    if let Some(p) = opts.spec.as_deref().filter(|p| !p.exists()) {
+        return Err(missing("--spec", p, "file or folder"));
+    }
+    if let Some(p) = opts.template.as_deref().filter(|p| !p.is_file()) {
+        return Err(missing("--template", p, "file"));
+    }
+    if let Some(p) = opts.templates.as_deref().filter(|p| !p.is_dir()) {
+        return Err(missing("--templates", p, "folder"));
+    }
     match &opts.spec {
         Some(spec) => Op::load_spec(spec, opts.template.as_deref()),
         None => Op::load(&opts.op, opts.templates.as_deref()),
@@ -558,8 +574,14 @@ pub fn load_op(opts: &TuneOptions) -> Result<Op> {
 }
 
 /// The shapes of a sweep: `--shape A,B,C` or `--shapes FILE`, all checked against the op
-/// before anything is tuned.
+/// before anything is tuned. A `--shapes` file that does not exist is bad input.
 pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>> {
+    if let Some(f) = file.filter(|f| !f.is_file()) {
+        return Err(Error::Usage(format!(
+            "--shapes {}: no such file",
+            f.display()
+        )));
+    }
     let op = load_op(opts)?;
     let shapes = match file {
         Some(f) => crate::shape::read_file(f, &op.spec.dims)?,
@@ -568,12 +590,32 @@ pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>
     Ok(shapes.iter().map(Shape::to_string).collect())
 }
 
-/// Runs the whole pipeline for one op and shape.
-pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
-    let t0 = Instant::now();
-    // Everything the user typed is checked before any GPU or compiler is touched.
+/// Checks the settings that do not depend on the op: counts and times that must be positive.
+pub fn check_settings(opts: &TuneOptions) -> Result<()> {
+    if opts.bench.reps == 0 {
+        return Err(Error::Usage("--reps must be at least 1".into()));
+    }
+    if opts.jobs == 0 {
+        return Err(Error::Usage(
+            "--jobs must be at least 1 (leave it out for one compile worker per CPU core)".into(),
+        ));
+    }
+    if !(opts.watchdog_s.is_finite() && opts.watchdog_s > 0.0) {
+        return Err(Error::Usage(format!(
+            "--watchdog must be a positive number of seconds, not {}",
+            opts.watchdog_s
+        )));
+    }
+    Ok(())
+}
+
+/// Everything about a run's input that holds for every shape, checked once before a sweep
+/// starts and again by [`tune`]: the settings, the op (spec, template, dtype), the `--param`
+/// overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns the op and
+/// the parsed overrides.
+pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {
+    check_settings(opts)?;
     let op = load_op(opts)?;
-    let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
     let overrides = opts
         .params
         .iter()
@@ -581,10 +623,89 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         .collect::<Result<Vec<_>>>()?;
     if let Some(arch) = &opts.arch {
         crate::compile::check_arch(arch)?;
+        if let Some((version, supported)) = nvrtc_archs() {
+            if !supported.contains(&arch_number(arch)) {
+                return Err(Error::Usage(format!(
+                    "invalid --arch {arch}: NVRTC {}.{} compiles for {}",
+                    version.0,
+                    version.1,
+                    arch_list(&supported)
+                )));
+            }
+        }
     }
-    if opts.bench.reps == 0 {
-        return Err(Error::Usage("--reps must be at least 1".into()));
+    Ok((op, overrides))
+}
+
+/// `sm_90a` → 90.
+fn arch_number(arch: &str) -> i32 {
+    arch.trim_start_matches("sm_")
+        .trim_end_matches('a')
+        .parse()
+        .unwrap_or(0)
+}
+
+/// `sm_75, sm_80, ...`.
+fn arch_list(archs: &[i32]) -> String {
+    archs
+        .iter()
+        .map(|a| format!("sm_{a}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// NVRTC's version and the architectures it compiles for (`[75, 80, ...]`), or `None` when the
+/// library cannot be loaded (compiling then fails with its own error, [`Error::NoNvrtc`]).
+/// Asked once, so an unsupported architecture is one error instead of one per variant.
+fn nvrtc_archs() -> Option<((i32, i32), Vec<i32>)> {
+    use cudarc::nvrtc::sys;
+    let version = crate::compile::nvrtc_version().ok()?;
+    let mut n: std::ffi::c_int = 0;
+    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
+        .result()
+        .ok()?;
+    let mut archs: Vec<std::ffi::c_int> = vec![0; usize::try_from(n).ok()?];
+    unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
+        .result()
+        .ok()?;
+    Some((version, archs))
+}
+
+/// The limits the space is checked against before the device is known. They allow at least
+/// what any CUDA GPU so far allows (1024 threads and 48 KB of static shared memory per block;
+/// 227 KB of opt-in shared memory, the most of any GPU), so a space they empty is empty on
+/// every GPU, and bad input is reported before a GPU is looked for. The GPU's own limits
+/// may prune more later.
+const CHECK_LIMITS: DeviceLimits = DeviceLimits::SM90_DEFAULT;
+
+/// The configurations of the space at `limits`; none left is bad input, reported with the
+/// `--param` values given and the leading prune reasons (see [`crate::error::empty_space_summary`]).
+fn live_space(
+    op: &Op,
+    shape: &Shape,
+    limits: &DeviceLimits,
+    overrides: &[space::ParamOverride],
+    params: &[String],
+) -> Result<Vec<Candidate>> {
+    let candidates = space::enumerate(op, shape, limits, overrides)?;
+    if candidates.iter().all(|c| c.pruned.is_some()) {
+        return Err(Error::EmptySpace(crate::error::empty_space_summary(
+            candidates.len(),
+            params,
+            &space::prune_summary(&candidates),
+        )));
     }
+    Ok(candidates)
+}
+
+/// Runs the whole pipeline for one op and shape.
+pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
+    let t0 = Instant::now();
+    // Everything the user typed is checked before any GPU or compiler is touched, the space
+    // included: parameters that leave no configuration are bad input with or without a GPU.
+    let (op, overrides) = check_inputs(opts)?;
+    let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
+    let checked = live_space(&op, &shape, &CHECK_LIMITS, &overrides, &opts.params)?;
     let renderer = Renderer::new(&op)?;
 
     // The device: described by the first GPU worker (started now, so the driver's start
@@ -609,24 +730,32 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         (None, Some(g)) => g.arch(),
         (None, None) => "sm_90".to_string(),
     };
-    let candidates = space::enumerate(&op, &shape, &limits, &overrides)?;
+    // The GPU's own architecture, which NVRTC may be too old to know: one error, not one
+    // per variant (an --arch given was checked above, as input).
+    if opts.arch.is_none() {
+        if let Some((version, supported)) = nvrtc_archs() {
+            if !supported.contains(&arch_number(&arch)) {
+                return Err(Error::NoNvrtc(format!(
+                    "NVRTC {}.{} cannot compile for this GPU's {arch} (it compiles for {}); \
+                     install a newer CUDA toolkit",
+                    version.0,
+                    version.1,
+                    arch_list(&supported)
+                )));
+            }
+        }
+    }
+    let candidates = if limits == CHECK_LIMITS {
+        checked
+    } else {
+        live_space(&op, &shape, &limits, &overrides, &opts.params)?
+    };
     let prune_reasons = space::prune_summary(&candidates);
     let live: Vec<usize> = candidates
         .iter()
         .filter(|c| c.pruned.is_none())
         .map(|c| c.index)
         .collect();
-    if live.is_empty() {
-        let reasons: Vec<String> = prune_reasons
-            .iter()
-            .map(|(r, n)| format!("{n} × {r}"))
-            .collect();
-        return Err(Error::EmptySpace(format!(
-            "all {} configurations were pruned ({})",
-            candidates.len(),
-            reasons.join("; ")
-        )));
-    }
     // --shard K/N: this shard's share of the live variants; the others get no row here.
     let live = crate::shard::owned(live, opts.shard.as_ref());
     let shown = |c: &&Candidate| c.pruned.is_some() || live.binary_search(&c.index).is_ok();
