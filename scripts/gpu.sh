@@ -6,7 +6,7 @@
 #                                        into .gpu/ (git-ignored; copy it to the GPU machine)
 #   bash scripts/gpu.sh tests [FILTER]   GPU machine: the GPU test suite, the planted faults and
 #                                        the tuned_transpose example (FILTER: test-name filter)
-#   bash scripts/gpu.sh check            GPU machine: `tune check` of results/best.csv
+#   bash scripts/gpu.sh check [DB]       GPU machine: `tune check` of results/best.csv (or DB)
 #   bash scripts/gpu.sh retune [OP:SHAPE:DTYPE ...]
 #                                        GPU machine: re-tunes the rows of results/best.csv
 #                                        with the default command into $OUT/best.csv (all of
@@ -54,7 +54,7 @@ tests)
   ;;
 check)
   mkdir -p "$OUT"
-  "$bin/tune" check --db results/best.csv 2>&1 | tee "$OUT/check.log"
+  "$bin/tune" check --db "${1:-results/best.csv}" 2>&1 | tee "$OUT/check.log"
   exit "${PIPESTATUS[0]}"
   ;;
 retune)

@@ -31,9 +31,7 @@ pub fn pairwise(candidates: &[Candidate]) -> Vec<usize> {
         let Some((_, std::cmp::Reverse(i))) = heap.pop() else {
             break;
         };
-        let gain = pairs(&rows[i].1)
-            .filter(|p| uncovered.contains(p))
-            .count();
+        let gain = pairs(&rows[i].1).filter(|p| uncovered.contains(p)).count();
         if gain == 0 {
             continue;
         }
@@ -109,10 +107,7 @@ mod tests {
     /// Checked against the definition, by brute force: every pair in a runnable candidate is
     /// in a chosen one, and every chosen one is runnable.
     fn assert_covers(all: &[Candidate], chosen: &[usize]) {
-        let covered: HashSet<String> = chosen
-            .iter()
-            .flat_map(|&i| value_pairs(&all[i]))
-            .collect();
+        let covered: HashSet<String> = chosen.iter().flat_map(|&i| value_pairs(&all[i])).collect();
         for c in all.iter().filter(|c| c.pruned.is_none()) {
             for p in value_pairs(c) {
                 assert!(covered.contains(&p), "pair {p} not covered");

@@ -316,7 +316,9 @@ fn a_sweep_of_many_shapes_is_split_by_whole_shapes() {
 const GPU_SLUG: &str = "nvidia-h100-80gb-hbm3";
 
 fn fixture_csv(shape: &str) -> PathBuf {
-    repo().join(format!("tests/fixtures/runs/transpose_{shape}_{GPU_SLUG}.csv"))
+    repo().join(format!(
+        "tests/fixtures/runs/transpose_{shape}_{GPU_SLUG}.csv"
+    ))
 }
 
 /// The fixture best.csv row of a transpose shape in f32 (the dtype of the run
@@ -566,13 +568,7 @@ fn count_unmeasured(rs: &[Record]) -> usize {
 #[test]
 fn merging_shape_shards_keeps_each_shapes_csv_and_winner() {
     let t = tmp();
-    let shapes = [
-        "1000x1000",
-        "1000x3000",
-        "2000x300",
-        "300x2000",
-        "512x512",
-    ];
+    let shapes = ["1000x1000", "1000x3000", "2000x300", "300x2000", "512x512"];
     let sw = sweep(&shapes);
     let op = Op::load("transpose", None).unwrap();
     let work = shard::estimated_work(&op, &sw.shapes).unwrap();
