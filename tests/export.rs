@@ -881,3 +881,183 @@ fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
     );
     files.compile_together();
 }
+
+/// A real run CSV (transpose 1000x1000 on the H100, its verified leaders and a sample of the
+/// rest) whose highest search median (v7092) is not the configuration the interleaved
+/// re-timing chose (v4620).
+const REPORT_RUN: &str = "tests/fixtures/report/transpose_1000x1000.csv";
+
+/// The `<svg>` elements of a report, in order.
+fn svgs(html: &str) -> Vec<&str> {
+    html.split("<svg")
+        .skip(1)
+        .map(|s| &s[..s.find("</svg>").unwrap()])
+        .collect()
+}
+
+/// The value of attribute `name` in an SVG element's text.
+fn attr(element: &str, name: &str) -> Option<String> {
+    let at = element.find(&format!(" {name}=\""))? + name.len() + 3;
+    Some(element[at..].split('"').next()?.to_string())
+}
+
+/// (x, y, text) of every `<text>` element of an SVG.
+fn svg_texts(svg: &str) -> Vec<(f64, f64, String)> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let (open, rest) = t.split_once('>')?;
+            let body = rest.split("</text>").next()?.trim().to_string();
+            let num = |n: &str| attr(open, n)?.parse::<f64>().ok();
+            Some((num("x")?, num("y")?, body))
+        })
+        .collect()
+}
+
+/// One winner everywhere: the "Best:" line, the marked table row, the circled dot of (a)
+/// and the outlined cell of (c) all name the re-timed winner, and a sentence says why the
+/// highest search median is not it.
+#[test]
+fn report_highlights_the_re_timed_winner_everywhere() {
+    use cuda_autotune::export::report::{render_html, Run};
+    let csv = repo(REPORT_RUN);
+    let run = Run::load(&csv).unwrap();
+    assert_eq!(run.winner_name(), Some("v4620"));
+    assert_eq!(run.winner_rank(), Some(5));
+    let html = render_html(&csv).unwrap();
+    let winner = run.records.iter().find(|r| r.name == "v4620").unwrap();
+    assert!(html.contains(&format!("<b>Best:</b> <code>{}</code>", winner.label())));
+    // The table: exactly one marked row, the winner's.
+    assert_eq!(html.matches("<tr class=\"best\">").count(), 1);
+    let row = html.split("<tr class=\"best\">").nth(1).unwrap();
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("<td>v4620</td>"), "{row}");
+    // Why not the first: named, with the re-timing's verdict.
+    assert!(
+        html.contains("Why not <code>v7092</code>, rank 1 in (a)")
+            && html
+                .contains("<code>v7092</code> was measurably slower than it (+0.2 % [-1.4, +3.0]")
+            && html.contains("the one with the fewest registers, then the first in the space"),
+        "no explanation of the winner"
+    );
+    let plots = svgs(&html);
+    assert_eq!(plots.len(), 3);
+    // (a): the one large circle sits on the dot of rank 5 (dots are drawn in rank order).
+    let circles: Vec<&str> = plots[0].split("<circle").skip(1).collect();
+    let at = |c: &str| (attr(c, "cx").unwrap(), attr(c, "cy").unwrap());
+    let big: Vec<&&str> = circles.iter().filter(|c| c.contains("r=\"5\"")).collect();
+    assert_eq!(big.len(), 1, "one circled dot");
+    let dots: Vec<&&str> = circles.iter().filter(|c| c.contains("r=\"2\"")).collect();
+    assert_eq!(
+        at(big[0]),
+        at(dots[4]),
+        "the circle is not on the winner's dot"
+    );
+    assert_ne!(at(big[0]), at(dots[0]));
+    // (c): the one thick red outline encloses the column labelled TILE_DIM=32 and the row
+    // labelled BLOCK_ROWS=16, the winner's values.
+    let (tile, rows) = (
+        Run::param_of(winner, "TILE_DIM"),
+        Run::param_of(winner, "BLOCK_ROWS"),
+    );
+    assert_eq!((tile.as_str(), rows.as_str()), ("32", "16"));
+    let outline: Vec<&str> = plots[2]
+        .split("<polyline")
+        .skip(1)
+        .filter(|p| p.contains("stroke-width=\"4\""))
+        .collect();
+    assert_eq!(outline.len(), 1);
+    let corners: Vec<(f64, f64)> = attr(outline[0], "points")
+        .unwrap()
+        .split_whitespace()
+        .map(|p| {
+            let (x, y) = p.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect();
+    let (x0, x1) = (
+        corners[0].0.min(corners[1].0),
+        corners[0].0.max(corners[1].0),
+    );
+    let (y0, y1) = (
+        corners[1].1.min(corners[2].1),
+        corners[1].1.max(corners[2].1),
+    );
+    let texts = svg_texts(plots[2]);
+    // Axis labels lie outside the cells: below them (x labels) or left of them (y labels).
+    let x_label = texts
+        .iter()
+        .find(|(_, y, t)| *t == tile && *y > y1)
+        .expect("a TILE_DIM label");
+    let y_label = texts
+        .iter()
+        .find(|(x, _, t)| *t == rows && *x < x0)
+        .expect("a BLOCK_ROWS label");
+    assert!(
+        (x0..=x1).contains(&x_label.0),
+        "outline {x0}..{x1}, TILE_DIM=32 at {}",
+        x_label.0
+    );
+    assert!(
+        (y0..=y1).contains(&y_label.1),
+        "outline {y0}..{y1}, BLOCK_ROWS=16 at {}",
+        y_label.1
+    );
+}
+
+/// Plot (b) is coloured by the parameter with the most values among those that vary, never
+/// by one with a single value; with no parameter varying, one colour and no legend.
+#[test]
+fn report_colours_by_the_parameter_with_the_most_values() {
+    use cuda_autotune::export::report::{render_run, Run};
+    use cuda_autotune::results::Status;
+    let run = Run::load(&repo(REPORT_RUN)).unwrap();
+    let ok: Vec<_> = run
+        .records
+        .iter()
+        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .collect();
+    let count = |p: &str| {
+        let mut v: Vec<String> = ok.iter().map(|r| Run::param_of(r, p)).collect();
+        v.sort();
+        v.dedup();
+        v.len()
+    };
+    assert_eq!(count("READ"), 1);
+    assert_eq!(run.color_parameter(), Some("BLOCK_ROWS"));
+    for p in &run.meta.params {
+        assert!(count(p) <= count("BLOCK_ROWS"), "{p} has more values");
+    }
+    let html = render_run(&run, "run.csv").unwrap();
+    let fraction = svgs(&html)[1];
+    assert!(fraction.contains("BLOCK_ROWS=16") && !fraction.contains("READ="));
+    assert!(html.contains("coloured by BLOCK_ROWS, the parameter with the most values"));
+    // Parameters with one value in the top ten are said once, not given a column each; the
+    // re-timing column wraps (the table fits a 1400 px window).
+    assert!(!html.contains("<th>READ</th>") && !html.contains("<th>PAD</th>"));
+    assert!(html.contains("The same in all of them: <code>PAD=1 UNROLL=on"));
+    assert!(html.contains("<th>BLOCK_ROWS</th>") && !html.contains("nowrap\">"));
+
+    // Only configurations of one TILE_DIM and BLOCK_ROWS: another parameter colours (b).
+    let mut narrow = run.clone();
+    narrow.records.retain(|r| {
+        r.kind != "variant"
+            || (Run::param_of(r, "TILE_DIM") == "32" && Run::param_of(r, "BLOCK_ROWS") == "16")
+    });
+    let chosen = narrow
+        .color_parameter()
+        .expect("some parameter still varies");
+    assert!(
+        !["TILE_DIM", "BLOCK_ROWS", "READ", "PAD"].contains(&chosen),
+        "{chosen}"
+    );
+    // One configuration: nothing varies, so one colour and no legend.
+    let mut single = run.clone();
+    let mut first = true;
+    single
+        .records
+        .retain(|r| r.kind != "variant" || std::mem::take(&mut first));
+    assert_eq!(single.color_parameter(), None);
+    let html = render_run(&single, "run.csv").unwrap();
+    assert!(!svgs(&html)[1].contains("=16") && html.contains("in one colour"));
+}

@@ -112,10 +112,87 @@ impl Run {
             .or_else(|| self.ok_sorted().first().copied())
     }
 
+    /// The winner's rank (1 = highest throughput) among the verified configurations, the
+    /// order of plot (a).
+    pub fn winner_rank(&self) -> Option<usize> {
+        let winner = self.winner()?;
+        self.ok_sorted()
+            .iter()
+            .position(|r| std::ptr::eq(*r, winner))
+            .map(|i| i + 1)
+    }
+
+    /// The name of the configuration the report highlights everywhere (the "Best:" line, the
+    /// circled dot of (a), the outlined cell of (c) and the marked row of (d)).
+    pub fn winner_name(&self) -> Option<&str> {
+        self.winner().map(|r| r.name.as_str())
+    }
+
+    /// The parameters that take more than one value among the verified configurations, in
+    /// the CSV's order, with their number of values.
+    fn varying(&self) -> Vec<(&str, usize)> {
+        let ok = self.ok_sorted();
+        self.meta
+            .params
+            .iter()
+            .filter_map(|p| {
+                let mut values: Vec<String> = Vec::new();
+                for r in &ok {
+                    let v = Run::param(r, p);
+                    if !values.contains(&v) {
+                        values.push(v);
+                    }
+                }
+                (values.len() > 1).then_some((p.as_str(), values.len()))
+            })
+            .collect()
+    }
+
+    /// The parameter plot (b) is coloured by: of those that vary among the verified
+    /// configurations, the one with the most distinct values (the first in the CSV on a tie);
+    /// `None` when none varies (a colour per value would say nothing).
+    pub fn color_parameter(&self) -> Option<&str> {
+        let varying = self.varying();
+        let most = varying.iter().map(|(_, n)| *n).max()?;
+        varying
+            .into_iter()
+            .find(|(_, n)| *n == most)
+            .map(|(p, _)| p)
+    }
+
+    /// The two parameters of the heat map (c): the first two that vary (one row when only one
+    /// does), else the first two of the CSV.
+    pub fn heatmap_axes(&self) -> Option<(&str, Option<&str>)> {
+        let varying: Vec<&str> = self.varying().into_iter().map(|(p, _)| p).collect();
+        let pick: Vec<&str> = if varying.is_empty() {
+            self.meta
+                .params
+                .iter()
+                .map(String::as_str)
+                .take(2)
+                .collect()
+        } else {
+            varying.into_iter().take(2).collect()
+        };
+        pick.first().map(|&x| (x, pick.get(1).copied()))
+    }
+
+    /// The heat-map cell (x value, y value) that holds the winner.
+    pub fn winner_cell(&self) -> Option<(String, Option<String>)> {
+        let (x, y) = self.heatmap_axes()?;
+        let w = self.winner()?;
+        Some((Run::param(w, x), y.map(|y| Run::param(w, y))))
+    }
+
     fn roof(&self) -> Option<&Record> {
         self.baselines()
             .into_iter()
             .find(|b| b.name == self.meta.roof)
+    }
+
+    /// The value of parameter `name` in a record ("" when it has none).
+    pub fn param_of(r: &Record, name: &str) -> String {
+        Run::param(r, name)
     }
 
     fn param(r: &Record, name: &str) -> String {
@@ -238,7 +315,9 @@ fn throughput_svg(run: &Run) -> Result<String> {
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 2, pick(0).filled())))
             .map_err(plot_err)?;
-        if let Some(&best) = points.first() {
+        // The winner (the same configuration the rest of the report names), which need not be
+        // the highest median of the search.
+        if let Some(&best) = run.winner_rank().and_then(|rank| points.get(rank - 1)) {
             chart
                 .draw_series(std::iter::once(Circle::new(
                     best,
@@ -303,11 +382,14 @@ fn throughput_svg(run: &Run) -> Result<String> {
 }
 
 /// (b) Fraction of the roof of every verified configuration (the same order), one bar each,
-/// coloured by the value of `color_by`.
-fn fraction_svg(run: &Run, color_by: &str) -> Result<String> {
+/// coloured by the value of `color_by` (one colour when `None`).
+fn fraction_svg(run: &Run, color_by: Option<&str>) -> Result<String> {
     let mut ok: Vec<&Record> = run.ok_sorted();
     ok.retain(|r| r.frac_of_roof.is_some());
-    let groups = run.values_of(color_by);
+    let groups = match color_by {
+        Some(p) => run.values_of(p),
+        None => vec![String::new()],
+    };
     let top = ok
         .iter()
         .filter_map(|r| r.frac_of_roof)
@@ -344,7 +426,7 @@ fn fraction_svg(run: &Run, color_by: &str) -> Result<String> {
             let bars: Vec<Rectangle<(f64, f64)>> = ok
                 .iter()
                 .enumerate()
-                .filter(|(_, r)| Run::param(r, color_by) == *value)
+                .filter(|(_, r)| color_by.is_none_or(|p| Run::param(r, p) == *value))
                 .map(|(i, r)| {
                     let x = (i + 1) as f64;
                     Rectangle::new(
@@ -356,13 +438,7 @@ fn fraction_svg(run: &Run, color_by: &str) -> Result<String> {
             if bars.is_empty() {
                 continue;
             }
-            chart
-                .draw_series(bars)
-                .map_err(plot_err)?
-                .label(format!("{color_by}={value}"))
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
-                });
+            chart.draw_series(bars).map_err(plot_err)?;
         }
         let red = RGBColor(200, 30, 30);
         chart
@@ -382,20 +458,27 @@ fn fraction_svg(run: &Run, color_by: &str) -> Result<String> {
                 .pos(Pos::new(HPos::Left, VPos::Center)),
         ))
         .map_err(plot_err)?;
-        // Right, below the roof line: the slowest configurations' bars are low there.
-        let legend_at = {
-            let (x0, y0) = chart.plotting_area().get_base_pixel();
-            let (x, y) = chart.backend_coord(&(n * 0.78, 96.0));
-            SeriesLabelPosition::Coordinate(x - x0, y - y0)
-        };
-        chart
-            .configure_series_labels()
-            .position(legend_at)
-            .background_style(WHITE.mix(0.9))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(plot_err)?;
+        // The legend in the right margin, below the roof's label: over the plot it would hide
+        // bars. Drawn on the whole image, as the chart's own legend is cut at the plot's edge.
+        if let Some(p) = color_by {
+            for (g, value) in groups.iter().enumerate() {
+                let y = py + 24 + 18 * g as i32;
+                root.draw(&Rectangle::new(
+                    [(px + 11, y - 5), (px + 23, y + 5)],
+                    pick(g).filled(),
+                ))
+                .map_err(plot_err)?;
+                root.draw(&Text::new(
+                    format!("{p}={value}"),
+                    (px + 28, y),
+                    (FONT, 13)
+                        .into_font()
+                        .color(&BLACK)
+                        .pos(Pos::new(HPos::Left, VPos::Center)),
+                ))
+                .map_err(plot_err)?;
+            }
+        }
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
@@ -445,11 +528,15 @@ fn heatmap_svg(run: &Run, x: &str, y: Option<&str>) -> Result<String> {
     let values: Vec<f64> = cells.values().filter_map(|c| c.best.map(|b| b.0)).collect();
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let best_cell = cells
-        .iter()
-        .filter_map(|(k, c)| c.best.map(|b| (*k, b.0)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(k, _)| k);
+    // The winner's cell, outlined: the configuration the rest of the report names.
+    let best_cell = run.winner_cell().and_then(|(wx, wy)| {
+        let i = xs.iter().position(|v| *v == wx)?;
+        let j = match wy {
+            Some(wy) => ys.iter().position(|v| *v == wy)?,
+            None => 0,
+        };
+        Some((i, j))
+    });
     let (nx, ny) = (xs.len() as i32, ys.len() as i32);
     let height = (90 + 62 * ny.max(1)).clamp(200, 560) as u32;
     let mut svg = String::new();
@@ -554,7 +641,7 @@ fn heatmap_svg(run: &Run, x: &str, y: Option<&str>) -> Result<String> {
                 }
             }
         }
-        // The fastest cell, outlined last so no neighbour's border covers the outline (as a
+        // The winner's cell, outlined last so no neighbour's border covers the outline (as a
         // path: the SVG backend draws rectangles with a 1 px stroke whatever the style says).
         if let Some((i, j)) = best_cell {
             let (i, j) = (i as i32, j as i32);
@@ -639,6 +726,89 @@ tr.best td { background: #fff4e5; font-weight: 600; }
 footer { color: #888; font-size: 12px; margin: 32px 0; }
 ";
 
+/// When the configuration with the highest search median is not the winner, sentences
+/// saying why: the search times each configuration once, at its own moment; the leaders were
+/// then re-timed interleaved, and the fastest of that re-timing won unless others were
+/// statistically tied with it, where the tie rule (fewest registers, then the first in the
+/// space) chose.
+fn why_not_first(run: &Run, winner: &Record) -> Option<String> {
+    let first = *run.ok_sorted().first()?;
+    if std::ptr::eq(first, winner) {
+        return None;
+    }
+    let code = |r: &Record| format!("<code>{}</code>", esc(&r.name));
+    let regs = |r: &Record| r.registers.map_or("?".to_string(), |n| n.to_string());
+    let interval = |c: &crate::results::Confirmed| {
+        format!(
+            "{:+.1} % [{:+.1}, {:+.1}]",
+            c.vs_winner_pct, c.ci_low_pct, c.ci_high_pct
+        )
+    };
+    let retimed: Vec<&Record> = run.variants().filter(|r| r.confirm.is_some()).collect();
+    let mut text = format!(
+        "Why not {}, rank 1 in (a) with the highest search median ({:.1} {} against {:.1})? \
+         The search times each configuration once, at its own moment, so medians a few \
+         percent apart can swap from one run to the next; the {} leaders were then re-timed \
+         interleaved, under the same conditions.",
+        code(first),
+        first.throughput.unwrap_or(0.0),
+        esc(&run.meta.unit),
+        winner.throughput.unwrap_or(0.0),
+        retimed.len(),
+    );
+    let fastest = retimed.iter().copied().min_by(|a, b| {
+        let m = |r: &Record| r.confirm.map_or(f64::INFINITY, |c| c.median_ms);
+        m(a).total_cmp(&m(b))
+    });
+    let Some(fastest) = fastest else {
+        return Some(text);
+    };
+    match first.confirm {
+        None => text.push_str(&format!(" {} was not among them.", code(first))),
+        Some(_) if std::ptr::eq(first, fastest) => {
+            text.push_str(&format!(" {} was the fastest there.", code(first)))
+        }
+        Some(c) if c.tied => text.push_str(&format!(
+            " There the fastest was {}; {} was statistically tied with it ({} against {}).",
+            code(fastest),
+            code(first),
+            interval(&c),
+            code(winner)
+        )),
+        Some(c) => text.push_str(&format!(
+            " There the fastest was {}, and {} was measurably slower than it ({} against {}).",
+            code(fastest),
+            code(first),
+            interval(&c),
+            code(winner)
+        )),
+    }
+    if std::ptr::eq(winner, fastest) {
+        text.push_str(&format!(
+            " {} was the fastest of the re-timing.",
+            code(winner)
+        ));
+    } else {
+        let tied: Vec<String> = retimed
+            .iter()
+            .filter(|r| r.confirm.is_some_and(|c| c.tied))
+            .map(|r| format!("{} ({} registers)", code(r), regs(r)))
+            .collect();
+        text.push_str(&format!(
+            " {} was statistically tied with {} ({} against {}: {}); among the tied \
+             configuration(s) {} the one with the fewest registers, then the first in the \
+             space, wins, so that repeated runs choose the same kernel.",
+            code(winner),
+            code(fastest),
+            code(fastest),
+            code(winner),
+            fastest.confirm.map(|c| interval(&c)).unwrap_or_default(),
+            tied.join(", "),
+        ));
+    }
+    Some(text)
+}
+
 /// The HTML report of the run CSV at `csv`.
 pub fn render_html(csv: &Path) -> Result<String> {
     let run = Run::load(csv)?;
@@ -692,12 +862,15 @@ pub fn render_run(run: &Run, source: &str) -> Result<String> {
             best.stats
                 .map(|s| format_ms(s.median_ms))
                 .unwrap_or_default(),
-            if confirmed {
+            if best.confirm.is_some_and(|c| c.winner) {
                 " (the winner of the interleaved re-timing of the leaders)"
             } else {
                 ""
             },
         );
+        if let Some(why) = why_not_first(run, best) {
+            let _ = writeln!(h, "<p>{why}</p>");
+        }
     }
 
     h.push_str("<h2 id=\"throughput\">(a) Throughput of every verified configuration</h2>\n");
@@ -707,39 +880,45 @@ pub fn render_run(run: &Run, source: &str) -> Result<String> {
         let _ = write!(
             h,
             "<figure>{}</figure>\n<p class=\"caption\">Each dot is one verified configuration, \
-             fastest first (median of the timed launches). The roof (solid red) is the fastest \
-             verified baseline marked as a roof; dashed lines are the other baselines.</p>\n",
-            throughput_svg(run)?
+             fastest first (median of the timed launches). The circled dot is the best, {}{}. \
+             The roof (solid red) is the fastest verified baseline marked as a roof; dashed \
+             lines are the other baselines.</p>\n",
+            throughput_svg(run)?,
+            esc(run.winner_name().unwrap_or("")),
+            run.winner_rank()
+                .map(|r| format!(" (rank {r})"))
+                .unwrap_or_default(),
         );
     }
 
-    let color_by = match m.params.len() {
-        0 => None,
-        1 | 2 => m.params.first(),
-        _ => m.params.last(),
-    };
+    let color_by = run.color_parameter();
     h.push_str("<h2 id=\"fraction\">(b) Fraction of the roof per configuration</h2>\n");
-    match color_by {
-        Some(p) if ok.iter().any(|r| r.frac_of_roof.is_some()) => {
-            let _ = write!(
-                h,
-                "<figure>{}</figure>\n<p class=\"caption\">One bar per verified configuration, in \
-                 the order of (a), coloured by {}.</p>\n",
-                fraction_svg(run, p)?,
-                esc(p)
-            );
-        }
-        _ => h.push_str("<p>No configuration has a fraction of the roof.</p>\n"),
+    if ok.iter().any(|r| r.frac_of_roof.is_some()) {
+        let _ = write!(
+            h,
+            "<figure>{}</figure>\n<p class=\"caption\">One bar per verified configuration, in \
+             the order of (a), {}.</p>\n",
+            fraction_svg(run, color_by)?,
+            match color_by {
+                Some(p) => format!(
+                    "coloured by {}, the parameter with the most values among them",
+                    esc(p)
+                ),
+                None => "in one colour: every parameter has one value among them".into(),
+            }
+        );
+    } else {
+        h.push_str("<p>No configuration has a fraction of the roof.</p>\n");
     }
 
-    if let Some(x) = m.params.first() {
-        let y = m.params.get(1).map(String::as_str);
+    if let Some((x, y)) = run.heatmap_axes() {
         let _ = write!(
             h,
             "<h2 id=\"heatmap\">(c) {}{}: best throughput over the other parameters</h2>\n\
              <figure>{}</figure>\n<p class=\"caption\">Each cell: the fastest verified \
-             configuration with these values ({} and % of the roof); the fastest cell is \
-             outlined in red. Grey: none verified (failed or pruned by a constraint).</p>\n",
+             configuration with these values ({} and % of the roof); the cell of the best \
+             configuration (above) is outlined in red. Grey: none verified (failed or pruned by \
+             a constraint).</p>\n",
             esc(x),
             y.map(|y| format!(" × {}", esc(y))).unwrap_or_default(),
             heatmap_svg(run, x, y)?,
@@ -747,8 +926,27 @@ pub fn render_run(run: &Run, source: &str) -> Result<String> {
         );
     }
 
-    h.push_str("<h2 id=\"top\">(d) Top 10</h2>\n<table>\n<tr><th>#</th><th>variant</th>");
-    for p in &m.params {
+    // Parameters with one value in all ten rows are said once above the table, not repeated
+    // in a column each: the table stays within a 1400 px window.
+    let top: Vec<&Record> = ok.iter().take(10).copied().collect();
+    let (columns, same): (Vec<&String>, Vec<&String>) = m.params.iter().partition(|p| {
+        top.iter()
+            .any(|r| Run::param(r, p) != Run::param(top[0], p))
+    });
+    h.push_str("<h2 id=\"top\">(d) Top 10</h2>\n");
+    if !same.is_empty() && !top.is_empty() {
+        let list: Vec<String> = same
+            .iter()
+            .map(|p| format!("{}={}", esc(p), esc(&Run::param(top[0], p))))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<p class=\"caption\">The same in all of them: <code>{}</code>.</p>",
+            list.join(" ")
+        );
+    }
+    h.push_str("<table>\n<tr><th>#</th><th>variant</th>");
+    for p in &columns {
         let _ = write!(h, "<th>{}</th>", esc(p));
     }
     let _ = writeln!(
@@ -773,7 +971,7 @@ pub fn render_run(run: &Run, source: &str) -> Result<String> {
             i + 1,
             esc(&r.name)
         );
-        for p in &m.params {
+        for p in &columns {
             let _ = write!(h, "<td>{}</td>", esc(&Run::param(r, p)));
         }
         let s = r.stats;
@@ -792,7 +990,7 @@ pub fn render_run(run: &Run, source: &str) -> Result<String> {
         if confirmed {
             let _ = write!(
                 h,
-                "<td class=\"nowrap\">{}</td>",
+                "<td>{}</td>",
                 match r.confirm {
                     Some(c) if c.winner => "winner".to_string(),
                     Some(c) => format!(
