@@ -222,7 +222,7 @@ pub fn shape_distance(a: &[u64], b: &[u64]) -> Option<f64> {
 }
 
 /// A stored configuration of `op` (`NAME=value;...`, the `params` of a best.csv row) as
-/// pairs, completed with [`Op::assumed_params`]: parameters added to the op since the row was
+/// pairs, completed with [`Op::assumed_params`](crate::ops::Op::assumed_params): parameters added to the op since the row was
 /// stored take the values its configurations had then.
 pub fn stored_params(op: &crate::ops::Op, params: &str) -> Vec<(String, String)> {
     let mut pairs = parse_params(params);
