@@ -20,8 +20,7 @@ pub enum Error {
     #[error("invalid --param '{input}': {why}")]
     ParamSyntax { input: String, why: String },
     /// The constraints (with the `--param` values given) prune every configuration. The text
-    /// is the summary from [`empty_space_summary`]: a first line, then one indented line per
-    /// leading prune reason.
+    /// is [`empty_space_summary`]'s.
     #[error("no configuration is left after the constraints{0}")]
     EmptySpace(String),
     #[error("op spec {file}: {why}")]
@@ -89,36 +88,81 @@ impl Error {
     }
 }
 
-/// How many prune reasons an [`Error::EmptySpace`] lists; the rest are counted.
-pub const EMPTY_SPACE_REASONS: usize = 3;
+/// About how many characters of prune reasons an [`Error::EmptySpace`] spells out; the
+/// first reason is always given in full, the rest only while they fit, and those left are
+/// counted.
+pub const EMPTY_SPACE_REASONS_WIDTH: usize = 160;
 
-/// The text of an [`Error::EmptySpace`]: which `--param` values narrowed the space (they are
-/// the likeliest cause), how many configurations there were, and the leading prune reasons
-/// with their counts, one per line, most frequent first. `reasons` is `(reason, count)` as
-/// [`crate::space::prune_summary`] gives it.
+/// The text of an [`Error::EmptySpace`], one line like every error: which `--param` values
+/// narrowed the space (the likeliest cause), how many configurations there were, and the
+/// most frequent prune reasons with their counts (as many as fit in
+/// [`EMPTY_SPACE_REASONS_WIDTH`], at least one), then the number of configurations pruned for
+/// the other reasons. A whole list of reasons would be a line of hundreds of characters.
+/// `reasons` is `(reason, count)`, as [`crate::space::prune_summary`] gives it.
 pub fn empty_space_summary(total: usize, params: &[String], reasons: &[(String, usize)]) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
     if !params.is_empty() {
-        let _ = write!(s, " with --param {}", params.join(" --param "));
+        s.push_str(&format!(" with --param {}", params.join(" --param ")));
     }
-    let _ = write!(s, ": all {total} configurations were pruned");
-    if reasons.is_empty() {
+    s.push_str(&format!(": all {total} configurations were pruned"));
+    // Equally frequent reasons come shortest first, so that more of them fit.
+    let mut reasons: Vec<&(String, usize)> = reasons.iter().collect();
+    reasons.sort_by_key(|(reason, n)| (std::cmp::Reverse(*n), reason.len()));
+    let mut shown: Vec<String> = Vec::new();
+    let mut width = 0;
+    for (reason, n) in &reasons {
+        let item = format!("{n} × {reason}");
+        if !shown.is_empty() && width + item.len() > EMPTY_SPACE_REASONS_WIDTH {
+            break;
+        }
+        width += item.len();
+        shown.push(item);
+    }
+    if shown.is_empty() {
         return s;
     }
-    s.push_str("; most frequent reasons:");
-    for (reason, n) in reasons.iter().take(EMPTY_SPACE_REASONS) {
-        let _ = write!(s, "\n  {n} × {reason}");
-    }
-    if reasons.len() > EMPTY_SPACE_REASONS {
-        let rest: usize = reasons[EMPTY_SPACE_REASONS..].iter().map(|(_, n)| n).sum();
-        let _ = write!(
-            s,
-            "\n  {rest} more for {} other reason(s)",
-            reasons.len() - EMPTY_SPACE_REASONS
-        );
+    s.push_str(&format!(": {}", shown.join("; ")));
+    let rest = &reasons[shown.len()..];
+    if !rest.is_empty() {
+        let n: usize = rest.iter().map(|(_, n)| n).sum();
+        s.push_str(&format!("; {n} × {} other reason(s)", rest.len()));
     }
     s
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_space_is_summarized_on_one_line_of_readable_length() {
+        let long = "x".repeat(300);
+        let reasons = vec![
+            (long.clone(), 50),
+            ("a long reason that ties".to_string(), 10),
+            ("short".to_string(), 10),
+            ("rare".to_string(), 1),
+        ];
+        let params = vec!["A=1".to_string(), "B=2".to_string()];
+        // The first reason is given however long it is; the others are counted.
+        let s = empty_space_summary(61, &params, &reasons);
+        assert_eq!(
+            s,
+            format!(" with --param A=1 --param B=2: all 61 configurations were pruned: 50 × {long}; 21 × 3 other reason(s)")
+        );
+        // Short reasons are all given, ties shortest first, and nothing is left to count.
+        let s = empty_space_summary(21, &[], &reasons[1..]);
+        assert_eq!(
+            s,
+            ": all 21 configurations were pruned: 10 × short; 10 × a long reason that ties; 1 × rare"
+        );
+        assert!(!s.contains('\n'));
+        assert_eq!(
+            Error::EmptySpace(s).to_string(),
+            "no configuration is left after the constraints: all 21 configurations were pruned: \
+             10 × short; 10 × a long reason that ties; 1 × rare"
+        );
+    }
+}
