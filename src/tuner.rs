@@ -1996,7 +1996,8 @@ mod tests {
             .map(|c| c.index)
             .collect();
         // Any stored row as a template for the columns the warm start does not read.
-        let template = results::read_best(Path::new("results/best.csv")).unwrap()[0].clone();
+        let template =
+            results::read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
         let h100 = "NVIDIA H100 80GB HBM3";
         let row = |op: &str, shape: &str, dtype: &str, gpu: &str, params: &str| BestRow {
             op: op.into(),

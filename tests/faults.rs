@@ -486,6 +486,7 @@ fn options_from_defaults() -> TuneOptions {
         .expect("the CLI parses")
         .tune
         .options()
+        .expect("the default options are valid")
 }
 /// Extra allowance of the first task of every fresh worker (src/worker.rs, task_limit).
 const FIRST_TASK_ALLOWANCE_S: f64 = 60.0;

@@ -143,7 +143,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
             o,
         ],
     );
-    let line = one_error(&out, 1);
+    let line = one_error(&out, 2);
     assert!(line.contains("missing.txt"), "{line}");
     let empty = t.path().join("empty.txt");
     std::fs::write(&empty, "# nothing yet\n\n").unwrap();
