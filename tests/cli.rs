@@ -13,24 +13,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod common;
-
-/// The `tune` binary with its cubin cache and result folder inside `tmp`.
-fn tune(tmp: &TempDir) -> Command {
-    let mut cmd = Command::cargo_bin("tune").expect("the tune binary is built");
-    cmd.env("CUDA_AUTOTUNE_CACHE", tmp.path().join("cache"))
-        .env_remove("XDG_CACHE_HOME")
-        .arg("--out")
-        .arg(tmp.path().join("results"));
-    cmd
-}
-
-fn tmp() -> TempDir {
-    tempfile::tempdir().expect("a temporary folder")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{count_before, text, tmp, tune};
 
 /// Asserts that stderr is exactly one line `error: ...` and holds no panic; returns the line.
 fn one_error_line(stderr: &[u8]) -> String {
@@ -277,19 +260,6 @@ struct Summary {
     from_cache: usize,
     failed: usize,
     pruned: usize,
-}
-
-/// The integer just before `label` in `line`.
-fn count_before(line: &str, label: &str) -> usize {
-    let at = line
-        .find(label)
-        .unwrap_or_else(|| panic!("'{label}' not found in: {line}"));
-    let word = line[..at]
-        .rsplit(|c: char| c.is_whitespace() || c == '(')
-        .find(|w| !w.is_empty())
-        .unwrap_or_default();
-    word.parse()
-        .unwrap_or_else(|_| panic!("no count before '{label}' in: {line}"))
 }
 
 fn summary(stdout: &str) -> Summary {

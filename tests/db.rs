@@ -2,7 +2,6 @@
 //! and missing, empty, truncated and hand-edited files through `tune best`, `tune export`, the
 //! Rust API and the tuner's upsert. No test needs a GPU or NVRTC.
 
-use assert_cmd::Command;
 use cuda_autotune::export::TunedDb;
 use cuda_autotune::results::{
     best_backup_path, read_best, read_best_checked, upsert_best, write_atomic, BestRow,
@@ -10,17 +9,8 @@ use cuda_autotune::results::{
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-fn tune() -> Command {
-    Command::cargo_bin("tune").expect("the tune binary is built")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{repo, text, tune_bin};
 
 fn row(shape: &str, median_ms: f64) -> BestRow {
     BestRow {
@@ -225,7 +215,7 @@ fn assert_names_the_bad_lines(stderr: &str, db: &Path) {
 fn tune_best_warns_about_bad_lines_and_serves_the_good_rows() {
     let (_tmp, db) = damaged_db();
     let dbs = db.to_str().unwrap();
-    let out = tune()
+    let out = tune_bin()
         .args([
             "best",
             "--op",
@@ -246,7 +236,7 @@ fn tune_best_warns_about_bad_lines_and_serves_the_good_rows() {
     );
     assert_names_the_bad_lines(&stderr, &db);
     // The skipped row is not served: its shape was "never tuned", with the nearest ones.
-    let out = tune()
+    let out = tune_bin()
         .args([
             "best",
             "--op",
@@ -272,7 +262,7 @@ fn tune_best_warns_about_bad_lines_and_serves_the_good_rows() {
 fn tune_export_warns_about_bad_lines_and_exports_the_good_rows() {
     let (tmp, db) = damaged_db();
     let exported = tmp.path().join("export.csv");
-    let out = tune()
+    let out = tune_bin()
         .args(["export", "--format", "csv", "--db"])
         .arg(&db)
         .arg("--output")
@@ -341,7 +331,7 @@ fn an_empty_best_csv_has_no_rows() {
     std::fs::write(&db, "").unwrap();
     let tuned = TunedDb::load(&db).unwrap();
     assert!(tuned.rows().is_empty() && tuned.skipped().is_empty());
-    let out = tune()
+    let out = tune_bin()
         .args(["best", "--op", "transpose", "--shape", "1000x1000", "--db"])
         .arg(&db)
         .output()
@@ -353,7 +343,7 @@ fn an_empty_best_csv_has_no_rows() {
         stderr.contains("nor any other transpose shape; tune it with"),
         "{stderr}"
     );
-    let out = tune()
+    let out = tune_bin()
         .args(["export", "--format", "json", "--db"])
         .arg(&db)
         .output()
@@ -371,7 +361,7 @@ fn an_empty_best_csv_has_no_rows() {
 fn a_missing_best_csv_says_how_to_make_one() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("best.csv");
-    let out = tune()
+    let out = tune_bin()
         .args(["best", "--op", "transpose", "--shape", "1000x1000", "--db"])
         .arg(&db)
         .output()
@@ -393,7 +383,7 @@ fn a_file_with_only_bad_lines_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("best.csv");
     std::fs::write(&db, "shape,time\n1000x1000,fast\n").unwrap();
-    let out = tune()
+    let out = tune_bin()
         .args(["export", "--format", "csv", "--db"])
         .arg(&db)
         .output()

@@ -17,18 +17,13 @@ use cuda_autotune::results::BestRow;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
-const FIXTURE: &str = "tests/fixtures/export/dispatch.csv";
+mod common;
+use common::{repo, text};
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
+const FIXTURE: &str = "tests/fixtures/export/dispatch.csv";
 
 fn db() -> TunedDb {
     TunedDb::load(repo(FIXTURE)).unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `tune export --format cuda` of the fixture into a temporary folder; returns it.

@@ -8,36 +8,11 @@
 //! /dev/nvidia0 exists.
 
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tempfile::TempDir;
 
-/// The `tune` binary with its cubin cache inside `tmp` (for subcommands: no `--out`).
-fn tune_cmd(tmp: &TempDir) -> Command {
-    let mut cmd = Command::cargo_bin("tune").expect("the tune binary is built");
-    cmd.env("CUDA_AUTOTUNE_CACHE", tmp.path().join("cache"))
-        .env_remove("XDG_CACHE_HOME")
-        .current_dir(tmp.path());
-    cmd
-}
-
-/// A tuning run with its results inside `tmp`.
-fn tune(tmp: &TempDir) -> Command {
-    let mut cmd = tune_cmd(tmp);
-    cmd.arg("--out").arg(tmp.path().join("results"));
-    cmd
-}
-
-fn tmp() -> TempDir {
-    tempfile::tempdir().expect("a temporary folder")
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{repo, text, tmp, tune_cmd, tune_in};
 
 fn has_gpu() -> bool {
     Path::new("/dev/nvidia0").exists()
@@ -63,7 +38,7 @@ fn one_error(cmd: &mut Command, code: i32) -> String {
 fn a_missing_spec_file_is_bad_input() {
     let t = tmp();
     let line = one_error(
-        tune(&t).args(["--spec", "no_such_spec.toml", "--shape", "1000"]),
+        tune_in(&t).args(["--spec", "no_such_spec.toml", "--shape", "1000"]),
         2,
     );
     assert!(
@@ -75,7 +50,7 @@ fn a_missing_spec_file_is_bad_input() {
 #[test]
 fn a_missing_shapes_file_is_bad_input() {
     let t = tmp();
-    let line = one_error(tune(&t).args(["--shapes", "no_such_shapes.txt"]), 2);
+    let line = one_error(tune_in(&t).args(["--shapes", "no_such_shapes.txt"]), 2);
     assert!(
         line.contains("--shapes no_such_shapes.txt: no such file"),
         "{line}"
@@ -129,7 +104,7 @@ fn params_that_empty_the_space_are_bad_input_before_the_gpu_check() {
     let run = |extra: &[&str]| {
         let t = tmp();
         let line = one_error(
-            tune(&t)
+            tune_in(&t)
                 .args(["--shape", "1000x1000", "--param", "TILE_DIM=7"])
                 .args(extra),
             2,
@@ -168,7 +143,7 @@ fn an_architecture_nvrtc_does_not_know_is_one_error() {
     for extra in [&["--compile-only"][..], &[]] {
         let t = tmp();
         let line = one_error(
-            tune(&t)
+            tune_in(&t)
                 .args(["--shape", "64x64", "--arch", "sm_50"])
                 .args(extra),
             2,
@@ -182,7 +157,7 @@ fn an_architecture_nvrtc_does_not_know_is_one_error() {
 fn zero_compile_jobs_are_rejected() {
     let t = tmp();
     let line = one_error(
-        tune(&t).args(["--shape", "64x64", "--compile-only", "--jobs", "0"]),
+        tune_in(&t).args(["--shape", "64x64", "--compile-only", "--jobs", "0"]),
         2,
     );
     assert!(line.contains("--jobs must be at least 1"), "{line}");
@@ -192,7 +167,7 @@ fn zero_compile_jobs_are_rejected() {
 fn a_negative_budget_is_rejected_as_a_budget() {
     let t = tmp();
     let line = one_error(
-        tune(&t).args(["--shape", "64x64", "--strategy", "random", "--budget", "-1"]),
+        tune_in(&t).args(["--shape", "64x64", "--strategy", "random", "--budget", "-1"]),
         2,
     );
     assert!(line.contains("invalid budget '-1'"), "{line}");
@@ -201,7 +176,10 @@ fn a_negative_budget_is_rejected_as_a_budget() {
 #[test]
 fn a_negative_watchdog_is_rejected() {
     let t = tmp();
-    let line = one_error(tune(&t).args(["--shape", "64x64", "--watchdog", "-1"]), 2);
+    let line = one_error(
+        tune_in(&t).args(["--shape", "64x64", "--watchdog", "-1"]),
+        2,
+    );
     assert!(
         line.contains("--watchdog must be a positive number"),
         "{line}"

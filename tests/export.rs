@@ -6,7 +6,6 @@
 //! `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`. The header tests need gcc and g++. No test
 //! needs a GPU.
 
-use assert_cmd::Command;
 use cuda_autotune::compile::Compiler;
 use cuda_autotune::export::{
     applicability, parse_dims, rename_identifier, shape_distance, tuned_source, valid_for, TunedDb,
@@ -15,9 +14,8 @@ use cuda_autotune::results::{read_best, BestRow};
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
+mod common;
+use common::{repo, text, tune_bin};
 
 /// A temporary folder holding a copy of the snapshot of an H100 best.csv (tests/fixtures/export) as `best.csv`.
 fn db_copy() -> (TempDir, PathBuf) {
@@ -32,17 +30,9 @@ fn committed_rows() -> Vec<BestRow> {
     read_best(&repo("tests/fixtures/export/best.csv")).unwrap()
 }
 
-fn tune() -> Command {
-    Command::cargo_bin("tune").expect("the tune binary is built")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Runs `tune args`, expects exit code 2 and exactly one `error: ` line; returns it.
 fn input_error(args: &[&str]) -> String {
-    let out = tune().args(args).output().unwrap();
+    let out = tune_bin().args(args).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -54,7 +44,7 @@ fn input_error(args: &[&str]) -> String {
 }
 
 fn stdout_of(args: &[&str]) -> String {
-    let out = tune().args(args).output().unwrap();
+    let out = tune_bin().args(args).output().unwrap();
     assert!(
         out.status.success(),
         "tune {args:?} failed: {}",
@@ -424,7 +414,7 @@ fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
     csv.push('\n');
     std::fs::write(&db, &csv).unwrap();
     let dir = tmp.path().join("cuda");
-    let out = tune()
+    let out = tune_bin()
         .args(cuda_export_args(&db, &dir, &[]))
         .output()
         .unwrap();

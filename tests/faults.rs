@@ -20,15 +20,16 @@
 use clap::Parser;
 use cuda_autotune::bench::{BenchSettings, CacheState};
 use cuda_autotune::cli::Cli;
-use cuda_autotune::gpu::gpu_available;
 use cuda_autotune::ops::Op;
 use cuda_autotune::results::{read_run_csv, write_atomic, Record, Status};
 use cuda_autotune::tuner::{tune, TuneOptions};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+
+mod common;
+use common::{count_before, skip, text, tmp, tune_exe};
 
 /// The fixture folder holding faults.toml and faults.cu.tera: in the source tree this test
 /// was built from, else (a test binary copied to another machine and run from the
@@ -43,22 +44,6 @@ fn fixtures() -> PathBuf {
 }
 
 const FIXTURES: &str = "tests/fixtures/faults";
-
-/// The `tune` binary: `$TUNE_EXE` where the test binary was copied to another machine, else
-/// the one cargo built beside this test.
-fn tune_exe() -> PathBuf {
-    std::env::var_os("TUNE_EXE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tune")))
-}
-
-fn tmp() -> TempDir {
-    tempfile::tempdir().expect("a temporary folder")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// `tune` with its cubin cache, results and temporary folder inside `tmp`.
 fn tune_cmd(tmp: &TempDir) -> std::process::Command {
@@ -124,19 +109,6 @@ fn expected_failure(fault: &str) -> Option<&'static str> {
 // ---------------------------------------------------------------------------------------
 // CPU: compile-only.
 // ---------------------------------------------------------------------------------------
-
-/// The integer just before `label` in `line`.
-fn count_before(line: &str, label: &str) -> usize {
-    let at = line
-        .find(label)
-        .unwrap_or_else(|| panic!("'{label}' not found in: {line}"));
-    let word = line[..at]
-        .rsplit(|c: char| c.is_whitespace() || c == '(')
-        .find(|w| !w.is_empty())
-        .unwrap_or_default();
-    word.parse()
-        .unwrap_or_else(|_| panic!("no count before '{label}' in: {line}"))
-}
 
 #[test]
 fn compile_only_fails_exactly_the_compile_error_variants() {
@@ -464,18 +436,6 @@ fn write_atomic_never_leaves_a_truncated_destination() {
 // ---------------------------------------------------------------------------------------
 // GPU: every planted fault is recorded, the run goes on.
 // ---------------------------------------------------------------------------------------
-
-fn skip(name: &str) -> bool {
-    if gpu_available() {
-        return false;
-    }
-    // Written to stderr directly so the note shows even when the harness captures output.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED {name}: no CUDA GPU on this machine (run on the GPU machine)"
-    );
-    true
-}
 
 const WATCHDOG_S: f64 = 3.0;
 

@@ -3,14 +3,13 @@
 //! and the fault test resets that context, so they run one at a time under a lock.
 
 use cuda_autotune::bench::{BenchSettings, CacheState};
-use cuda_autotune::gpu::gpu_available;
 use cuda_autotune::results::{read_run_csv, Record, Status};
 use cuda_autotune::tuner::{tune, TuneOptions, TuneOutcome};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod common;
+use common::{skip, tune_exe};
 
 static GPU: Mutex<()> = Mutex::new(());
 
@@ -30,26 +29,6 @@ fn options(shape: &str, out: &Path) -> TuneOptions {
         confirm_rounds: 10,
         ..TuneOptions::default()
     }
-}
-
-/// The `tune` binary for worker processes: `$TUNE_EXE` where the test binary was copied to
-/// another machine, else the one cargo built beside this test.
-fn tune_exe() -> PathBuf {
-    std::env::var_os("TUNE_EXE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tune")))
-}
-
-fn skip(name: &str) -> bool {
-    if gpu_available() {
-        return false;
-    }
-    // Written to stderr directly so the note shows even when the harness captures output.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED {name}: no CUDA GPU on this machine (run on the GPU machine)"
-    );
-    true
 }
 
 fn param<'a>(r: &'a Record, name: &str) -> &'a str {

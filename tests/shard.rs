@@ -17,31 +17,9 @@ use cuda_autotune::shard::{self, Manifest, Shard, ShardOutput, Split, Sweep, MAN
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use tempfile::TempDir;
 
 mod common;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn tmp() -> TempDir {
-    tempfile::tempdir().expect("a temporary folder")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// `tune ARGS` with its cubin cache inside `tmp` (the user's cache is never touched).
-fn tune(tmp: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tune"))
-        .env("CUDA_AUTOTUNE_CACHE", tmp.join("cache"))
-        .env_remove("XDG_CACHE_HOME")
-        .args(args)
-        .output()
-        .expect("tune runs")
-}
+use common::{repo, text, tmp, tune_output};
 
 /// Asserts one `error:` line on stderr, no panic, the exit code; returns the line.
 fn one_error(out: &Output, code: i32) -> String {
@@ -88,7 +66,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
         ("", "no '/'"),
         ("3", "no '/'"),
     ] {
-        let out = tune(
+        let out = tune_output(
             t.path(),
             &[
                 "--shape",
@@ -113,7 +91,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
         ("0,a", "'a' is not a device index"),
         ("", "'' is not a device index"),
     ] {
-        let out = tune(
+        let out = tune_output(
             t.path(),
             &["--shape", "64x64,32x32", "--gpus", gpus, "--out", o],
         );
@@ -121,7 +99,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
         assert!(line.contains(why), "{gpus}: {line}");
     }
     // An index beyond the devices (or no GPU at all): one line, non-zero, even for one shape.
-    let out = tune(t.path(), &["--shape", "64x64", "--gpus", "99", "--out", o]);
+    let out = tune_output(t.path(), &["--shape", "64x64", "--gpus", "99", "--out", o]);
     let line = one_error(
         &out,
         if Path::new("/dev/nvidia0").exists() {
@@ -133,7 +111,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
     assert!(line.contains("--gpus"), "{line}");
     // Shape files: missing, empty (only comments), a malformed line.
     let missing = t.path().join("missing.txt");
-    let out = tune(
+    let out = tune_output(
         t.path(),
         &[
             "--shapes",
@@ -147,7 +125,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
     assert!(line.contains("missing.txt"), "{line}");
     let empty = t.path().join("empty.txt");
     std::fs::write(&empty, "# nothing yet\n\n").unwrap();
-    let out = tune(
+    let out = tune_output(
         t.path(),
         &[
             "--shapes",
@@ -164,7 +142,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
     );
     let bad = t.path().join("bad.txt");
     std::fs::write(&bad, "64x64\n64by64\n").unwrap();
-    let out = tune(
+    let out = tune_output(
         t.path(),
         &[
             "--shapes",
@@ -187,7 +165,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
 
 /// Runs a compile-only `tune` and fails with what to do when NVRTC is missing.
 fn compile_only(tmp: &Path, args: &[&str]) -> Output {
-    let out = tune(
+    let out = tune_output(
         tmp,
         &[&["--compile-only", "--arch", "sm_90", "--no-cache"], args].concat(),
     );
@@ -316,7 +294,7 @@ fn a_sweep_of_many_shapes_is_split_by_whole_shapes() {
 const GPU_SLUG: &str = "nvidia-h100-80gb-hbm3";
 
 fn fixture_csv(shape: &str) -> PathBuf {
-    repo().join(format!(
+    repo(&format!(
         "tests/fixtures/runs/transpose_{shape}_{GPU_SLUG}.csv"
     ))
 }
@@ -324,7 +302,7 @@ fn fixture_csv(shape: &str) -> PathBuf {
 /// The fixture best.csv row of a transpose shape in f32 (the dtype of the run
 /// CSVs these tests split; f16 and f64 rows of the same shape may come first in the file).
 fn fixture_best(shape: &str) -> BestRow {
-    read_best(&repo().join("tests/fixtures/runs/best.csv"))
+    read_best(&repo("tests/fixtures/runs/best.csv"))
         .unwrap()
         .into_iter()
         .find(|r| r.op == "transpose" && r.shape == shape && r.dtype == "f32")
@@ -488,7 +466,7 @@ fn merge(tmp: &Path, dirs: &[PathBuf], out: &Path, extra: &[&str]) -> Output {
     args.extend(["--out".into(), out.display().to_string()]);
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    tune(tmp, &args)
+    tune_output(tmp, &args)
 }
 
 #[test]
@@ -788,11 +766,7 @@ fn missing_unfinished_and_foreign_shards_are_refused_and_nothing_is_written() {
     let empty = t.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     refused(std::slice::from_ref(&empty), &[], "is empty");
-    refused(
-        &[repo().join("results")],
-        &[],
-        "is not a shard's output folder",
-    );
+    refused(&[repo("results")], &[], "is not a shard's output folder");
     refused(&[t.path().join("nowhere")], &[], "is not a folder");
     // The output folder may not be a shard's folder.
     let o = merge(t.path(), &dirs, &dirs[0], &[]);
@@ -878,7 +852,7 @@ fn a_shard_refuses_an_out_folder_holding_another_shards_results() {
     let dirs = variant_shards(t.path(), 3);
     let o = dirs[0].to_str().unwrap();
     let before = files(&dirs[0]);
-    let out = tune(
+    let out = tune_output(
         t.path(),
         &["--shape", "1000x1000", "--shard", "1/3", "--out", o],
     );

@@ -1,8 +1,10 @@
 //! User-written ops (`--spec`): the shipped example compiles with the real NVRTC in every
 //! variant, and every kind of spec error names the file, the line and the field.
 
-use assert_cmd::Command;
 use std::path::{Path, PathBuf};
+
+mod common;
+use common::tune_text;
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vector_add")
@@ -19,17 +21,6 @@ fn edited(edit: impl Fn(String, String) -> (String, String)) -> tempfile::TempDi
     dir
 }
 
-fn tune(cache: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::cargo_bin("tune")
-        .unwrap()
-        .env("CUDA_AUTOTUNE_CACHE", cache)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
-    (out.status.code(), text(&out.stdout), text(&out.stderr))
-}
-
 fn nvrtc_or_fail() {
     assert!(
         cuda_autotune::compile::nvrtc_version().is_ok(),
@@ -41,7 +32,7 @@ fn nvrtc_or_fail() {
 fn rejected(spec_dir: &Path, field: &str) -> String {
     let cache = tempfile::tempdir().unwrap();
     let dir = spec_dir.display().to_string();
-    let (code, _, err) = tune(
+    let (code, _, err) = tune_text(
         cache.path(),
         &["--spec", &dir, "--shape", "1000", "--compile-only"],
     );
@@ -58,7 +49,7 @@ fn the_example_compiles_in_every_variant() {
     let cache = tempfile::tempdir().unwrap();
     let dir = example().display().to_string();
     for shape in ["10000000", "1000003"] {
-        let (code, out, err) = tune(
+        let (code, out, err) = tune_text(
             cache.path(),
             &[
                 "--spec",
@@ -125,7 +116,7 @@ fn a_buffer_size_that_overflows_is_rejected() {
     });
     let cache = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    let (code, _, err) = tune(
+    let (code, _, err) = tune_text(
         cache.path(),
         &["--spec", &d, "--shape", "2000000000", "--compile-only"],
     );
@@ -172,7 +163,7 @@ fn a_template_with_an_undefined_variable_fails_per_variant_with_its_line() {
     let dir = edited(|s, t| (s, t.replace("{{ ITEMS }}", "{{ ITEMZ }}")));
     let cache = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    let (code, out, _) = tune(
+    let (code, out, _) = tune_text(
         cache.path(),
         &[
             "--spec",
@@ -196,7 +187,7 @@ fn a_template_with_an_undefined_variable_fails_per_variant_with_its_line() {
 #[test]
 fn a_missing_spec_or_template_is_a_clear_error() {
     let cache = tempfile::tempdir().unwrap();
-    let (code, _, err) = tune(
+    let (code, _, err) = tune_text(
         cache.path(),
         &[
             "--spec",
@@ -210,7 +201,7 @@ fn a_missing_spec_or_template_is_a_clear_error() {
     assert!(err.contains("/nonexistent/x.toml"), "{err}");
     let empty = tempfile::tempdir().unwrap();
     let d = empty.path().display().to_string();
-    let (code, _, err) = tune(
+    let (code, _, err) = tune_text(
         cache.path(),
         &["--spec", &d, "--shape", "10", "--compile-only"],
     );

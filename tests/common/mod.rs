@@ -1,12 +1,21 @@
-//! Helpers shared by the integration tests (each test crate that uses them says `mod common;`).
+//! Helpers shared by the integration tests (each test crate that uses them says `mod common;`
+//! and imports the ones it needs).
 
+// Every test crate compiles this module; each uses only some of the helpers.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use cuda_autotune::gpu::gpu_available;
 use cuda_autotune::ops::Op;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use tempfile::TempDir;
 
 /// `--param NAME=value` for every transpose parameter whose spec names the value it had
 /// before it existed (`missing`: VEC=1, TILES_PER_BLOCK=1, ASPECT=square, CACHE=default,
 /// RUNS=tile). With them pinned, a test's space is the classic kernel's parameters it sets
 /// itself, so its variant counts do not move when the op gains a parameter.
-#[allow(dead_code)] // not every test crate that says `mod common;` uses both forms
 pub fn classic_transpose_pins() -> Vec<String> {
     classic_transpose_params()
         .into_iter()
@@ -19,4 +28,103 @@ pub fn classic_transpose_params() -> Vec<String> {
     Op::load("transpose", None)
         .expect("the built-in transpose op")
         .assumed_params(&[])
+}
+
+/// A path inside the repository this test was built from.
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A fresh temporary folder, removed when dropped.
+pub fn tmp() -> TempDir {
+    tempfile::tempdir().expect("a temporary folder")
+}
+
+/// Process output as text (lossy: a test reads it, it never fails on it).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The `tune` binary as cargo built it, with nothing set.
+pub fn tune_bin() -> Command {
+    Command::cargo_bin("tune").expect("the tune binary is built")
+}
+
+/// The `tune` binary with its cubin cache in `tmp` and results in `tmp/results`, run from
+/// the test's working folder.
+pub fn tune(tmp: &TempDir) -> Command {
+    let mut cmd = tune_bin();
+    cmd.env("CUDA_AUTOTUNE_CACHE", tmp.path().join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .arg("--out")
+        .arg(tmp.path().join("results"));
+    cmd
+}
+
+/// The `tune` binary with its cubin cache in `tmp`, run from `tmp` (relative paths in the
+/// arguments resolve there).
+pub fn tune_cmd(tmp: &TempDir) -> Command {
+    let mut cmd = tune_bin();
+    cmd.env("CUDA_AUTOTUNE_CACHE", tmp.path().join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(tmp.path());
+    cmd
+}
+
+/// [`tune_cmd`] with results in `tmp/results`.
+pub fn tune_in(tmp: &TempDir) -> Command {
+    let mut cmd = tune_cmd(tmp);
+    cmd.arg("--out").arg(tmp.path().join("results"));
+    cmd
+}
+
+/// Runs `tune args` with its cubin cache in `tmp/cache` and returns what it printed.
+pub fn tune_output(tmp: &Path, args: &[&str]) -> Output {
+    tune_bin()
+        .env("CUDA_AUTOTUNE_CACHE", tmp.join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .args(args)
+        .output()
+        .expect("tune runs")
+}
+
+/// [`tune_output`] as (exit code, stdout, stderr).
+pub fn tune_text(tmp: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = tune_output(tmp, args);
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The `tune` binary for worker processes and subprocess runs: `$TUNE_EXE` where the test
+/// binary was copied to another machine, else the one cargo built beside this test.
+pub fn tune_exe() -> PathBuf {
+    std::env::var_os("TUNE_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tune")))
+}
+
+/// The number written just before `label` in `line` (`"12 compiled"` → 12).
+pub fn count_before(line: &str, label: &str) -> usize {
+    let at = line
+        .find(label)
+        .unwrap_or_else(|| panic!("'{label}' not found in: {line}"));
+    let word = line[..at]
+        .rsplit(|c: char| c.is_whitespace() || c == '(')
+        .find(|w| !w.is_empty())
+        .unwrap_or_default();
+    word.parse()
+        .unwrap_or_else(|_| panic!("no count before '{label}' in: {line}"))
+}
+
+/// True (after one `SKIPPED <name>: ...` line on stderr) when there is no CUDA GPU here.
+/// scripts/test.sh counts those lines, so their form stays as it is.
+pub fn skip(name: &str) -> bool {
+    if gpu_available() {
+        return false;
+    }
+    // Written to stderr directly so the note shows even when the harness captures output.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {name}: no CUDA GPU on this machine (run on the GPU machine)"
+    );
+    true
 }
