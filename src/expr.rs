@@ -67,10 +67,8 @@ impl fmt::Display for Value {
 
 /// Named values that expressions can read, plus the helper functions we add (`ceil_div`).
 /// Each value is kept twice, ours and evalexpr's, so that an expression reads the variables
-/// in place: the space enumerates every point of a parameter grid (110592 for sgemm at an odd
-/// shape) and evaluates some 40 expressions at each, and building evalexpr's own context (every
-/// variable copied) and parsing each expression anew for every one of those took 35-85 s of
-/// setup on the H100 machine's CPU (session 10).
+/// in place: building evalexpr's own context (every variable copied) for each of the many
+/// evaluations a space needs would cost more than the evaluations themselves.
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
     values: BTreeMap<String, Value>,
@@ -123,14 +121,40 @@ fn eval_cached(expr: &str, vars: &Vars) -> EvalexprResult<EValue> {
     })
 }
 
+/// The variables `expr` reads, or `None` when it does not parse (evaluating it then reports
+/// the parse error with its context). The space uses them to tell which parameters decide an
+/// expression, so that it evaluates each expression once per combination of those.
+pub fn variables(expr: &str) -> Option<Vec<String>> {
+    let tree = evalexpr::build_operator_tree(expr).ok()?;
+    let mut names: Vec<String> = tree
+        .iter_variable_identifiers()
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
 impl Vars {
     pub fn new() -> Self {
         Vars::default()
     }
 
     pub fn set(&mut self, name: &str, value: &Value) {
-        self.values.insert(name.to_string(), value.clone());
-        self.evals.insert(name.to_string(), value.to_evalexpr());
+        // Overwrites in place when the name is there: the space sets every parameter anew at
+        // each point it evaluates.
+        match self.values.get_mut(name) {
+            Some(slot) => *slot = value.clone(),
+            None => {
+                self.values.insert(name.to_string(), value.clone());
+            }
+        }
+        match self.evals.get_mut(name) {
+            Some(slot) => *slot = value.to_evalexpr(),
+            None => {
+                self.evals.insert(name.to_string(), value.to_evalexpr());
+            }
+        }
     }
 
     pub fn set_int(&mut self, name: &str, value: i64) {

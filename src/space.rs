@@ -237,6 +237,14 @@ pub fn eval_launch(
 }
 
 /// Enumerates the whole space (odometer order over the spec's parameters, first one slowest).
+///
+/// Every point gets a candidate, runnable or pruned with the first constraint (in spec order)
+/// it fails, exactly as if each point were evaluated on its own; but each define and
+/// constraint is evaluated once per combination of the parameters it reads (directly or
+/// through other defines), not once per point: a sgemm space has some 200,000 points and
+/// 40 expressions, while its expressions read only a few parameters each. Pruned candidates
+/// carry their parameters only (no variables, no define names): nothing downstream renders
+/// or launches them.
 pub fn enumerate(
     op: &Op,
     shape: &Shape,
@@ -259,63 +267,228 @@ pub fn enumerate(
         .collect();
     let total: usize = axes.iter().map(|(_, v)| v.len()).product();
     let base = base_vars(op, shape, limits);
+    let mut memo = Memo::new(op, &axes)?;
+    let define_names: Vec<String> = op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::with_capacity(total);
+    let mut digits = vec![0usize; axes.len()];
     for index in 0..total {
-        let mut rest = index;
-        let mut picked = vec![Value::Int(0); axes.len()];
-        for (slot, (_, values)) in axes.iter().enumerate().rev() {
-            picked[slot] = values[rest % values.len()].clone();
-            rest /= values.len();
+        if index > 0 {
+            // The odometer: the last parameter turns fastest.
+            for slot in (0..axes.len()).rev() {
+                digits[slot] += 1;
+                if digits[slot] < axes[slot].1.len() {
+                    break;
+                }
+                digits[slot] = 0;
+            }
         }
         let config = Config {
-            values: axes.iter().map(|(n, _)| n.clone()).zip(picked).collect(),
+            values: axes
+                .iter()
+                .zip(&digits)
+                .map(|((n, vs), &d)| (n.clone(), vs[d].clone()))
+                .collect(),
         };
-        out.push(evaluate(op, &base, limits, index, config)?);
+        let pruned = memo.judge(op, &base, &axes, &digits)?;
+        let candidate = match pruned {
+            Some(reason) => Candidate {
+                index,
+                config,
+                vars: Vars::new(),
+                define_names: Vec::new(),
+                launch: None,
+                prologue: Vec::new(),
+                pruned: Some(reason),
+            },
+            None => {
+                let mut vars = base.clone();
+                for (name, value) in &config.values {
+                    vars.set(name, value);
+                }
+                for (k, name) in define_names.iter().enumerate() {
+                    vars.set(name, memo.define(k, &digits));
+                }
+                launch_and_prologue(
+                    op,
+                    limits,
+                    Candidate {
+                        index,
+                        config,
+                        vars,
+                        define_names: define_names.clone(),
+                        launch: None,
+                        prologue: Vec::new(),
+                        pruned: None,
+                    },
+                )?
+            }
+        };
+        out.push(candidate);
     }
     Ok(out)
 }
 
-fn evaluate(
-    op: &Op,
-    base: &Vars,
-    limits: &DeviceLimits,
-    index: usize,
-    config: Config,
-) -> Result<Candidate> {
-    let origin = &op.origin;
-    let mut vars = base.clone();
-    for (name, value) in &config.values {
-        vars.set(name, value);
-    }
-    let mut define_names = Vec::new();
-    for (name, expr) in &op.spec.defines {
-        let expr = expr.as_str().ok_or_else(|| Error::Spec {
-            file: origin.clone(),
-            why: format!("defines.{name}: must be an expression string"),
-        })?;
-        let value = vars.eval(expr, &Lazy(|| format!("{} defines.{name}", op.at(expr))))?;
-        vars.set(name, &value);
-        define_names.push(name.clone());
-    }
-    let mut candidate = Candidate {
-        index,
-        config,
-        vars,
-        define_names,
-        launch: None,
-        prologue: Vec::new(),
-        pruned: None,
-    };
-    for (i, c) in op.spec.constraints.iter().enumerate() {
-        let ok = candidate.vars.eval_bool(
-            &c.expr,
-            &Lazy(|| format!("{} constraints[{i}]", op.at(&c.expr))),
-        )?;
-        if !ok {
-            candidate.pruned = Some(c.reason());
-            return Ok(candidate);
+/// One define or constraint with its values so far, one per combination of the parameters it
+/// reads (`inputs`, slots of the space's axes; `strides` turn their digits into a table index).
+struct Memoized<T> {
+    expr: String,
+    inputs: Vec<usize>,
+    strides: Vec<usize>,
+    table: Vec<Option<T>>,
+}
+
+impl<T> Memoized<T> {
+    fn new(expr: &str, inputs: Vec<usize>, axes: &[(String, Vec<Value>)]) -> Self {
+        let mut strides = Vec::with_capacity(inputs.len());
+        let mut size = 1usize;
+        for &slot in &inputs {
+            strides.push(size);
+            size *= axes[slot].1.len();
+        }
+        Memoized {
+            expr: expr.to_string(),
+            inputs,
+            strides,
+            table: (0..size).map(|_| None).collect(),
         }
     }
+
+    fn at(&self, digits: &[usize]) -> usize {
+        self.inputs
+            .iter()
+            .zip(&self.strides)
+            .map(|(&slot, &stride)| digits[slot] * stride)
+            .sum()
+    }
+}
+
+/// The defines and constraints of an op over one space's axes, each memoized by the
+/// parameters it reads.
+struct Memo {
+    defines: Vec<(String, Memoized<Value>)>,
+    constraints: Vec<Memoized<bool>>,
+}
+
+impl Memo {
+    fn new(op: &Op, axes: &[(String, Vec<Value>)]) -> Result<Memo> {
+        let slot_of = |name: &str| axes.iter().position(|(n, _)| n == name);
+        let all: Vec<usize> = (0..axes.len()).collect();
+        // The parameters an expression reads, through the defines before it. An expression
+        // that does not parse reads "everything": its first evaluation reports the error.
+        let reads = |expr: &str, defines: &[(String, Memoized<Value>)]| -> Vec<usize> {
+            let Some(names) = crate::expr::variables(expr) else {
+                return all.clone();
+            };
+            let mut slots: Vec<usize> = Vec::new();
+            for name in names {
+                if let Some(slot) = slot_of(&name) {
+                    slots.push(slot);
+                } else if let Some((_, d)) = defines.iter().find(|(n, _)| *n == name) {
+                    slots.extend(&d.inputs);
+                }
+            }
+            slots.sort_unstable();
+            slots.dedup();
+            slots
+        };
+        let mut defines: Vec<(String, Memoized<Value>)> = Vec::new();
+        for (name, expr) in &op.spec.defines {
+            let expr = expr.as_str().ok_or_else(|| Error::Spec {
+                file: op.origin.clone(),
+                why: format!("defines.{name}: must be an expression string"),
+            })?;
+            let inputs = reads(expr, &defines);
+            defines.push((name.clone(), Memoized::new(expr, inputs, axes)));
+        }
+        let constraints = op
+            .spec
+            .constraints
+            .iter()
+            .map(|c| Memoized::new(&c.expr, reads(&c.expr, &defines), axes))
+            .collect();
+        Ok(Memo {
+            defines,
+            constraints,
+        })
+    }
+
+    /// Define `k`'s value at the point `digits` (after [`Memo::judge`] filled it).
+    fn define(&self, k: usize, digits: &[usize]) -> &Value {
+        let d = &self.defines[k].1;
+        d.table[d.at(digits)]
+            .as_ref()
+            .expect("judge evaluates every define first")
+    }
+
+    /// Evaluates every define (in spec order, as the template would see them) and then the
+    /// constraints in spec order at the point `digits`; the first that fails prunes it.
+    fn judge(
+        &mut self,
+        op: &Op,
+        base: &Vars,
+        axes: &[(String, Vec<Value>)],
+        digits: &[usize],
+    ) -> Result<Option<String>> {
+        for k in 0..self.defines.len() {
+            let at = self.defines[k].1.at(digits);
+            if self.defines[k].1.table[at].is_none() {
+                let vars = self.vars_before(base, axes, digits, k);
+                let (name, d) = &self.defines[k];
+                let value = vars.eval(
+                    &d.expr,
+                    &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
+                )?;
+                self.defines[k].1.table[at] = Some(value);
+            }
+        }
+        for (i, spec) in op.spec.constraints.iter().enumerate() {
+            let at = self.constraints[i].at(digits);
+            let ok = match self.constraints[i].table[at] {
+                Some(ok) => ok,
+                None => {
+                    let vars = self.vars_before(base, axes, digits, self.defines.len());
+                    let ok = vars.eval_bool(
+                        &spec.expr,
+                        &Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr))),
+                    )?;
+                    self.constraints[i].table[at] = Some(ok);
+                    ok
+                }
+            };
+            if !ok {
+                return Ok(Some(spec.reason()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The variables an expression sees at `digits`: shape and limits, the parameters, and
+    /// the first `defines` defines (only these, as in spec order). Built on a memo miss only.
+    fn vars_before(
+        &self,
+        base: &Vars,
+        axes: &[(String, Vec<Value>)],
+        digits: &[usize],
+        defines: usize,
+    ) -> Vars {
+        let mut vars = base.clone();
+        for ((name, values), &d) in axes.iter().zip(digits) {
+            vars.set(name, &values[d]);
+        }
+        for (k, (name, _)) in self.defines.iter().enumerate().take(defines) {
+            vars.set(name, self.define(k, digits));
+        }
+        vars
+    }
+}
+
+/// The launch geometry and prologue kernels of a configuration that passed every
+/// constraint; either can still prune it (a block too large, two prologues).
+fn launch_and_prologue(
+    op: &Op,
+    limits: &DeviceLimits,
+    mut candidate: Candidate,
+) -> Result<Candidate> {
     let launch = &op.spec.launch;
     match eval_launch(
         &candidate.vars,
@@ -376,6 +549,107 @@ pub fn prune_summary(candidates: &[Candidate]) -> Vec<(String, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The definition the memoized [`enumerate`] must match: every point evaluated on its
+    /// own (every define in spec order, then the constraints until one fails).
+    fn one_by_one(op: &Op, shape: &Shape, overrides: &[ParamOverride]) -> Vec<Candidate> {
+        let limits = DeviceLimits::SM90_DEFAULT;
+        let axes: Vec<(String, Vec<Value>)> = op
+            .spec
+            .params
+            .iter()
+            .map(|p| {
+                let o = overrides.iter().rev().find(|o| o.name == p.name);
+                (
+                    p.name.clone(),
+                    o.map_or_else(|| p.default_values(), |o| o.values.clone()),
+                )
+            })
+            .collect();
+        let total: usize = axes.iter().map(|(_, v)| v.len()).product();
+        (0..total)
+            .map(|index| {
+                let mut rest = index;
+                let mut values = vec![];
+                for (name, vs) in axes.iter().rev() {
+                    values.push((name.clone(), vs[rest % vs.len()].clone()));
+                    rest /= vs.len();
+                }
+                values.reverse();
+                let mut vars = base_vars(op, shape, &limits);
+                for (n, v) in &values {
+                    vars.set(n, v);
+                }
+                for (name, expr) in &op.spec.defines {
+                    let v = vars.eval(expr.as_str().unwrap(), "test").unwrap();
+                    vars.set(name, &v);
+                }
+                let pruned = op
+                    .spec
+                    .constraints
+                    .iter()
+                    .find(|c| !vars.eval_bool(&c.expr, "test").unwrap())
+                    .map(|c| c.reason());
+                let candidate = Candidate {
+                    index,
+                    config: Config { values },
+                    vars,
+                    define_names: op.spec.defines.iter().map(|(n, _)| n.clone()).collect(),
+                    launch: None,
+                    prologue: Vec::new(),
+                    pruned: pruned.clone(),
+                };
+                match pruned {
+                    Some(_) => candidate,
+                    None => launch_and_prologue(op, &limits, candidate).unwrap(),
+                }
+            })
+            .collect()
+    }
+
+    fn assert_same_space(op: &Op, shape: &str, overrides: &[&str]) {
+        let sh = Shape::parse(shape, &op.spec.dims).unwrap();
+        let o: Vec<_> = overrides
+            .iter()
+            .map(|t| parse_override(op, t).unwrap())
+            .collect();
+        let fast = enumerate(op, &sh, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
+        let slow = one_by_one(op, &sh, &o);
+        assert_eq!(fast.len(), slow.len());
+        for (f, s) in fast.iter().zip(&slow) {
+            let at = format!("{} {shape} {}", op.name(), s.config.label());
+            assert_eq!(f.index, s.index, "{at}");
+            assert_eq!(f.config.label(), s.config.label(), "{at}");
+            assert_eq!(f.pruned, s.pruned, "{at}");
+            if s.pruned.is_none() {
+                assert_eq!(f.launch, s.launch, "{at}");
+                assert_eq!(f.prologue, s.prologue, "{at}");
+                assert_eq!(f.define_names, s.define_names, "{at}");
+                for name in &s.define_names {
+                    assert_eq!(f.vars.get(name), s.vars.get(name), "{at}: {name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn memoized_enumeration_equals_evaluating_each_point() {
+        let f32 = transpose();
+        assert_same_space(&f32, "256x512", &[]);
+        assert_same_space(&f32, "999x1001", &[]);
+        assert_same_space(
+            &transpose().with_dtype(Some("f16")).unwrap(),
+            "64x4097",
+            &[],
+        );
+        assert_same_space(&Op::load("matmul", None).unwrap(), "1000x999x1001", &[]);
+        // A slice of sgemm's space that still crosses every load path and bounds mode.
+        let sgemm = Op::load("sgemm", None).unwrap();
+        for shape in ["1023x1025x1027", "100x68x52"] {
+            let slice = ["BM=64,128", "BN=64", "BK=16", "WARP_N=8", "STAGES=2,3"];
+            assert_same_space(&sgemm, shape, &slice);
+        }
+    }
 
     fn transpose() -> Op {
         Op::load("transpose", None).unwrap()
