@@ -16,15 +16,15 @@
 //! cargo run --example tuned_transpose -- 1001x1001 --db path/to/best.csv
 //! ```
 
-use cuda_autotune::bench::{BenchSettings, CacheState, Timer};
-use cuda_autotune::compile::Compiler;
+use cuda_autotune::cuda::compile::Compiler;
+use cuda_autotune::cuda::gpu::{gpu_available, Arg, Buffer, Gpu, Kernel};
 use cuda_autotune::error::{Error, Result};
 use cuda_autotune::export::{candidate_for, format_ms, specialize, TunedDb, TunedKernel};
-use cuda_autotune::gpu::{gpu_available, Arg, Buffer, Gpu, Kernel};
-use cuda_autotune::results::BestRow;
-use cuda_autotune::shape::Shape;
+use cuda_autotune::measure::bench::{BenchSettings, CacheState, Timer};
+use cuda_autotune::measure::verify;
+use cuda_autotune::model::shape::Shape;
 use cuda_autotune::space::LaunchDims;
-use cuda_autotune::verify;
+use cuda_autotune::store::results::BestRow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -85,7 +85,7 @@ fn run() -> Result<bool> {
 
     // 1. Look the shape up: exact, else the nearest tuned shape whose kernel serves it.
     let db = TunedDb::load(&db_path)?;
-    let op = cuda_autotune::ops::Op::load("transpose", None)?;
+    let op = cuda_autotune::spec::ops::Op::load("transpose", None)?;
     let shape = Shape::parse(shape_text, &op.spec.dims)?;
     let row = db
         .select("transpose", "f32", &shape.dims, None, None)?

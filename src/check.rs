@@ -3,10 +3,10 @@
 //! with the stored figures: a winner that no longer verifies, got slower than the stored time
 //! by more than the margin, or is now slower than its runner-up by more than the margin fails.
 
-use crate::bench::{BenchSettings, CacheState};
 use crate::error::{Error, Result};
-use crate::results::{read_best, BestRow, Status};
-use crate::tuner::{tune, TuneOptions};
+use crate::measure::bench::{BenchSettings, CacheState};
+use crate::pipeline::tuner::{tune, TuneOptions};
+use crate::store::results::{read_best, BestRow, Status};
 use std::path::PathBuf;
 
 /// What `tune check` compares and how strictly.
@@ -72,7 +72,7 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
         .collect();
     // Parameters added to the op after the row was stored take the values it had then, so
     // the pin stays one configuration (an op that does not load fails in `tune` itself).
-    if let Ok(op) = crate::ops::Op::load(&row.op, opts.templates.as_deref()) {
+    if let Ok(op) = crate::spec::ops::Op::load(&row.op, opts.templates.as_deref()) {
         let given: Vec<&str> = params
             .iter()
             .filter_map(|p| p.split_once('=').map(|(n, _)| n.trim()))
@@ -136,13 +136,13 @@ impl<'a> GpuRetimer<'a> {
 impl Retimer for GpuRetimer<'_> {
     fn gpu_name(&mut self) -> Result<String> {
         let name = match &self.opts.worker_exe {
-            Some(exe) => {
-                crate::worker::GpuWorker::start(exe, self.opts.device).map(|(w, info, _)| {
+            Some(exe) => crate::isolate::worker::GpuWorker::start(exe, self.opts.device).map(
+                |(w, info, _)| {
                     w.finish();
                     info.name
-                })
-            }
-            None => crate::gpu::Gpu::open(self.opts.device).map(|g| g.info.name.clone()),
+                },
+            ),
+            None => crate::cuda::gpu::Gpu::open(self.opts.device).map(|g| g.info.name.clone()),
         };
         name.map_err(|e| match e {
             Error::NoGpu(why) => Error::NoGpu(without_gpu(&why)),
@@ -296,18 +296,8 @@ pub fn report(results: &[CheckResult], margin_pct: f64) -> (String, bool) {
 
 /// `tune check`: runs [`check`] and prints one line per stored winner. `Ok(false)` when any
 /// check failed (the binary exits 1).
-pub fn command(args: &crate::cli::CheckArgs) -> Result<bool> {
-    let opts = CheckOptions {
-        db: args.db.clone(),
-        op: args.op.clone(),
-        shape: args.shape.clone(),
-        margin_pct: args.margin,
-        device: args.device,
-        reps: args.reps,
-        worker_exe: std::env::current_exe().ok(),
-        templates: args.templates.clone(),
-    };
-    let (text, passed) = run(&opts, &mut GpuRetimer::new(&opts))?;
+pub fn command(opts: &CheckOptions) -> Result<bool> {
+    let (text, passed) = run(opts, &mut GpuRetimer::new(opts))?;
     print!("{text}");
     Ok(passed)
 }

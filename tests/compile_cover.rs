@@ -6,12 +6,12 @@
 //! The whole cartesian products (thousands of sgemm sources, an hour on two cores) are the
 //! ignored tests `every_default_*` in tests/cli.rs: `bash scripts/test.sh --all` runs them.
 
-use cuda_autotune::codegen::Renderer;
-use cuda_autotune::compile::Compiler;
 use cuda_autotune::cover;
-use cuda_autotune::ops::Op;
-use cuda_autotune::shape::Shape;
+use cuda_autotune::cuda::compile::Compiler;
+use cuda_autotune::model::shape::Shape;
 use cuda_autotune::space::{enumerate, DeviceLimits};
+use cuda_autotune::spec::codegen::Renderer;
+use cuda_autotune::spec::ops::Op;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

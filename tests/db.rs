@@ -3,7 +3,7 @@
 //! Rust API and the tuner's upsert. No test needs a GPU or NVRTC.
 
 use cuda_autotune::export::TunedDb;
-use cuda_autotune::results::{
+use cuda_autotune::store::results::{
     best_backup_path, read_best, read_best_checked, upsert_best, write_atomic, BestRow,
 };
 use std::path::{Path, PathBuf};

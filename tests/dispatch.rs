@@ -9,11 +9,11 @@
 //! GPU or a CUDA installation: the header is plain C.
 
 use assert_cmd::Command;
-use cuda_autotune::compile::Compiler;
+use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::export::{
     best_rows, params_text, rename_identifier, safe_default, specialize, valid_for, TunedDb,
 };
-use cuda_autotune::results::BestRow;
+use cuda_autotune::store::results::BestRow;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
@@ -269,7 +269,10 @@ fn header_dispatch_keys_on_op_dtype_and_shape() {
     for (op, dtype, n) in pairs(&db) {
         let fallback = format!(
             "{}_{dtype}_default",
-            cuda_autotune::ops::Op::load(&op, None).unwrap().spec.kernel
+            cuda_autotune::spec::ops::Op::load(&op, None)
+                .unwrap()
+                .spec
+                .kernel
         );
         for dims in queries_of(n) {
             let list: Vec<String> = dims.iter().map(|d| format!("{d}LL")).collect();

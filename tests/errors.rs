@@ -286,7 +286,7 @@ fn op_help_lists_every_built_in_op_and_the_watchdog_default_is_the_real_one() {
         .nth(1)
         .and_then(|s| s.split("\n      --").next())
         .expect("--op in --help");
-    for name in cuda_autotune::ops::BUILTIN_OPS {
+    for name in cuda_autotune::spec::ops::BUILTIN_OPS {
         assert!(op.contains(name), "--op help lacks {name}: {op}");
     }
     assert!(op.contains("sgemm"), "{op}");
@@ -295,8 +295,8 @@ fn op_help_lists_every_built_in_op_and_the_watchdog_default_is_the_real_one() {
         .nth(1)
         .and_then(|s| s.split("\n      --").next())
         .expect("--watchdog in --help");
-    let default = cuda_autotune::tuner::TuneOptions::default().watchdog_s;
-    assert_eq!(default, cuda_autotune::tuner::DEFAULT_WATCHDOG_S);
+    let default = cuda_autotune::pipeline::tuner::TuneOptions::default().watchdog_s;
+    assert_eq!(default, cuda_autotune::pipeline::tuner::DEFAULT_WATCHDOG_S);
     assert!(
         watchdog.contains(&format!("[default: {default}]")),
         "{watchdog}"

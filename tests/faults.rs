@@ -18,11 +18,11 @@
 //! temporary folder, so nothing of the user's is read or written.
 
 use clap::Parser;
-use cuda_autotune::bench::{BenchSettings, CacheState};
 use cuda_autotune::cli::Cli;
-use cuda_autotune::ops::Op;
-use cuda_autotune::results::{read_run_csv, write_atomic, Record, Status};
-use cuda_autotune::tuner::{tune, TuneOptions};
+use cuda_autotune::measure::bench::{BenchSettings, CacheState};
+use cuda_autotune::pipeline::tuner::{tune, TuneOptions};
+use cuda_autotune::spec::ops::Op;
+use cuda_autotune::store::results::{read_run_csv, write_atomic, Record, Status};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

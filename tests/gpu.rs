@@ -2,9 +2,9 @@
 //! skipped when no GPU is present. They share one process and the device's primary context,
 //! and the fault test resets that context, so they run one at a time under a lock.
 
-use cuda_autotune::bench::{BenchSettings, CacheState};
-use cuda_autotune::results::{read_run_csv, Record, Status};
-use cuda_autotune::tuner::{tune, TuneOptions, TuneOutcome};
+use cuda_autotune::measure::bench::{BenchSettings, CacheState};
+use cuda_autotune::pipeline::tuner::{tune, TuneOptions, TuneOutcome};
+use cuda_autotune::store::results::{read_run_csv, Record, Status};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -694,7 +694,7 @@ fn sgemm_variants_past_48_kb_of_shared_memory_verify() {
         return;
     }
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
-    let op = cuda_autotune::ops::Op::load("sgemm", None).unwrap();
+    let op = cuda_autotune::spec::ops::Op::load("sgemm", None).unwrap();
     for shape in ["256x256x128", "257x300x131", "999x1001x1003"] {
         let o = random_sgemm_search(
             shape,
@@ -706,7 +706,7 @@ fn sgemm_variants_past_48_kb_of_shared_memory_verify() {
                 "BOUNDS=always,specialized,edge",
             ],
         );
-        let at = cuda_autotune::shape::Shape::parse(shape, &op.spec.dims).unwrap();
+        let at = cuda_autotune::model::shape::Shape::parse(shape, &op.spec.dims).unwrap();
         for r in variants(&o).filter(|r| r.status == Status::Ok) {
             let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let c = cuda_autotune::export::candidate_for(&op, &at, &params.join(";")).unwrap();
@@ -782,7 +782,7 @@ fn a_search_measures_the_stored_winners_first() {
         "STAGES=2".into(),
     ]);
     tune(&first).unwrap();
-    let stored = cuda_autotune::results::read_best(&out.path().join("best.csv")).unwrap();
+    let stored = cuda_autotune::store::results::read_best(&out.path().join("best.csv")).unwrap();
     assert_eq!(stored.len(), 1);
     let winner = |r: &Record| {
         stored[0]
@@ -994,7 +994,7 @@ fn the_winner_comes_with_a_confidence_interval() {
 
 #[test]
 fn the_gpu_is_warmed_up_before_the_first_timed_task() {
-    use cuda_autotune::clocks::{WarmupEnd, AT_MAX_FRAC, WARMUP_CAP_S};
+    use cuda_autotune::measure::clocks::{WarmupEnd, AT_MAX_FRAC, WARMUP_CAP_S};
     if skip("the_gpu_is_warmed_up_before_the_first_timed_task") {
         return;
     }
@@ -1003,7 +1003,7 @@ fn the_gpu_is_warmed_up_before_the_first_timed_task() {
     let mut opts = options("1000x1000", out.path());
     opts.params = vec!["TILE_DIM=32".into(), "BLOCK_ROWS=8".into()];
     let o = tune(&opts).unwrap();
-    let text = cuda_autotune::report::render(&o, 3, false);
+    let text = cuda_autotune::pipeline::summary::render(&o, 3, false);
     let line = text.lines().find(|l| l.starts_with("Warm-up: "));
     if o.clocks.is_none() {
         // No NVML: nothing to wait for, and nothing claimed.

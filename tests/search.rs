@@ -3,10 +3,10 @@
 //! genetic algorithm must beat random sampling, and the replay of run CSVs (a fixture written
 //! with the real CSV writer, and a committed exhaustive run). No test needs a GPU.
 
-use cuda_autotune::bench::Stats;
-use cuda_autotune::results::{run_csv, Record, RunInfo, Status};
+use cuda_autotune::measure::bench::Stats;
 use cuda_autotune::search::replay::{markdown, table, Landscape};
 use cuda_autotune::search::{drive, strategy, SearchSpace, Strategy, STRATEGIES};
+use cuda_autotune::store::results::{run_csv, Record, RunInfo, Status};
 use std::path::Path;
 
 /// A hash of a point and a landscape seed, uniform in [0, 1): fixed noise and holes.
@@ -270,7 +270,8 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
     let path = tmp.path().join("run.csv");
     std::fs::write(&path, run_csv(&info(), &names, &records).unwrap()).unwrap();
     let land =
-        Landscape::from_records(&cuda_autotune::results::read_run_csv(&path).unwrap()).unwrap();
+        Landscape::from_records(&cuda_autotune::store::results::read_run_csv(&path).unwrap())
+            .unwrap();
     assert_eq!(land.space.len(), live);
     assert_eq!(
         land.space.values[0],
@@ -298,12 +299,14 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
 fn replay_of_an_exhaustive_transpose_run() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/runs/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
-    let records = cuda_autotune::results::read_run_csv(&path).unwrap();
+    let records = cuda_autotune::store::results::read_run_csv(&path).unwrap();
     let land = Landscape::from_records(&records).unwrap();
     // The space is the run's variants that were not pruned, over its parameter columns.
     let live = records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status != cuda_autotune::results::Status::Pruned)
+        .filter(|r| {
+            r.kind == "variant" && r.status != cuda_autotune::store::results::Status::Pruned
+        })
         .count();
     assert!(live >= 100, "an exhaustive run: {live}");
     assert_eq!(land.space.len(), live);

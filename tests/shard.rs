@@ -11,9 +11,13 @@
 //!   again changes no byte; missing, unfinished and foreign shards are refused;
 //! * a journal writer killed with SIGKILL loses no finished entry.
 
-use cuda_autotune::ops::Op;
-use cuda_autotune::results::{self, read_best, read_run_csv, BestRow, Journal, Record, RunInfo};
-use cuda_autotune::shard::{self, Manifest, Shard, ShardOutput, Split, Sweep, MANIFEST_FORMAT};
+use cuda_autotune::cluster::shard::{
+    self, Manifest, Shard, ShardOutput, Split, Sweep, MANIFEST_FORMAT,
+};
+use cuda_autotune::spec::ops::Op;
+use cuda_autotune::store::results::{
+    self, read_best, read_run_csv, BestRow, Journal, Record, RunInfo,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -611,7 +615,7 @@ fn timed(kind: &str, name: &str, ms: f64, regs: Option<i32>) -> Record {
     };
     Record {
         status: results::Status::Ok,
-        stats: Some(cuda_autotune::bench::Stats {
+        stats: Some(cuda_autotune::measure::bench::Stats {
             median_ms: ms,
             min_ms: ms,
             max_ms: ms,

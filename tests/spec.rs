@@ -23,7 +23,7 @@ fn edited(edit: impl Fn(String, String) -> (String, String)) -> tempfile::TempDi
 
 fn nvrtc_or_fail() {
     assert!(
-        cuda_autotune::compile::nvrtc_version().is_ok(),
+        cuda_autotune::cuda::compile::nvrtc_version().is_ok(),
         "NVRTC cannot be loaded: run the tests with `bash scripts/test.sh`, which installs it"
     );
 }

@@ -1,10 +1,14 @@
 //! Command-line definitions (clap). Turned into [`TuneOptions`] here; nothing deeper reads
 //! argv.
 
-use crate::bench::{BenchSettings, CacheState};
+use crate::check::CheckOptions;
+use crate::cluster::merge::MergeOptions;
+use crate::cluster::sweep::SweepOptions;
 use crate::error::Result;
-use crate::ops::BUILTIN_OPS;
-use crate::tuner::{TuneOptions, DEFAULT_WATCHDOG_S};
+use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
+use crate::measure::bench::{BenchSettings, CacheState};
+use crate::pipeline::tuner::{TuneOptions, DEFAULT_WATCHDOG_S};
+use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -189,6 +193,15 @@ pub struct BestArgs {
     pub db: PathBuf,
 }
 
+/// `--cache`: whether L2 is flushed between timed launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CacheArg {
+    /// Flush L2 before each timed launch (DRAM-bound numbers; the default).
+    Cold,
+    /// Back-to-back launches: data that fits in L2 stays there.
+    Warm,
+}
+
 /// Output formats of `tune export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExportFormat {
@@ -273,8 +286,8 @@ pub struct TuneArgs {
     pub warmup: usize,
 
     /// L2 state during timing: cold flushes L2 before every timed launch.
-    #[arg(long, value_enum, default_value_t = CacheState::Cold)]
-    pub cache: CacheState,
+    #[arg(long, value_enum, default_value_t = CacheArg::Cold)]
+    pub cache: CacheArg,
 
     /// Folder for the CSV files.
     #[arg(long, default_value = "results")]
@@ -429,7 +442,10 @@ impl TuneArgs {
             bench: BenchSettings {
                 warmup: self.warmup,
                 reps: self.reps,
-                cache: self.cache,
+                cache: match self.cache {
+                    CacheArg::Cold => CacheState::Cold,
+                    CacheArg::Warm => CacheState::Warm,
+                },
             },
             out_dir: self.out.clone(),
             compile_only: self.compile_only,
@@ -461,5 +477,88 @@ impl TuneArgs {
             warm_start: !self.no_warm_start,
             shard: None,
         })
+    }
+}
+
+impl TuneArgs {
+    /// The options of the whole run: the per-shape tuning options plus what the sweep over
+    /// shapes, GPUs and shards needs. `command_line` is the arguments as given (for the resume
+    /// hint after Ctrl-C).
+    pub fn sweep_options(&self, command_line: Vec<String>) -> Result<SweepOptions> {
+        Ok(SweepOptions {
+            base: self.options()?,
+            shapes: self.shapes.clone(),
+            shard: self.shard.clone(),
+            gpus: self.gpus.clone(),
+            top: self.top,
+            verbose: self.verbose,
+            compile_only: self.compile_only,
+            command_line,
+        })
+    }
+}
+
+impl BestArgs {
+    pub fn query(&self) -> BestQuery {
+        BestQuery {
+            op: self.op.clone(),
+            shape: self.shape.clone(),
+            gpu: self.gpu.clone(),
+            dtype: self.dtype.clone(),
+            db: self.db.clone(),
+        }
+    }
+}
+
+impl ExportArgs {
+    pub fn options(&self) -> ExportOptions {
+        ExportOptions {
+            format: match self.format {
+                ExportFormat::Csv => export::ExportFormat::Csv,
+                ExportFormat::Json => export::ExportFormat::Json,
+                ExportFormat::Markdown => export::ExportFormat::Markdown,
+                ExportFormat::Cuda => export::ExportFormat::Cuda,
+            },
+            op: self.op.clone(),
+            gpu: self.gpu.clone(),
+            output: self.output.clone(),
+            db: self.db.clone(),
+            templates: self.templates.clone(),
+        }
+    }
+}
+
+impl ReportArgs {
+    pub fn options(&self) -> ReportOptions {
+        ReportOptions {
+            csv: self.csv.clone(),
+            output: self.output.clone(),
+        }
+    }
+}
+
+impl CheckArgs {
+    /// The check's options; its GPU worker processes are this executable.
+    pub fn options(&self) -> CheckOptions {
+        CheckOptions {
+            db: self.db.clone(),
+            op: self.op.clone(),
+            shape: self.shape.clone(),
+            margin_pct: self.margin,
+            device: self.device,
+            reps: self.reps,
+            worker_exe: std::env::current_exe().ok(),
+            templates: self.templates.clone(),
+        }
+    }
+}
+
+impl MergeArgs {
+    pub fn options(&self) -> MergeOptions {
+        MergeOptions {
+            dirs: self.dirs.clone(),
+            out: self.out.clone(),
+            partial: self.partial,
+        }
     }
 }

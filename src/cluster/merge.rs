@@ -21,12 +21,22 @@
 //! * the journal is the shards' journals, entries deduplicated, torn lines of killed runs
 //!   dropped, after a first line naming the shards' journal headers.
 
-use crate::cli::MergeArgs;
+use crate::cluster::shard::{self, Manifest, ShardOutput, Split};
 use crate::error::{Error, Result};
-use crate::results::{self, BestRow, Record, RunInfo, Status};
-use crate::shard::{self, Manifest, ShardOutput, Split};
+use crate::store::results::{self, BestRow, Record, RunInfo, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+
+/// `tune merge`: the shards' folders and where the merged results go.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    /// The --out folders of the shards (each holds a shard-K-of-N.json manifest).
+    pub dirs: Vec<PathBuf>,
+    /// Folder for the merged run CSVs, journals and best.csv.
+    pub out: PathBuf,
+    /// Merge what is there although shards are missing or unfinished.
+    pub partial: bool,
+}
 
 /// A manifest and the folder it was found in.
 struct Loaded {
@@ -67,7 +77,7 @@ fn usage(text: String) -> Error {
 
 /// Runs `tune merge`; `Ok(false)` when a shape of the merged sweep has no verified variant
 /// (the exit code is then 1, as for a tuning run where nothing verified).
-pub fn command(args: &MergeArgs) -> Result<bool> {
+pub fn command(args: &MergeOptions) -> Result<bool> {
     let loaded = load(&args.dirs)?;
     check_same_sweep(&loaded)?;
     let n = loaded[0].m.n;

@@ -1,5 +1,5 @@
 //! `--shard K/N`: one of N independent processes (a Slurm array task, a Kubernetes indexed-job
-//! pod) runs a deterministic share of a sweep, and `tune merge` (see [`crate::merge`]) joins
+//! pod) runs a deterministic share of a sweep, and `tune merge` (see [`crate::cluster::merge`]) joins
 //! the shares afterwards. There is no coordinator: every shard computes the same plan from the
 //! same arguments, so the shares are a partition without any process talking to another.
 //!
@@ -8,104 +8,16 @@
 //! output folder ([`Manifest`]), which is what `tune merge` reads.
 
 use crate::error::{Error, Result};
-use crate::ops::Op;
-use crate::results::RunInfo;
-use crate::shape::Shape;
+use crate::model::shape::Shape;
+pub use crate::model::slice::{owned, Shard, Slice, Split};
 use crate::space::{self, DeviceLimits};
+use crate::spec::ops::Op;
+use crate::store::results::RunInfo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// Shard `k` of `n` (0 <= k < n), as given by `--shard K/N`. K counts from 0 like Slurm's
-/// `SLURM_ARRAY_TASK_ID` (with `--array=0-(N-1)`) and Kubernetes' `JOB_COMPLETION_INDEX`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shard {
-    pub k: usize,
-    pub n: usize,
-}
-
-impl Shard {
-    /// Parses `K/N`; anything else is a one-line usage error that says what is wrong.
-    pub fn parse(text: &str) -> Result<Shard> {
-        let bad = |why: &str| {
-            Error::Usage(format!(
-                "--shard '{text}': {why} (expected K/N with 0 <= K < N, e.g. 0/4)"
-            ))
-        };
-        let (k, n) = text.trim().split_once('/').ok_or_else(|| bad("no '/'"))?;
-        let number = |part: &str, what: &str| {
-            let part = part.trim();
-            if part.starts_with('-') {
-                return Err(bad(&format!("{what} must not be negative")));
-            }
-            part.parse::<usize>()
-                .map_err(|_| bad(&format!("{what} '{part}' is not a whole number")))
-        };
-        let (k, n) = (number(k, "K")?, number(n, "N")?);
-        if n == 0 {
-            return Err(bad("N must be at least 1"));
-        }
-        if k >= n {
-            return Err(bad(&format!("K must be below N (shards are 0..{})", n - 1)));
-        }
-        Ok(Shard { k, n })
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.k, self.n)
-    }
-}
-
-/// How a sweep is cut into shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Split {
-    /// Every shard tunes every shape, each a share of its variants.
-    Variants,
-    /// Every shard tunes whole shapes (all their variants).
-    Shapes,
-}
-
 /// With at least this many shapes per shard, a sweep is split by shapes.
 pub const SHAPES_PER_SHARD: usize = 4;
-
-/// What one shard does with one shape of the sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slice {
-    pub shard: Shard,
-    pub split: Split,
-    /// The shape's position in the sweep (as given on the command line or in the file).
-    pub shape_pos: usize,
-}
-
-impl Slice {
-    /// Whether the live (unpruned) variant at position `p` of the shape's list of live
-    /// variants belongs to this shard: with [`Split::Variants`], position `p` of shape `s`
-    /// goes to shard `(p + s) % N`, so each shard gets every N-th variant (balanced within one
-    /// variant per shape) and the offset `s` spreads the remainders over the shards; with
-    /// [`Split::Shapes`] the shard owns all of them (it was given the whole shape).
-    pub fn owns(&self, p: usize) -> bool {
-        match self.split {
-            Split::Shapes => true,
-            Split::Variants => (p + self.shape_pos) % self.shard.n == self.shard.k,
-        }
-    }
-}
-
-/// The tuner's hook: the live candidate indices (in space order) this shard measures. Without
-/// a shard, all of them.
-pub fn owned(live: Vec<usize>, slice: Option<&Slice>) -> Vec<usize> {
-    match slice {
-        None => live,
-        Some(s) => live
-            .into_iter()
-            .enumerate()
-            .filter(|(p, _)| s.owns(*p))
-            .map(|(_, i)| i)
-            .collect(),
-    }
-}
 
 /// One shape to tune, with the share of it this process owns.
 #[derive(Debug, Clone, PartialEq)]
@@ -330,7 +242,7 @@ impl Manifest {
         );
         let mut text = serde_json::to_string_pretty(self).expect("serializable");
         text.push('\n');
-        crate::results::write_atomic(&path, text.as_bytes())?;
+        crate::store::results::write_atomic(&path, text.as_bytes())?;
         Ok(path)
     }
 }

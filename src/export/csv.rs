@@ -3,7 +3,7 @@
 
 use super::Exporter;
 use crate::error::{Error, Result};
-use crate::results::BestRow;
+use crate::store::results::BestRow;
 
 pub struct CsvExporter;
 

@@ -18,8 +18,8 @@ use super::kernel::{
     TunedKernel,
 };
 use crate::error::{Error, Result};
-use crate::ops::Op;
-use crate::results::{slug, BestRow};
+use crate::spec::ops::Op;
+use crate::store::results::{slug, BestRow};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -222,7 +222,7 @@ fn launch_comment(op: &Op, name: &str) -> String {
         .spec
         .buffers
         .iter()
-        .filter(|b| b.role == crate::ops::Role::Scratch)
+        .filter(|b| b.role == crate::spec::ops::Role::Scratch)
     {
         let _ = write!(
             text,

@@ -1,11 +1,12 @@
 //! The tuning database (`best.csv`) as a value: exact lookups, nearest shapes and filters.
 
 use crate::error::{Error, Result};
-use crate::results::{read_best_checked, BadRow, BestRow};
+pub use crate::store::results::{parse_params, stored_params};
+use crate::store::results::{read_best_checked, BadRow, BestRow};
 use std::path::{Path, PathBuf};
 
 /// The rows of a `best.csv`, in file order (sorted by op, shape, dtype and GPU, as
-/// [`crate::results::upsert_best`] writes them).
+/// [`crate::store::results::upsert_best`] writes them).
 ///
 /// One row per (op, shape, dtype, GPU): the newest run of its key, or with `tune
 /// --keep-best` the fastest (see the [module docs](super)).
@@ -219,34 +220,6 @@ pub fn shape_distance(a: &[u64], b: &[u64]) -> Option<f64> {
             .map(|(&x, &y)| ((x as f64) / (y as f64)).ln().abs())
             .sum()
     })
-}
-
-/// A stored configuration of `op` (`NAME=value;...`, the `params` of a best.csv row) as
-/// pairs, completed with [`Op::assumed_params`](crate::ops::Op::assumed_params): parameters added to the op since the row was
-/// stored take the values its configurations had then.
-pub fn stored_params(op: &crate::ops::Op, params: &str) -> Vec<(String, String)> {
-    let mut pairs = parse_params(params);
-    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
-    let assumed = op.assumed_params(&names);
-    pairs.extend(
-        assumed
-            .iter()
-            .filter_map(|a| a.split_once('='))
-            .map(|(n, v)| (n.to_string(), v.to_string())),
-    );
-    pairs
-}
-
-/// `K=V;K=V` → `[(K, V), ...]`, in order; empty parts are skipped.
-pub fn parse_params(params: &str) -> Vec<(String, String)> {
-    params
-        .split(';')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
-            None => (p.trim().to_string(), String::new()),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 //! same kernel may run on.
 
 use super::db::stored_params;
-use crate::codegen::Renderer;
 use crate::error::{Error, Result};
 use crate::expr::Value;
-use crate::ops::Op;
-use crate::results::BestRow;
-use crate::shape::{Shape, MAX_DIM};
+use crate::model::shape::{Shape, MAX_DIM};
 use crate::space::{enumerate, parse_override, Candidate, DeviceLimits};
+use crate::spec::codegen::Renderer;
+use crate::spec::ops::Op;
+use crate::store::results::BestRow;
 use std::path::Path;
 
 /// A tuned configuration made concrete: the op, the tuned shape, the configuration (with
@@ -376,7 +376,7 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
         let fixed = if p.name == "BOUNDS" && p.accepted_values().contains(&always) {
             Some(always)
         } else {
-            p.missing.as_ref().map(crate::ops::toml_to_value)
+            p.missing.as_ref().map(crate::spec::ops::toml_to_value)
         };
         let values = match fixed {
             Some(v) => vec![v],

@@ -7,7 +7,7 @@
 //! fastest *verified* configuration of a run of that key, with its parameters (`K=V;K=V`),
 //! median time, throughput, fraction of the same run's roof, L2 state, the tool, driver and
 //! NVRTC versions and when it was tuned. The tuner writes it
-//! ([`crate::results::upsert_best`]); nothing here does. The rule: a new tuning run of the
+//! ([`crate::store::results::upsert_best`]); nothing here does. The rule: a new tuning run of the
 //! same key **replaces** the row, so the newer run wins even when it measured a slower best
 //! (another L2 state, a narrowed `--param` space, a busier GPU); with `tune --keep-best` the
 //! stored row stays when it is faster (lower median, same L2 state). Rows of other keys are
@@ -15,7 +15,7 @@
 //! exclusive lock on `best.csv.lock`, so concurrent runs each keep their row.
 //!
 //! A hand-edited or damaged file stays usable: lines that cannot be used are skipped with a
-//! `warning: FILE:LINE: why` on stderr ([`crate::results::read_best_checked`],
+//! `warning: FILE:LINE: why` on stderr ([`crate::store::results::read_best_checked`],
 //! [`TunedDb::skipped`]) and every other row is served; an empty file has no rows.
 //!
 //! Reading it, always by (op, dtype, shape): [`TunedDb::best`] (exact), [`TunedDb::nearest`]
@@ -47,12 +47,58 @@ pub use kernel::{
     specialize, tuned_source, valid_for, Applicability, TunedKernel,
 };
 
-use crate::cli::{BestArgs, ExportArgs, ExportFormat, ReportArgs};
 use crate::error::{Error, Result};
-use crate::ops::Op;
-use crate::results::{write_atomic, BestRow};
-use crate::shape::Shape;
+use crate::model::shape::Shape;
+use crate::spec::ops::Op;
+use crate::store::results::{write_atomic, BestRow};
 use std::io::Write;
+use std::path::PathBuf;
+
+/// Output formats of `tune export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    Csv,
+    Json,
+    Markdown,
+    /// One specialized .cu per tuned entry plus a C/C++ header with a dispatch function.
+    Cuda,
+}
+
+/// `tune best`: which stored rows to print.
+#[derive(Debug, Clone)]
+pub struct BestQuery {
+    pub op: String,
+    pub shape: String,
+    /// GPU name to match (any when `None`).
+    pub gpu: Option<String>,
+    /// Element type to match (any when `None`).
+    pub dtype: Option<String>,
+    /// The tuning database.
+    pub db: PathBuf,
+}
+
+/// `tune export`: what to export, from where, to where.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    pub format: ExportFormat,
+    /// Only entries of this op.
+    pub op: Option<String>,
+    /// Only entries whose GPU name contains this text.
+    pub gpu: Option<String>,
+    /// File to write (csv, json, markdown; stdout when `None`) or folder (cuda, required).
+    pub output: Option<PathBuf>,
+    /// The tuning database.
+    pub db: PathBuf,
+    /// Op specs and templates to read instead of the built-in ones (for cuda).
+    pub templates: Option<PathBuf>,
+}
+
+/// `tune report`: the run CSV to read and the HTML file to write.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    pub csv: PathBuf,
+    pub output: PathBuf,
+}
 
 /// A single-file format of the database rows.
 pub trait Exporter {
@@ -203,9 +249,15 @@ pub fn describe(r: &BestRow) -> String {
 
 /// `tune best`: prints the stored best configuration of an op and shape (one block per
 /// matching GPU and dtype), without tuning.
-pub fn best(args: &BestArgs) -> Result<()> {
+pub fn best(args: &BestQuery) -> Result<()> {
     let db = TunedDb::load(&args.db)?;
-    let rows = best_rows(&db, &args.op, None, &args.shape, args.gpu.as_deref())?;
+    let rows = best_rows(
+        &db,
+        &args.op,
+        args.dtype.as_deref(),
+        &args.shape,
+        args.gpu.as_deref(),
+    )?;
     let text: Vec<String> = rows.iter().map(|r| describe(r)).collect();
     print_stdout(text.join("\n").as_bytes())
 }
@@ -238,7 +290,7 @@ fn print_stdout(bytes: &[u8]) -> Result<()> {
 
 /// `tune export`: writes the (filtered) database as CSV, JSON or Markdown to stdout or
 /// `--output`, or as CUDA sources plus a header into the `--output` folder.
-pub fn export(args: &ExportArgs) -> Result<()> {
+pub fn export(args: &ExportOptions) -> Result<()> {
     let db = TunedDb::load(&args.db)?;
     let rows = db.filter(args.op.as_deref(), args.gpu.as_deref());
     if rows.is_empty() {
@@ -303,7 +355,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
 /// which renders every row's kernel. A database also holds rows of ops tuned from a user's own
 /// spec (`--spec`) or of test ops; without `--op` those are skipped with a warning naming them,
 /// rather than failing the whole export. With `--op`, or when no row is left, it is an error.
-fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportArgs) -> Result<Vec<&'a BestRow>> {
+fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportOptions) -> Result<Vec<&'a BestRow>> {
     if args.op.is_some() {
         return Ok(rows);
     }
@@ -353,7 +405,7 @@ fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportArgs) -> Result<Vec<&
 }
 
 /// `tune report`: writes a self-contained HTML report with plots of a run CSV.
-pub fn report(args: &ReportArgs) -> Result<()> {
+pub fn report(args: &ReportOptions) -> Result<()> {
     if !args.csv.is_file() {
         return Err(Error::Usage(format!(
             "run CSV {} does not exist: pass one that tune wrote, e.g. --csv \

@@ -8,14 +8,14 @@
 //! NVRTC serializes compiles inside one process, so compiles also run in child processes
 //! (`tune __compile-worker`), one per core, fed from one queue.
 
-use crate::bench::{BenchSettings, Stats, Timer};
-use crate::compile::Compiler;
+use crate::cuda::compile::Compiler;
+use crate::cuda::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
-use crate::ops::Compare;
-use crate::shape::Shape;
+use crate::measure::bench::{BenchSettings, Stats, Timer};
+use crate::measure::verify::{self, Checker, NAN_BITS};
+use crate::model::shape::Shape;
 use crate::space::LaunchDims;
-use crate::verify::{self, Checker, NAN_BITS};
+use crate::spec::ops::Compare;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -48,7 +48,7 @@ pub struct BufferDesc {
     pub input: bool,
     pub len: usize,
     #[serde(default)]
-    pub fill: crate::ops::Fill,
+    pub fill: crate::spec::ops::Fill,
 }
 
 /// A kernel argument: a buffer's address or a 32-bit integer.
@@ -95,7 +95,7 @@ pub struct PreLaunch {
 
 /// A kernel task loaded on the device: its prologue launches, then its kernel.
 struct Loaded {
-    launches: Vec<(crate::gpu::Kernel, LaunchDims)>,
+    launches: Vec<(crate::cuda::gpu::Kernel, LaunchDims)>,
 }
 
 impl Loaded {
@@ -164,7 +164,7 @@ pub struct Job {
     pub seed: u64,
     /// Element type of every buffer (the run's `--dtype`).
     #[serde(default)]
-    pub dtype: crate::dtype::Dtype,
+    pub dtype: crate::model::dtype::Dtype,
     pub reference: String,
     pub reference_kernel: Option<ReferenceKernel>,
     pub shape: Vec<u64>,
@@ -200,10 +200,10 @@ pub struct TaskResult {
     pub samples: Vec<f64>,
     /// Clocks, temperature and throttle reasons right after the task (NVML, when present).
     #[serde(default)]
-    pub clock: Option<crate::clocks::ClockSample>,
+    pub clock: Option<crate::measure::clocks::ClockSample>,
     /// The warm-up this task's launches served as, when it was the job's first to verify.
     #[serde(default)]
-    pub warmup: Option<crate::clocks::Warmup>,
+    pub warmup: Option<crate::measure::clocks::Warmup>,
 }
 
 /// A line on the worker's stdout.
@@ -267,11 +267,11 @@ struct Session {
     args: Vec<Arg>,
     checker: Checker,
     timer: Timer,
-    blas: std::result::Result<crate::gpu::Blas, String>,
+    blas: std::result::Result<crate::cuda::gpu::Blas, String>,
     /// Median of the fastest verified variant so far (for adaptive repetitions).
     best_ms: std::cell::Cell<f64>,
     /// NVML for this device, when it can be loaded.
-    clocks: Option<crate::clocks::ClockMonitor>,
+    clocks: Option<crate::measure::clocks::ClockMonitor>,
     /// This job's warm-up is done (or was not needed): set by its first verified task.
     warmed: std::cell::Cell<bool>,
 }
@@ -374,7 +374,7 @@ impl Session {
             timer,
             blas,
             best_ms: std::cell::Cell::new(f64::INFINITY),
-            clocks: crate::clocks::ClockMonitor::open(&gpu_uuid).ok(),
+            clocks: crate::measure::clocks::ClockMonitor::open(&gpu_uuid).ok(),
             warmed: std::cell::Cell::new(false),
         })
     }
@@ -454,7 +454,7 @@ impl Session {
                 self.gpu.synchronize("interleaved launches")?;
                 if round > 0 {
                     for (i, pair) in events.iter().enumerate() {
-                        samples[i].push(crate::gpu::elapsed_ms(pair)?);
+                        samples[i].push(crate::cuda::gpu::elapsed_ms(pair)?);
                     }
                 }
             }
@@ -553,14 +553,14 @@ impl Session {
 
     /// Launches `enqueue` (a task that just verified) back to back until NVML shows the SM
     /// clock at its steady value, so the first timed tasks do not run at the idle clock an
-    /// idle GPU drops to ([`crate::clocks::warmup_done`] says when). One NVML read first: a
+    /// idle GPU drops to ([`crate::measure::clocks::warmup_done`] says when). One NVML read first: a
     /// GPU already at its maximum clock is not loaded at all. `None` without NVML (nothing to
     /// wait for: the cap would be the only end).
     fn warm_up(
         &self,
         enqueue: &dyn Fn() -> GpuResult<()>,
-    ) -> GpuResult<Option<crate::clocks::Warmup>> {
-        use crate::clocks::{already_warm, warmup_done, Warmup, WarmupEnd};
+    ) -> GpuResult<Option<crate::measure::clocks::Warmup>> {
+        use crate::measure::clocks::{already_warm, warmup_done, Warmup, WarmupEnd};
         let Some(nvml) = &self.clocks else {
             return Ok(None);
         };

@@ -3,12 +3,10 @@
 //! numbers. With a cold cache, a buffer larger than L2 is written before every timed launch,
 //! outside the timed region, so each launch reads from DRAM as a one-off call would.
 
-use crate::gpu::{elapsed_ms, Buffer, Gpu, GpuResult};
+use crate::cuda::gpu::{elapsed_ms, Buffer, Gpu, GpuResult};
 
 /// Whether L2 is flushed between timed launches.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheState {
     /// Flush L2 before each timed launch (DRAM-bound numbers; the default).

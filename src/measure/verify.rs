@@ -4,12 +4,12 @@
 //! whatever the shape. Host data is raw little-endian bytes, so every element size shares one
 //! path; only the matmul reference does arithmetic (in float64, on float32 inputs).
 
-use crate::dtype::Dtype;
+use crate::cuda::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult, Kernel};
 use crate::error::{Error, Result};
-use crate::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult, Kernel};
-use crate::ops::Compare;
-use crate::shape::Shape;
+use crate::model::dtype::Dtype;
+use crate::model::shape::Shape;
 use crate::space::LaunchDims;
+use crate::spec::ops::{reference_supports, Compare};
 use rand::{Rng, SeedableRng};
 
 /// 32-bit pattern that outputs are filled with before a verification launch, so an element
@@ -74,11 +74,11 @@ fn value_bytes(dtype: Dtype, v: f64) -> Vec<u8> {
 
 /// Fills an input buffer of `n` elements of `dtype` as its spec says, as raw bytes. Iota
 /// counts modulo 1024, which every type holds exactly.
-pub fn fill_input(fill: crate::ops::Fill, dtype: Dtype, n: usize, seed: u64) -> Vec<u8> {
+pub fn fill_input(fill: crate::spec::ops::Fill, dtype: Dtype, n: usize, seed: u64) -> Vec<u8> {
     match fill {
-        crate::ops::Fill::Uniform => random_bytes(dtype, n, seed),
-        crate::ops::Fill::Ones => value_bytes(dtype, 1.0).repeat(n),
-        crate::ops::Fill::Iota => (0..n)
+        crate::spec::ops::Fill::Uniform => random_bytes(dtype, n, seed),
+        crate::spec::ops::Fill::Ones => value_bytes(dtype, 1.0).repeat(n),
+        crate::spec::ops::Fill::Iota => (0..n)
             .flat_map(|i| value_bytes(dtype, (i % 1024) as f64))
             .collect(),
     }
@@ -95,13 +95,6 @@ pub fn f32_values(bytes: &[u8]) -> Vec<f32> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
-}
-
-/// Whether the built-in reference `name` can compute outputs of `dtype`: the transpose only
-/// moves bytes (any type); the matmul reference multiplies float32 inputs (in float64).
-/// Other names (`config`, a user's reference configuration) run on the GPU: any type.
-pub fn reference_supports(name: &str, dtype: Dtype) -> bool {
-    name != "matmul" || dtype == Dtype::F32
 }
 
 /// Computes an op's expected output on the CPU, as raw bytes of `dtype`. `inputs` are the
@@ -479,7 +472,7 @@ mod tests {
                 "{elem} B round trip"
             );
         }
-        for dtype in crate::dtype::ALL {
+        for dtype in crate::model::dtype::ALL {
             let shape = Shape { dims: vec![5, 3] };
             let input = random_bytes(dtype, 15, 4);
             let out = cpu_reference("transpose", &shape, dtype, &[&input]).unwrap();
@@ -490,9 +483,9 @@ mod tests {
 
     #[test]
     fn host_fills_are_never_zero_or_nan_in_any_dtype() {
-        use crate::ops::Fill;
+        use crate::spec::ops::Fill;
         let n = 200_000;
-        for dtype in crate::dtype::ALL {
+        for dtype in crate::model::dtype::ALL {
             let bytes = fill_input(Fill::Uniform, dtype, n, 7);
             assert_eq!(bytes.len(), n * dtype.bytes(), "{dtype}");
             let values: Vec<f64> = match dtype {

@@ -1,8 +1,8 @@
 //! What a run prints on stdout: the baselines table, the top configurations, the best one
 //! and where the files went. Progress goes to stderr (indicatif), so stdout can be piped.
 
-use crate::results::{Record, Status};
-use crate::tuner::TuneOutcome;
+use crate::pipeline::tuner::TuneOutcome;
+use crate::store::results::{Record, Status};
 use std::fmt::Write;
 
 fn pct(x: Option<f64>) -> String {
@@ -151,7 +151,10 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             .filter(|r| r.kind == "variant" && r.status == Status::Failed)
             .take(if verbose { usize::MAX } else { 5 })
         {
-            let err: String = crate::ops::one_line(&r.error).chars().take(160).collect();
+            let err: String = crate::spec::ops::one_line(&r.error)
+                .chars()
+                .take(160)
+                .collect();
             let _ = writeln!(s, "  {}: {err}", r.label());
         }
     }
@@ -248,8 +251,8 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             r.retimed,
             r.flagged,
             r.readings,
-            crate::clocks::REMEASURE_ABOVE * 100.0,
-            crate::tuner::REMEASURE_PAUSE.as_secs_f64(),
+            crate::measure::clocks::REMEASURE_ABOVE * 100.0,
+            crate::pipeline::tuner::REMEASURE_PAUSE.as_secs_f64(),
             r.still_flagged,
             if r.still_flagged > 0 { " (their first result stands, flagged in the CSV)" } else { "" }
         );
@@ -299,7 +302,7 @@ pub const NOISY_RANK_PCT: f64 = 10.0;
 /// `rounds` interleaved rounds; `runner_up` its comparison with the fastest other leader.
 pub fn too_noisy_to_rank(
     winner_iqr_pct: f64,
-    runner_up: Option<&crate::stats::Comparison>,
+    runner_up: Option<&crate::measure::stats::Comparison>,
     rounds: usize,
 ) -> Option<String> {
     let mut why = Vec::new();
@@ -359,7 +362,7 @@ pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
     let typical = if spreads.is_empty() {
         0.0
     } else {
-        crate::stats::median(&spreads)
+        crate::measure::stats::median(&spreads)
     };
     let noisy = st.spread_pct.is_nan()
         || (st.spread_pct > NOISY_ROOF_PCT && st.spread_pct > NOISY_ROOF_VS_VARIANTS * typical);
@@ -373,8 +376,8 @@ pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
 
 /// The warm-up line: the run's first warm-up in full, the later jobs' ones summed (those only
 /// ran when the GPU had cooled down between jobs).
-fn warmup_line(warmups: &[(String, crate::clocks::Warmup)]) -> Option<String> {
-    use crate::clocks::WarmupEnd;
+fn warmup_line(warmups: &[(String, crate::measure::clocks::Warmup)]) -> Option<String> {
+    use crate::measure::clocks::WarmupEnd;
     let ((load, w), later) = warmups.split_first()?;
     let max = w
         .max_mhz
@@ -398,7 +401,7 @@ fn warmup_line(warmups: &[(String, crate::clocks::Warmup)]) -> Option<String> {
             w.seconds, w.before_mhz, w.after_mhz, w.launches
         ),
     };
-    let again: Vec<&crate::clocks::Warmup> = later
+    let again: Vec<&crate::measure::clocks::Warmup> = later
         .iter()
         .map(|(_, w)| w)
         .filter(|w| w.end != WarmupEnd::AlreadyWarm)
@@ -483,7 +486,7 @@ pub fn summary_table(rows: &[[String; 4]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Comparison;
+    use crate::measure::stats::Comparison;
 
     fn cmp(slower: f64, low: f64, high: f64) -> Comparison {
         Comparison {
@@ -501,7 +504,7 @@ mod tests {
             params: vec![],
             status: Status::Ok,
             error: String::new(),
-            stats: Some(crate::bench::Stats {
+            stats: Some(crate::measure::bench::Stats {
                 median_ms: 0.15,
                 min_ms: 0.1305,
                 max_ms: 0.239,
@@ -588,12 +591,12 @@ mod tests {
     }
 
     fn warm(
-        end: crate::clocks::WarmupEnd,
+        end: crate::measure::clocks::WarmupEnd,
         before: u32,
         after: u32,
         s: f64,
-    ) -> crate::clocks::Warmup {
-        crate::clocks::Warmup {
+    ) -> crate::measure::clocks::Warmup {
+        crate::measure::clocks::Warmup {
             end,
             seconds: s,
             before_mhz: before,
@@ -605,7 +608,7 @@ mod tests {
 
     #[test]
     fn the_warm_up_line() {
-        use crate::clocks::WarmupEnd::*;
+        use crate::measure::clocks::WarmupEnd::*;
         assert_eq!(warmup_line(&[]), None);
         let first = ("memcpy".to_string(), warm(AtMax, 345, 1980, 0.2134));
         assert_eq!(

@@ -1,24 +1,24 @@
 //! The pipeline: space → render → compile → verify → time → record. Every configuration
 //! ends as a [`Record`] (ok, failed with the reason, or pruned with the reason); a failing
-//! variant never stops the run. GPU work runs in worker processes (see [`crate::worker`]), so
+//! variant never stops the run. GPU work runs in worker processes (see [`crate::isolate::worker`]), so
 //! a kernel that faults or hangs costs only its own record.
 
-use crate::bench::BenchSettings;
-use crate::codegen::Renderer;
-use crate::compile::{default_cache_dir, Compiler};
+use crate::cuda::compile::{default_cache_dir, Compiler};
+use crate::cuda::gpu::{DeviceInfo, Gpu};
 use crate::error::{Error, Result};
 use crate::expr::Vars;
-use crate::gpu::{DeviceInfo, Gpu};
-use crate::ops::{one_line, BaselineKind, Op, Role};
-use crate::results::{self, BestRow, Record, RunInfo, Status};
-use crate::search::Budget;
-use crate::shape::Shape;
-use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
-use crate::verify;
-use crate::worker::{
+use crate::isolate::worker::{
     compile_parallel, run_tasks, ArgDesc, BufferDesc, GpuWorker, Isolation, Job, PreLaunch,
     ReferenceKernel, Task, TaskResult, Work,
 };
+use crate::measure::bench::BenchSettings;
+use crate::measure::verify;
+use crate::model::shape::Shape;
+use crate::search::Budget;
+use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
+use crate::spec::codegen::Renderer;
+use crate::spec::ops::{one_line, BaselineKind, Op, Role};
+use crate::store::results::{self, BestRow, Record, RunInfo, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -80,9 +80,9 @@ pub struct TuneOptions {
     /// How much a search may measure; `None`: [`DEFAULT_BUDGET`] variants for a search, all
     /// of them for `exhaustive`.
     pub budget: Option<Budget>,
-    /// `--shard K/N`: measure only this shard's share of the variants ([`crate::shard`]); a
+    /// `--shard K/N`: measure only this shard's share of the variants (see `cluster::shard`); a
     /// sharded run never writes best.csv (its winner is partial until `tune merge`).
-    pub shard: Option<crate::shard::Slice>,
+    pub shard: Option<crate::model::slice::Slice>,
     /// A search (random, anneal, genetic) measures first, for each stored winner of this op in
     /// the run's best.csv, the configuration of this space nearest to it ([`warm_start`]).
     pub warm_start: bool,
@@ -106,7 +106,7 @@ impl Default for TuneOptions {
             bench: BenchSettings {
                 warmup: 3,
                 reps: 30,
-                cache: crate::bench::CacheState::Cold,
+                cache: crate::measure::bench::CacheState::Cold,
             },
             out_dir: PathBuf::from("results"),
             compile_only: false,
@@ -177,11 +177,11 @@ pub struct TuneOutcome {
     /// The interleaved re-timing of the leaders, when it ran.
     pub confidence: Option<Confidence>,
     /// NVML readings taken after every variant; `None` when NVML was not available.
-    pub clocks: Option<crate::clocks::ClockSummary>,
+    pub clocks: Option<crate::measure::clocks::ClockSummary>,
     /// Each GPU job's warm-up to a steady clock, in order, with the label of the task whose
     /// launches served as the load (the first is the run's start; later ones follow pauses
     /// such as a search round's compiling). Empty without NVML.
-    pub warmups: Vec<(String, crate::clocks::Warmup)>,
+    pub warmups: Vec<(String, crate::measure::clocks::Warmup)>,
     /// The re-timing of results measured while the GPU throttled, when it ran.
     pub remeasured: Option<Remeasured>,
     /// What the search did, when a strategy chose the configurations measured.
@@ -199,7 +199,7 @@ pub struct Confidence {
     /// Records statistically tied with the fastest candidate, other than the winner.
     pub tied_with: Vec<usize>,
     /// The fastest other candidate and how much slower it is than the winner.
-    pub runner_up: Option<(usize, crate::stats::Comparison)>,
+    pub runner_up: Option<(usize, crate::measure::stats::Comparison)>,
     /// The winner's own noise over the rounds: IQR / median, in percent.
     pub winner_iqr_pct: f64,
 }
@@ -272,14 +272,16 @@ fn confirm(
         return Ok(None);
     }
     let seed = opts.seed ^ 0xC0_FFEE;
-    let med = |s: &Vec<f64>| crate::stats::median(s);
+    let med = |s: &Vec<f64>| crate::measure::stats::median(s);
     let leader = timed
         .iter()
         .min_by(|a, b| med(&a.1).total_cmp(&med(&b.1)))
         .expect("two or more");
     let tied: Vec<usize> = timed
         .iter()
-        .filter(|(at, s)| *at == leader.0 || crate::stats::compare(&leader.1, s, 2000, seed).tied())
+        .filter(|(at, s)| {
+            *at == leader.0 || crate::measure::stats::compare(&leader.1, s, 2000, seed).tied()
+        })
         .map(|(at, _)| *at)
         .collect();
     // The tie rule: fewest registers, then the configuration that comes first in the space.
@@ -288,10 +290,10 @@ fn confirm(
         .min_by_key(|&&at| (records[at].registers.unwrap_or(i32::MAX), at))
         .expect("the leader is tied with itself");
     let winner_samples = &timed.iter().find(|(at, _)| *at == winner).expect("timed").1;
-    let mut runner_up: Option<(usize, crate::stats::Comparison)> = None;
+    let mut runner_up: Option<(usize, crate::measure::stats::Comparison)> = None;
     for (at, s) in &timed {
-        let cmp = crate::stats::compare(winner_samples, s, 2000, seed);
-        records[*at].confirm = Some(crate::results::Confirmed {
+        let cmp = crate::measure::stats::compare(winner_samples, s, 2000, seed);
+        records[*at].confirm = Some(crate::store::results::Confirmed {
             median_ms: med(s),
             vs_winner_pct: if *at == winner { 0.0 } else { cmp.slower_pct },
             ci_low_pct: if *at == winner { 0.0 } else { cmp.ci_low_pct },
@@ -317,7 +319,7 @@ fn confirm(
         winner,
         tied_with: tied.into_iter().filter(|&at| at != winner).collect(),
         runner_up,
-        winner_iqr_pct: crate::stats::rel_iqr_pct(winner_samples),
+        winner_iqr_pct: crate::measure::stats::rel_iqr_pct(winner_samples),
     }))
 }
 
@@ -338,7 +340,7 @@ pub struct Remeasured {
 pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);
 
 /// Times again, once, the results measured while the GPU throttled or ran far below its
-/// steady clock, when they are too many to leave flagged ([`crate::clocks::to_remeasure`]):
+/// steady clock, when they are too many to leave flagged ([`crate::measure::clocks::to_remeasure`]):
 /// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
 /// and a new result replaces the first only when its own clock reading is clean. `isolation`
 /// is called only when there is something to re-time. Returns what it did and the worker it
@@ -346,23 +348,24 @@ pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);
 fn remeasure_throttled(
     job: &Job,
     all_tasks: &[Task],
-    clock_samples: &[(usize, crate::clocks::ClockSample)],
+    clock_samples: &[(usize, crate::measure::clocks::ClockSample)],
     task_record: &HashMap<usize, usize>,
     records: &mut [Record],
     work: f64,
     isolation: impl FnOnce() -> Result<Isolation>,
 ) -> (Option<Remeasured>, Option<GpuWorker>) {
     // The steady clock of every reading, as the CSV's flags use; the timed results' readings.
-    let all: Vec<crate::clocks::ClockSample> = clock_samples.iter().map(|(_, c)| *c).collect();
-    let Some(sum) = crate::clocks::summarize(&all) else {
+    let all: Vec<crate::measure::clocks::ClockSample> =
+        clock_samples.iter().map(|(_, c)| *c).collect();
+    let Some(sum) = crate::measure::clocks::summarize(&all) else {
         return (None, None);
     };
-    let readings: Vec<(usize, crate::clocks::ClockSample)> = clock_samples
+    let readings: Vec<(usize, crate::measure::clocks::ClockSample)> = clock_samples
         .iter()
         .filter(|(at, _)| records[*at].status == Status::Ok)
         .copied()
         .collect();
-    let again = crate::clocks::to_remeasure(&readings, sum.steady_sm_mhz);
+    let again = crate::measure::clocks::to_remeasure(&readings, sum.steady_sm_mhz);
     if again.is_empty() {
         return (None, None);
     }
@@ -401,7 +404,7 @@ fn remeasure_throttled(
     for (at, r) in fresh {
         let clean = r
             .clock
-            .is_some_and(|c| !crate::clocks::is_flagged(&c, sum.steady_sm_mhz));
+            .is_some_and(|c| !crate::measure::clocks::is_flagged(&c, sum.steady_sm_mhz));
         let first = readings.iter().find(|(i, _)| *i == at).map(|(_, c)| *c);
         let rec = &mut records[at];
         match (r.stats, clean, first) {
@@ -457,7 +460,8 @@ fn compile_all(
             let mut misses = Vec::new();
             for (k, (src, path)) in sources.iter().zip(&paths).enumerate() {
                 let t = Instant::now();
-                let hit = cache.and_then(|dir| crate::compile::read_cache(dir, &compiler.key(src)));
+                let hit =
+                    cache.and_then(|dir| crate::cuda::compile::read_cache(dir, &compiler.key(src)));
                 match hit {
                     Some(cubin) => {
                         let file = path.with_extension("cubin");
@@ -584,8 +588,8 @@ pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>
     }
     let op = load_op(opts)?;
     let shapes = match file {
-        Some(f) => crate::shape::read_file(f, &op.spec.dims)?,
-        None => crate::shape::parse_list(&opts.shape, &op.spec.dims)?,
+        Some(f) => crate::model::shape::read_file(f, &op.spec.dims)?,
+        None => crate::model::shape::parse_list(&opts.shape, &op.spec.dims)?,
     };
     Ok(shapes.iter().map(Shape::to_string).collect())
 }
@@ -622,7 +626,7 @@ pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>
         .map(|p| space::parse_override(&op, p))
         .collect::<Result<Vec<_>>>()?;
     if let Some(arch) = &opts.arch {
-        crate::compile::check_arch(arch)?;
+        crate::cuda::compile::check_arch(arch)?;
         if let Some((version, supported)) = nvrtc_archs() {
             if !supported.contains(&arch_number(arch)) {
                 return Err(Error::Usage(format!(
@@ -659,7 +663,7 @@ fn arch_list(archs: &[i32]) -> String {
 /// Asked once, so an unsupported architecture is one error instead of one per variant.
 fn nvrtc_archs() -> Option<((i32, i32), Vec<i32>)> {
     use cudarc::nvrtc::sys;
-    let version = crate::compile::nvrtc_version().ok()?;
+    let version = crate::cuda::compile::nvrtc_version().ok()?;
     let mut n: std::ffi::c_int = 0;
     unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
         .result()
@@ -757,7 +761,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         .map(|c| c.index)
         .collect();
     // --shard K/N: this shard's share of the live variants; the others get no row here.
-    let live = crate::shard::owned(live, opts.shard.as_ref());
+    let live = crate::model::slice::owned(live, opts.shard.as_ref());
     let shown = |c: &&Candidate| c.pruned.is_some() || live.binary_search(&c.index).is_ok();
     let base = space::base_vars(&op, &shape, &limits);
     let layout = BufferLayout::new(&op, &base)?;
@@ -839,7 +843,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
             ..Phases::default()
         },
         verification: match (op.spec.compare, &op.spec.reference_kernel) {
-            (crate::ops::Compare::Exact, _) => format!("exact comparison with the CPU '{}' reference", op.spec.reference),
+            (crate::spec::ops::Compare::Exact, _) => format!("exact comparison with the CPU '{}' reference", op.spec.reference),
             (_, Some(_)) => format!(
                 "relative error <= {:.0e} against a float64 GPU reference that is spot-checked against float64 CPU rows",
                 opts.rtol.or(op.spec.rtol).unwrap_or(0.0)
@@ -1115,7 +1119,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut best_ms = f64::INFINITY;
     let mut phases = outcome.phases;
     let mut journal_error = None;
-    let mut clock_samples: Vec<(usize, crate::clocks::ClockSample)> = Vec::new();
+    let mut clock_samples: Vec<(usize, crate::measure::clocks::ClockSample)> = Vec::new();
     let mut fatal = None;
     // One round per batch of a search; a single round when every live candidate is measured.
     loop {
@@ -1207,7 +1211,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     .map(|st| st.median_ms),
             );
         }
-        if crate::worker::interrupted() {
+        if crate::isolate::worker::interrupted() {
             break;
         }
         let next = s.ask();
@@ -1228,12 +1232,14 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     outcome.from_cache = prep.cache_hits();
     outcome.search = search.as_ref().map(Search::summary);
     // Results measured while the GPU throttled or ran far below its steady clock are flagged.
-    let readings: Vec<crate::clocks::ClockSample> = clock_samples.iter().map(|(_, c)| *c).collect();
-    outcome.clocks = crate::clocks::summarize(&readings);
+    let readings: Vec<crate::measure::clocks::ClockSample> =
+        clock_samples.iter().map(|(_, c)| *c).collect();
+    outcome.clocks = crate::measure::clocks::summarize(&readings);
     if let Some(sum) = outcome.clocks {
         for (at, c) in &clock_samples {
             let rec = &mut records[*at];
-            if rec.status == Status::Ok && crate::clocks::is_flagged(c, sum.steady_sm_mhz) {
+            if rec.status == Status::Ok && crate::measure::clocks::is_flagged(c, sum.steady_sm_mhz)
+            {
                 rec.error = format!(
                     "warning: measured while the GPU ran at {} MHz (steady {} MHz), throttle bits {:#x}",
                     c.sm_mhz, sum.steady_sm_mhz, c.throttle_bits
@@ -1242,7 +1248,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         }
     }
     // Too many of them: rest the GPU, then time the flagged ones again once.
-    if fatal.is_none() && !crate::worker::interrupted() {
+    if fatal.is_none() && !crate::isolate::worker::interrupted() {
         let (done, idle) = remeasure_throttled(
             &job,
             &all_tasks,
@@ -1258,7 +1264,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     if let Some(e) = journal_error {
         eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");
     }
-    outcome.interrupted = crate::worker::interrupted();
+    outcome.interrupted = crate::isolate::worker::interrupted();
     if outcome.interrupted {
         for rec in records
             .iter_mut()
@@ -1461,7 +1467,7 @@ pub fn warm_start(
     rows.sort_by_key(|r| r.shape != here);
     let mut seeds = Vec::new();
     for r in rows {
-        let given = crate::export::parse_params(&r.params);
+        let given = results::parse_params(&r.params);
         if !op
             .spec
             .params
@@ -1470,7 +1476,7 @@ pub fn warm_start(
         {
             continue; // names none of this op's parameters: no configuration to stand for
         }
-        let pairs = crate::export::stored_params(op, &r.params);
+        let pairs = results::stored_params(op, &r.params);
         let wanted: HashMap<&str, crate::expr::Value> = pairs
             .iter()
             .map(|(n, v)| (n.as_str(), crate::expr::Value::parse(v)))
@@ -1806,7 +1812,7 @@ fn reference_config_kernel(
         .iter()
         .map(|(k, v)| space::ParamOverride {
             name: k.clone(),
-            values: vec![crate::ops::toml_to_value(v)],
+            values: vec![crate::spec::ops::toml_to_value(v)],
         })
         .collect();
     let candidates = space::enumerate(op, shape, limits, &overrides)?;
@@ -1881,7 +1887,7 @@ fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
 
 fn baseline_launch(
     base: &Vars,
-    b: &crate::ops::Baseline,
+    b: &crate::spec::ops::Baseline,
     limits: &DeviceLimits,
     op: &Op,
 ) -> Result<std::result::Result<LaunchDims, String>> {
@@ -1900,7 +1906,7 @@ fn baseline_launch(
 
 /// Sizes of the op's buffers for this shape, in elements of `elem_bytes` bytes.
 struct BufferLayout {
-    buffers: Vec<(String, Role, usize, crate::ops::Fill)>,
+    buffers: Vec<(String, Role, usize, crate::spec::ops::Fill)>,
     args: Vec<ArgSpec>,
     elem_bytes: usize,
 }

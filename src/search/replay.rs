@@ -8,7 +8,7 @@
 
 use super::{drive, strategy, SearchSpace};
 use crate::error::{Error, Result};
-use crate::results::{Record, Status};
+use crate::store::results::{Record, Status};
 
 /// A found point counts as a hit when its throughput is at least this fraction of the best.
 pub const HIT: f64 = 0.95;
@@ -203,7 +203,7 @@ pub fn markdown(source: &str, land: &Landscape, rows: &[Row], seeds: u64, batch:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::Stats;
+    use crate::measure::bench::Stats;
 
     fn variant(name: &str, a: &str, b: &str, status: Status, ms: Option<f64>) -> Record {
         let mut r = Record::new(

@@ -7,8 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::expr::Value;
-use crate::ops::{one_line, Op};
 use crate::space::Candidate;
+use crate::spec::ops::{one_line, Op};
 use tera::{Context, Tera};
 
 /// Tera with the op's variant template and, when it has one, its baseline template.
@@ -16,7 +16,7 @@ pub struct Renderer {
     tera: Tera,
     variant: String,
     baseline: Option<String>,
-    dtype: crate::dtype::Dtype,
+    dtype: crate::model::dtype::Dtype,
 }
 
 impl Renderer {
@@ -106,7 +106,7 @@ impl Renderer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shape::Shape;
+    use crate::model::shape::Shape;
     use crate::space::{enumerate, DeviceLimits};
 
     #[test]

@@ -3,9 +3,9 @@
 //! at build time so the binary works from any directory; `--templates DIR` reads them from
 //! disk instead. Adding an op means adding files, not Rust code, except for a CPU reference.
 
-use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::expr::Value;
+use crate::model::dtype::Dtype;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -13,27 +13,30 @@ use std::path::{Path, PathBuf};
 const BUILTIN_FILES: &[(&str, &str)] = &[
     (
         "transpose.toml",
-        include_str!("../templates/transpose.toml"),
+        include_str!("../../templates/transpose.toml"),
     ),
     (
         "transpose.cu.tera",
-        include_str!("../templates/transpose.cu.tera"),
+        include_str!("../../templates/transpose.cu.tera"),
     ),
     (
         "transpose_classic.cu.tera",
-        include_str!("../templates/transpose_classic.cu.tera"),
+        include_str!("../../templates/transpose_classic.cu.tera"),
     ),
-    ("matmul.toml", include_str!("../templates/matmul.toml")),
+    ("matmul.toml", include_str!("../../templates/matmul.toml")),
     (
         "matmul.cu.tera",
-        include_str!("../templates/matmul.cu.tera"),
+        include_str!("../../templates/matmul.cu.tera"),
     ),
     (
         "matmul_baselines.cu.tera",
-        include_str!("../templates/matmul_baselines.cu.tera"),
+        include_str!("../../templates/matmul_baselines.cu.tera"),
     ),
-    ("sgemm.toml", include_str!("../templates/sgemm.toml")),
-    ("sgemm.cu.tera", include_str!("../templates/sgemm.cu.tera")),
+    ("sgemm.toml", include_str!("../../templates/sgemm.toml")),
+    (
+        "sgemm.cu.tera",
+        include_str!("../../templates/sgemm.cu.tera"),
+    ),
 ];
 
 /// Names of the built-in ops, in the order `--help` lists them.
@@ -485,11 +488,11 @@ impl Op {
             known => Err(Error::Usage(format!(
                 "--dtype {name}: op {} supports {} only{}",
                 self.name(),
-                crate::dtype::names(&supported),
+                crate::model::dtype::names(&supported),
                 if known.is_none() {
                     format!(
                         " ('{name}' is not an element type: {})",
-                        crate::dtype::names(&crate::dtype::ALL)
+                        crate::model::dtype::names(&crate::model::dtype::ALL)
                     )
                 } else {
                     String::new()
@@ -511,6 +514,13 @@ fn list_ops_in(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Whether the built-in reference `name` can compute outputs of `dtype`: the transpose only
+/// moves bytes (any type); the matmul reference multiplies float32 inputs (in float64).
+/// Other names (`config`, a user's reference configuration) run on the GPU: any type.
+pub fn reference_supports(name: &str, dtype: Dtype) -> bool {
+    name != "matmul" || dtype == Dtype::F32
 }
 
 /// Parses and checks a spec; every problem names the file and the field.
@@ -608,7 +618,7 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             "reference_kernel needs reference_launch and [baseline_source]".into(),
         ));
     }
-    let known = crate::dtype::names(&crate::dtype::ALL);
+    let known = crate::model::dtype::names(&crate::model::dtype::ALL);
     let Some(default) = Dtype::parse(&spec.dtype) else {
         return Err(err(format!(
             "dtype: '{}' is not an element type ({known})",
@@ -629,7 +639,7 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         )));
     }
     for d in &supported {
-        if !crate::verify::reference_supports(&spec.reference, *d) {
+        if !reference_supports(&spec.reference, *d) {
             return Err(err(format!(
                 "dtypes: the CPU reference '{}' computes {} only, not {d}",
                 spec.reference,
@@ -723,18 +733,18 @@ mod tests {
 
     #[test]
     fn spec_errors_name_the_field() {
-        let text = include_str!("../templates/transpose.toml")
+        let text = include_str!("../../templates/transpose.toml")
             .replace("role = \"output\"", "role = \"input\"");
         let e = parse_spec(&text, "x.toml").unwrap_err().to_string();
         assert!(e.contains("x.toml") && e.contains("output"), "{e}");
         let e = parse_spec("name = 3", "y.toml").unwrap_err().to_string();
         assert!(e.contains("y.toml"), "{e}");
         // A prologue must be another kernel of the template.
-        let text = include_str!("../templates/sgemm.toml")
+        let text = include_str!("../../templates/sgemm.toml")
             .replace("kernel = \"sgemm_repack\"", "kernel = \"sgemm\"");
         let e = parse_spec(&text, "z.toml").unwrap_err().to_string();
         assert!(e.contains("prologue[0].kernel"), "{e}");
-        let spec = parse_spec(include_str!("../templates/sgemm.toml"), "sgemm.toml").unwrap();
+        let spec = parse_spec(include_str!("../../templates/sgemm.toml"), "sgemm.toml").unwrap();
         assert_eq!(spec.prologue[0].when.as_deref(), Some("REPACK == 1"));
         let scratch: Vec<&str> = spec
             .buffers

@@ -2,8 +2,8 @@
 //! status and reason) and `best.csv`, one row per op, shape, dtype and GPU. Every file is
 //! written to a temporary name and renamed into place, so a crash never leaves a truncated CSV.
 
-use crate::bench::Stats;
 use crate::error::{Error, Result};
+use crate::measure::bench::Stats;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -754,6 +754,34 @@ pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserte
     let bytes = w.into_inner().map_err(|e| csv_err(e.to_string()))?;
     write_atomic(path, &bytes)?;
     Ok(done)
+}
+
+/// A stored configuration of `op` (`NAME=value;...`, the `params` of a best.csv row) as
+/// pairs, completed with [`Op::assumed_params`](crate::spec::ops::Op::assumed_params): parameters added to the op since the row was
+/// stored take the values its configurations had then.
+pub fn stored_params(op: &crate::spec::ops::Op, params: &str) -> Vec<(String, String)> {
+    let mut pairs = parse_params(params);
+    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+    let assumed = op.assumed_params(&names);
+    pairs.extend(
+        assumed
+            .iter()
+            .filter_map(|a| a.split_once('='))
+            .map(|(n, v)| (n.to_string(), v.to_string())),
+    );
+    pairs
+}
+
+/// `K=V;K=V` → `[(K, V), ...]`, in order; empty parts are skipped.
+pub fn parse_params(params: &str) -> Vec<(String, String)> {
+    params
+        .split(';')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
+            None => (p.trim().to_string(), String::new()),
+        })
+        .collect()
 }
 
 #[cfg(test)]

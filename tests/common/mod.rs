@@ -5,8 +5,8 @@
 #![allow(dead_code)]
 
 use assert_cmd::Command;
-use cuda_autotune::gpu::gpu_available;
-use cuda_autotune::ops::Op;
+use cuda_autotune::cuda::gpu::gpu_available;
+use cuda_autotune::spec::ops::Op;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Output;

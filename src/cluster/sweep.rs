@@ -1,0 +1,446 @@
+//! A tuning run over a list of shapes: one shape, a sweep on one GPU, a sweep spread over
+//! several GPUs through one work queue, or one shard of any of them (with its manifest).
+
+use super::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep};
+use crate::error::{Error, Result};
+use crate::isolate::worker;
+use crate::pipeline::{self, summary, TuneOptions};
+use crate::store::results::Status;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// What a sweep needs besides the per-shape tuning options.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// The options every shape starts from (its `shape` is replaced per shape).
+    pub base: TuneOptions,
+    /// `--shapes`: a file of shapes, one a line (else `base.shape`, a list).
+    pub shapes: Option<PathBuf>,
+    /// `--shard K/N`, as given.
+    pub shard: Option<String>,
+    /// `--gpus`, as given (`all` or `0,1`).
+    pub gpus: Option<String>,
+    /// Rows of the ranking a report shows.
+    pub top: usize,
+    /// Reports list every variant.
+    pub verbose: bool,
+    /// Compile only: failed compiles fail the run, nothing is timed.
+    pub compile_only: bool,
+    /// The arguments the run was started with, for the resume hint after Ctrl-C.
+    pub command_line: Vec<String>,
+}
+
+/// A tuning run: one shape, a sweep, a sweep over several GPUs, or a shard of any of them.
+/// Every argument is checked (settings, op, `--param`, `--arch`, shapes, `--shard`, `--gpus`)
+/// before anything is tuned, so bad input is one error, not one per shape.
+pub fn sweep(cli: &SweepOptions) -> Result<u8> {
+    let mut base = cli.base.clone();
+    pipeline::check_inputs(&base)?;
+    let shapes = pipeline::shape_list(&base, cli.shapes.as_deref())?;
+    let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
+    let gpus = match &cli.gpus {
+        Some(spec) => crate::cuda::gpu::parse_gpu_list(spec)?,
+        None => Vec::new(),
+    };
+    // The estimated work per shape orders a multi-GPU queue and balances shards by shapes.
+    let work = if shard.is_some() || gpus.len() > 1 {
+        shard::estimated_work(&pipeline::load_op(&base)?, &shapes)?
+    } else {
+        vec![0.0; shapes.len()]
+    };
+    let plan = shard::plan(shard, &shapes, &work);
+    let recorder = match shard {
+        Some(s) if !cli.compile_only => Some(Recorder::start(&base, s, &shapes, &plan)?),
+        _ => None,
+    };
+    if let Some(&g) = gpus.first() {
+        base.device = g;
+    }
+    let record = |a: &Assignment, result: &std::result::Result<pipeline::TuneOutcome, String>| {
+        if let Some(r) = &recorder {
+            r.done(a, result);
+        }
+    };
+    let code = if plan.len() == 1 {
+        let (code, result) = run_one(cli, &job_options(&base, &plan[0]));
+        record(&plan[0], &result);
+        code
+    } else if gpus.len() > 1 {
+        sweep_on_gpus(cli, &base, &plan, &gpus, &record)
+    } else {
+        // A sweep: each shape tuned as if alone, then one summary table.
+        let mut rows = Vec::new();
+        let mut worst = 0u8;
+        for a in &plan {
+            println!("==== {}", a.shape);
+            let (code, result) = run_one(cli, &job_options(&base, a));
+            record(a, &result);
+            worst = worst.max(code);
+            rows.push(summary::summary_row(&a.shape, result.as_ref().ok()));
+            if code == 130 {
+                break;
+            }
+        }
+        print!("{}", summary::summary_table(&rows));
+        worst
+    };
+    if let Some(r) = recorder {
+        r.finish()?;
+    }
+    Ok(code)
+}
+
+/// The options of one shape of the plan. A shard that holds only a share of a shape's
+/// variants skips the interleaved confirmation: its leaders are not the shape's leaders, and
+/// the merge ranks all shards' variants by median.
+fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
+    let by_variants = a.slice.is_some_and(|s| s.split == Split::Variants);
+    TuneOptions {
+        shape: a.shape.clone(),
+        shard: a.slice,
+        confirm_rounds: if by_variants { 0 } else { base.confirm_rounds },
+        ..base.clone()
+    }
+}
+
+/// Several GPUs: one thread per GPU pulls the next shape from one queue and tunes it there, so
+/// a fast GPU never idles while a slow one has a backlog. The queue is ordered by estimated
+/// work, largest first (longest-processing-time first), so the sweep does not end with one GPU
+/// finishing a large shape while the others idle. Reports print whole, as each shape
+/// finishes; the summary comes last, in the order of the shapes.
+///
+/// Each shape starts its own GPU worker process (and CUDA context) inside [`pipeline::tune`];
+/// keeping one per GPU across shapes would need the tuner to accept a running worker.
+fn sweep_on_gpus(
+    cli: &SweepOptions,
+    base: &TuneOptions,
+    plan: &[Assignment],
+    gpus: &[usize],
+    record: &(dyn Fn(&Assignment, &std::result::Result<pipeline::TuneOutcome, String>) + Sync),
+) -> u8 {
+    let work: Vec<f64> = plan.iter().map(|a| a.work).collect();
+    let queue = Mutex::new(
+        shard::longest_first(&work)
+            .into_iter()
+            .collect::<std::collections::VecDeque<_>>(),
+    );
+    let rows = Mutex::new(vec![None; plan.len()]);
+    let worst = Mutex::new(0u8);
+    // A GPU whose run fails for a reason other than bad input (its worker cannot start, the
+    // device is lost) hands its shape back to the queue, once, and takes no more work, so the
+    // sweep finishes on the other GPUs.
+    let dead = Mutex::new(std::collections::HashSet::new());
+    let handed_back = Mutex::new(std::collections::HashSet::new());
+    // Tunes shape i on GPU g; false when the shape went back to the queue instead.
+    let run = |i: usize, g: usize, may_hand_back: bool| -> bool {
+        let a = &plan[i];
+        let opts = TuneOptions {
+            device: g,
+            progress: false,
+            ..job_options(base, a)
+        };
+        let (code, result) = run_one_quietly(cli, &opts, g);
+        if let Err(why) = &result {
+            let mut dead = dead.lock().expect("dead");
+            if may_hand_back
+                && code != 2
+                && dead.len() + 1 < gpus.len()
+                && handed_back.lock().expect("handed back").insert(i)
+            {
+                dead.insert(g);
+                eprintln!(
+                    "GPU {g}: {} failed ({why}); the shape goes back to the queue and GPU {g} \
+                     takes no more work",
+                    a.shape
+                );
+                queue.lock().expect("queue").push_front(i);
+                return false;
+            }
+        }
+        record(a, &result);
+        let mut w = worst.lock().expect("worst");
+        *w = (*w).max(code);
+        rows.lock().expect("rows")[i] = Some(summary::summary_row(
+            &format!("{} (GPU {g})", a.shape),
+            result.as_ref().ok(),
+        ));
+        true
+    };
+    std::thread::scope(|scope| {
+        for &g in gpus {
+            let (queue, run) = (&queue, &run);
+            scope.spawn(move || loop {
+                if worker::interrupted() {
+                    break;
+                }
+                let Some(i) = queue.lock().expect("queue").pop_front() else {
+                    break;
+                };
+                if !run(i, g, true) {
+                    break;
+                }
+            });
+        }
+    });
+    // A shape handed back after the other GPUs had found the queue empty runs here, on a GPU
+    // that has not failed.
+    let left: Vec<usize> = queue.lock().expect("queue").drain(..).collect();
+    let survivor = {
+        let dead = dead.lock().expect("dead");
+        gpus.iter().copied().find(|g| !dead.contains(g))
+    };
+    for i in left {
+        if worker::interrupted() {
+            break;
+        }
+        run(i, survivor.unwrap_or(gpus[0]), false);
+    }
+    let rows: Vec<[String; 4]> = rows
+        .into_inner()
+        .expect("rows")
+        .into_iter()
+        .flatten()
+        .collect();
+    print!("{}", summary::summary_table(&rows));
+    worst.into_inner().expect("worst")
+}
+
+/// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout).
+fn run_one_quietly(
+    cli: &SweepOptions,
+    opts: &TuneOptions,
+    gpu: usize,
+) -> (u8, std::result::Result<pipeline::TuneOutcome, String>) {
+    match pipeline::tune(opts) {
+        Ok(outcome) => {
+            let text = summary::render(&outcome, cli.top, cli.verbose);
+            print!("==== {} on GPU {gpu}\n{text}", opts.shape);
+            let code = if outcome.interrupted {
+                130
+            } else if outcome.best.is_none() && opts.shard.is_none() {
+                1
+            } else {
+                0
+            };
+            (code, Ok(outcome))
+        }
+        Err(e) => {
+            eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
+            (e.exit_code() as u8, Err(e.to_string()))
+        }
+    }
+}
+
+/// Tunes one shape and prints its report; the exit code it calls for, and the outcome (or
+/// the error, already printed).
+fn run_one(
+    cli: &SweepOptions,
+    opts: &TuneOptions,
+) -> (u8, std::result::Result<pipeline::TuneOutcome, String>) {
+    match pipeline::tune(opts) {
+        Ok(outcome) => {
+            print!("{}", summary::render(&outcome, cli.top, cli.verbose));
+            if outcome.interrupted {
+                let args: Vec<&str> = cli
+                    .command_line
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|a| *a != "--resume")
+                    .collect();
+                eprintln!(
+                    "interrupted: partial results written; resume with: tune {} --resume",
+                    args.join(" ")
+                );
+                return (130, Ok(outcome));
+            }
+            let failed_compiles = outcome
+                .records
+                .iter()
+                .filter(|r| r.status == Status::Failed)
+                .count();
+            if cli.compile_only && failed_compiles > 0 {
+                eprintln!("error: {failed_compiles} variant(s) failed to compile");
+                return (1, Ok(outcome));
+            }
+            if !cli.compile_only && outcome.best.is_none() {
+                if opts.shard.is_some() {
+                    // A share may hold no variant, or none that verifies: the merge decides.
+                    println!("(no variant of this shard's share verified; `tune merge` ranks all shards)");
+                    return (0, Ok(outcome));
+                }
+                eprintln!(
+                    "error: no configuration verified; see {}",
+                    outcome
+                        .csv_path
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                );
+                return (1, Ok(outcome));
+            }
+            (0, Ok(outcome))
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", opts.shape);
+            (e.exit_code() as u8, Err(e.to_string()))
+        }
+    }
+}
+
+/// Keeps a sharded run's manifest (`shard-K-of-N.json`) up to date: written unfinished before
+/// the first shape, again after every shape, and finished at the end, so a shard that is
+/// killed leaves a manifest that says so.
+pub struct Recorder {
+    dir: PathBuf,
+    shard: Shard,
+    manifest: Mutex<Manifest>,
+}
+
+impl Recorder {
+    pub fn start(
+        base: &TuneOptions,
+        s: Shard,
+        shapes: &[String],
+        plan: &[Assignment],
+    ) -> Result<Self> {
+        // Shards sharing a folder would overwrite each other's run CSVs and journals.
+        if base.out_dir.is_dir() {
+            if let Some((other, _)) = shard::manifests_in(&base.out_dir)?
+                .into_iter()
+                .find(|(o, _)| *o != s)
+            {
+                return Err(Error::Usage(format!(
+                    "--out {} already holds the results of shard {other}; give every shard \
+                     its own --out folder (e.g. {}/shard-{})",
+                    base.out_dir.display(),
+                    base.out_dir.display(),
+                    s.k
+                )));
+            }
+        }
+        // The settings, op and --param values were checked by `sweep` before this.
+        let op = pipeline::load_op(base)?;
+        let manifest = Manifest {
+            format: shard::MANIFEST_FORMAT,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            k: s.k,
+            n: s.n,
+            split: shard::split_for(s.n, shapes.len()),
+            sweep: Sweep {
+                op: op.name().to_string(),
+                op_fingerprint: shard::op_fingerprint(&op),
+                shapes: shapes.to_vec(),
+                dtype: base.dtype.clone(),
+                params: base.params.clone(),
+                reps: base.bench.reps,
+                warmup: base.bench.warmup,
+                cache: base.bench.cache.as_str().to_string(),
+                seed: base.seed,
+                rtol: base.rtol,
+                adaptive: base.adaptive,
+                confirm_rounds: base.confirm_rounds,
+            },
+            shapes: plan.iter().map(|a| a.shape.clone()).collect(),
+            complete: false,
+            outputs: Vec::new(),
+        };
+        manifest.write(&base.out_dir)?;
+        Ok(Recorder {
+            dir: base.out_dir.clone(),
+            shard: s,
+            manifest: Mutex::new(manifest),
+        })
+    }
+
+    /// Records one finished (or failed) shape; a manifest that cannot be written is a warning
+    /// (the CSV and journal are on disk; rerunning the shard rewrites the manifest).
+    pub fn done(
+        &self,
+        a: &Assignment,
+        result: &std::result::Result<pipeline::TuneOutcome, String>,
+    ) {
+        let name = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+        };
+        let out = match result {
+            Ok(o) => ShardOutput {
+                shape: a.shape.clone(),
+                complete: !o.interrupted,
+                error: if o.interrupted {
+                    "interrupted".into()
+                } else {
+                    String::new()
+                },
+                csv: name(&o.csv_path),
+                journal: name(&o.journal_path),
+                run: o.info.clone(),
+                param_names: o.param_names.clone(),
+                gpu_uuid: o
+                    .device
+                    .as_ref()
+                    .map(|d| d.uuid.clone())
+                    .unwrap_or_default(),
+                tuned_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                    .to_string(),
+            },
+            Err(e) => ShardOutput {
+                shape: a.shape.clone(),
+                complete: false,
+                error: e.clone(),
+                csv: None,
+                journal: None,
+                run: None,
+                param_names: Vec::new(),
+                gpu_uuid: String::new(),
+                tuned_at: String::new(),
+            },
+        };
+        let mut m = self.manifest.lock().expect("manifest");
+        m.outputs.retain(|o| o.shape != a.shape);
+        m.outputs.push(out);
+        if let Err(e) = m.write(&self.dir) {
+            eprintln!("warning: the shard manifest could not be written: {e}");
+        }
+    }
+
+    /// Marks the manifest finished when every shape of the share finished, and says how to
+    /// merge.
+    pub fn finish(self) -> Result<()> {
+        let mut m = self.manifest.into_inner().expect("manifest");
+        let finished = m.outputs.iter().filter(|o| o.complete).count();
+        m.complete = finished == m.shapes.len();
+        let path = m.write(&self.dir)?;
+        let s = self.shard;
+        if !m.complete {
+            eprintln!(
+                "shard {s} unfinished: {finished} of {} shape(s) done ({}); run it again \
+                 (with --resume) before merging",
+                m.shapes.len(),
+                path.display()
+            );
+            return Ok(());
+        }
+        // `out/shard-3` suggests `out/shard-*` for the others.
+        let dir = self.dir.display().to_string();
+        let glob = dir
+            .strip_suffix(&s.k.to_string())
+            .filter(|p| !p.ends_with(|c: char| c.is_ascii_digit()) && !p.ends_with('/'))
+            .map(|p| format!("{p}*"));
+        let merged = self
+            .dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| p.join("merged").display().to_string())
+            .unwrap_or_else(|| "merged".into());
+        println!(
+            "shard {s} done: {finished} shape(s), manifest {}. Once all {} shards are done: \
+             tune merge {} --out {merged}",
+            path.display(),
+            s.n,
+            glob.unwrap_or_else(|| format!("<the {} shards' --out folders>", s.n))
+        );
+        Ok(())
+    }
+}
