@@ -23,7 +23,7 @@ use cuda_autotune::export::{candidate_for, format_ms, specialize, TunedDb, Tuned
 use cuda_autotune::measure::bench::{BenchSettings, CacheState, Timer};
 use cuda_autotune::measure::verify;
 use cuda_autotune::model::shape::Shape;
-use cuda_autotune::space::LaunchDims;
+use cuda_autotune::spec::space::LaunchDims;
 use cuda_autotune::store::results::BestRow;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -114,7 +114,8 @@ pub fn empty_space_summary(total: usize, params: &[String], reasons: &[(String, 
         .collect();
     let names_narrowed = |reason: &str| narrowed.iter().any(|name| reason.contains(name));
     let mut reasons: Vec<&(String, usize)> = reasons.iter().collect();
-    reasons.sort_by_key(|(reason, n)| (!names_narrowed(reason), std::cmp::Reverse(*n), reason.len()));
+    reasons
+        .sort_by_key(|(reason, n)| (!names_narrowed(reason), std::cmp::Reverse(*n), reason.len()));
     let mut shown: Vec<String> = Vec::new();
     let mut width = 0;
     for (reason, n) in &reasons {

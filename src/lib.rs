@@ -20,9 +20,6 @@ pub mod error;
 
 pub mod model;
 
-pub mod cover;
-pub mod expr;
-pub mod space;
 pub mod spec;
 
 pub mod cuda;
@@ -41,13 +38,3 @@ pub mod cluster;
 
 pub mod check;
 pub mod cli;
-
-// Paths that space.rs, cover.rs and expr.rs still use until they move into spec/.
-#[doc(hidden)]
-pub use model::shape;
-#[doc(hidden)]
-pub use spec::ops;
-#[doc(hidden)]
-pub mod tuner {
-    pub use crate::pipeline::tuner::AUTO_EXHAUSTIVE_MAX;
-}

@@ -1,17 +1,17 @@
 //! The real NVRTC compiles an all-pairs covering set of every built-in op's default space, at
 //! the shapes each bounds mode and load path needs: every value of every parameter, and every
 //! pair of values of any two parameters that a runnable configuration holds together, is
-//! compiled (see `cuda_autotune::cover`). No GPU needed; NVRTC comes from `scripts/nvrtc-env.sh`.
+//! compiled (see `cuda_autotune::spec::cover`). No GPU needed; NVRTC comes from `scripts/nvrtc-env.sh`.
 //!
 //! The whole cartesian products (thousands of sgemm sources, an hour on two cores) are the
 //! ignored tests `every_default_*` in tests/cli.rs: `bash scripts/test.sh --all` runs them.
 
-use cuda_autotune::cover;
 use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::model::shape::Shape;
-use cuda_autotune::space::{enumerate, DeviceLimits};
 use cuda_autotune::spec::codegen::Renderer;
+use cuda_autotune::spec::cover;
 use cuda_autotune::spec::ops::Op;
+use cuda_autotune::spec::space::{enumerate, DeviceLimits};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

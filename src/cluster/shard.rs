@@ -10,8 +10,8 @@
 use crate::error::{Error, Result};
 use crate::model::shape::Shape;
 pub use crate::model::slice::{owned, Shard, Slice, Split};
-use crate::space::{self, DeviceLimits};
 use crate::spec::ops::Op;
+use crate::spec::space::{self, DeviceLimits};
 use crate::store::results::RunInfo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

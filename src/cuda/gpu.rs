@@ -3,7 +3,7 @@
 //! [`GpuFault`]s that say whether the context survived.
 
 use crate::error::{Error, Result};
-use crate::space::{DeviceLimits, LaunchDims};
+use crate::model::limits::{DeviceLimits, LaunchDims};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig,

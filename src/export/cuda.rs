@@ -250,7 +250,7 @@ fn shared_rule(op: &Op, sep: &str) -> String {
 }
 
 /// `{bx u, by u, bz u}, {gx u, gy u, gz u}`: the block and grid fields of a header entry.
-fn c_dims(d: &crate::space::LaunchDims) -> String {
+fn c_dims(d: &crate::spec::space::LaunchDims) -> String {
     format!(
         "{{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}",
         d.block.0, d.block.1, d.block.2, d.grid.0, d.grid.1, d.grid.2
@@ -415,7 +415,7 @@ fn entry_c(e: &EntryC) -> String {
         .map(|(k, v)| {
             let text = v.to_string();
             match v {
-                crate::expr::Value::Int(i) => {
+                crate::spec::expr::Value::Int(i) => {
                     format!("{{{}, {}, {i}LL, 1}}", c_str(k), c_str(&text))
                 }
                 _ => format!("{{{}, {}, 0LL, 0}}", c_str(k), c_str(&text)),
@@ -425,7 +425,7 @@ fn entry_c(e: &EntryC) -> String {
     let launch = e.tuned.candidate.launch.expect("not pruned");
     let pre = e.tuned.candidate.prologue.first();
     let pre_dims = pre.map_or(
-        crate::space::LaunchDims {
+        crate::spec::space::LaunchDims {
             grid: (0, 0, 0),
             block: (0, 0, 0),
             shared: 0,

@@ -5,7 +5,7 @@
 use super::db::{parse_params, row_dims};
 use super::Exporter;
 use crate::error::{Error, Result};
-use crate::expr::Value;
+use crate::spec::expr::Value;
 use crate::store::results::BestRow;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 

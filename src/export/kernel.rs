@@ -4,11 +4,11 @@
 
 use super::db::stored_params;
 use crate::error::{Error, Result};
-use crate::expr::Value;
 use crate::model::shape::{Shape, MAX_DIM};
-use crate::space::{enumerate, parse_override, Candidate, DeviceLimits};
 use crate::spec::codegen::Renderer;
+use crate::spec::expr::Value;
 use crate::spec::ops::Op;
+use crate::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
 use crate::store::results::BestRow;
 use std::path::Path;
 
@@ -138,11 +138,11 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
             .all(|d| at.vars.get(d) == tuned.candidate.vars.get(d))
 }
 
-fn overrides_of(c: &Candidate) -> Vec<crate::space::ParamOverride> {
+fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
     c.config
         .values
         .iter()
-        .map(|(name, value)| crate::space::ParamOverride {
+        .map(|(name, value)| crate::spec::space::ParamOverride {
             name: name.clone(),
             values: vec![value.clone()],
         })
@@ -369,7 +369,7 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
         dims: vec![SAFE_DEFAULT_DIM; ndims],
     };
     // Per parameter: the values to try and the index of the preferred one.
-    let mut axes: Vec<crate::space::ParamOverride> = Vec::new();
+    let mut axes: Vec<crate::spec::space::ParamOverride> = Vec::new();
     let mut preferred: Vec<usize> = Vec::new();
     for p in &op.spec.params {
         let always = Value::parse("always");
@@ -383,7 +383,7 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
             None => p.default_values(),
         };
         preferred.push(values.len() / 2);
-        axes.push(crate::space::ParamOverride {
+        axes.push(crate::spec::space::ParamOverride {
             name: p.name.clone(),
             values,
         });

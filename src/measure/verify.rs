@@ -7,8 +7,8 @@
 use crate::cuda::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult, Kernel};
 use crate::error::{Error, Result};
 use crate::model::dtype::Dtype;
+use crate::model::limits::LaunchDims;
 use crate::model::shape::Shape;
-use crate::space::LaunchDims;
 use crate::spec::ops::{reference_supports, Compare};
 use rand::{Rng, SeedableRng};
 

@@ -1,5 +1,7 @@
-//! Plain data shared by every layer: shapes, element types, shard slices. No I/O, no GPU.
+//! Plain data shared by every layer: shapes, element types, device
+//! limits and launch dimensions, shard slices. No I/O, no GPU.
 
 pub mod dtype;
+pub mod limits;
 pub mod shape;
 pub mod slice;

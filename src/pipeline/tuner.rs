@@ -6,7 +6,6 @@
 use crate::cuda::compile::{default_cache_dir, Compiler};
 use crate::cuda::gpu::{DeviceInfo, Gpu};
 use crate::error::{Error, Result};
-use crate::expr::Vars;
 use crate::isolate::worker::{
     compile_parallel, run_tasks, ArgDesc, BufferDesc, GpuWorker, Isolation, Job, PreLaunch,
     ReferenceKernel, Task, TaskResult, Work,
@@ -15,9 +14,10 @@ use crate::measure::bench::BenchSettings;
 use crate::measure::verify;
 use crate::model::shape::Shape;
 use crate::search::Budget;
-use crate::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::spec::codegen::Renderer;
+use crate::spec::expr::Vars;
 use crate::spec::ops::{one_line, BaselineKind, Op, Role};
+use crate::spec::space::{self, Candidate, DeviceLimits, LaunchDims};
 use crate::store::results::{self, BestRow, Record, RunInfo, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
@@ -1477,9 +1477,9 @@ pub fn warm_start(
             continue; // names none of this op's parameters: no configuration to stand for
         }
         let pairs = results::stored_params(op, &r.params);
-        let wanted: HashMap<&str, crate::expr::Value> = pairs
+        let wanted: HashMap<&str, crate::spec::expr::Value> = pairs
             .iter()
-            .map(|(n, v)| (n.as_str(), crate::expr::Value::parse(v)))
+            .map(|(n, v)| (n.as_str(), crate::spec::expr::Value::parse(v)))
             .collect();
         // Fewest differing parameters; among those, the one whose first difference comes
         // latest in the spec's order (the tile before REPACK, ORDER or CSTORE), then the first.

@@ -24,7 +24,7 @@
 pub mod replay;
 
 use crate::error::{Error, Result};
-use crate::space::Candidate;
+use crate::spec::space::Candidate;
 use std::collections::HashMap;
 
 /// The live (valid) configurations of a space, as value indices per parameter.

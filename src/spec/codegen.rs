@@ -6,9 +6,9 @@
 //! source, hence another cubin cache key and journal key.
 
 use crate::error::{Error, Result};
-use crate::expr::Value;
-use crate::space::Candidate;
+use crate::spec::expr::Value;
 use crate::spec::ops::{one_line, Op};
+use crate::spec::space::Candidate;
 use tera::{Context, Tera};
 
 /// Tera with the op's variant template and, when it has one, its baseline template.
@@ -107,7 +107,7 @@ impl Renderer {
 mod tests {
     use super::*;
     use crate::model::shape::Shape;
-    use crate::space::{enumerate, DeviceLimits};
+    use crate::spec::space::{enumerate, DeviceLimits};
 
     #[test]
     fn renders_each_parameter_into_the_source() {

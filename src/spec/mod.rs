@@ -2,4 +2,7 @@
 //! the CUDA source of each configuration (Tera). No I/O beyond reading specs and templates.
 
 pub mod codegen;
+pub mod cover;
+pub mod expr;
 pub mod ops;
+pub mod space;

@@ -4,8 +4,8 @@
 //! disk instead. Adding an op means adding files, not Rust code, except for a CPU reference.
 
 use crate::error::{Error, Result};
-use crate::expr::Value;
 use crate::model::dtype::Dtype;
+use crate::spec::expr::Value;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -11,7 +11,7 @@
 //! is taken first. Gains only shrink as pairs get covered, so a stale gain is an upper bound
 //! and a candidate whose recomputed gain still tops the heap is the true best.
 
-use crate::space::Candidate;
+use crate::spec::space::Candidate;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// Positions (into `candidates`) of an all-pairs covering set of the runnable candidates,
@@ -83,9 +83,9 @@ fn pairs(row: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Op;
-    use crate::shape::Shape;
-    use crate::space::{enumerate, DeviceLimits};
+    use crate::model::shape::Shape;
+    use crate::spec::ops::Op;
+    use crate::spec::space::{enumerate, DeviceLimits};
 
     fn space(op: &str, shape: &str) -> Vec<Candidate> {
         let op = Op::load(op, None).unwrap();
