@@ -1301,6 +1301,38 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         w.finish();
     }
 
+    rank(&op, &mut info, &mut outcome, records, n_baselines, work);
+    // The source hash of a record: the first word of its task's journal key.
+    let source_hash = |i: usize| {
+        task_record
+            .iter()
+            .find(|(_, &at)| at == i)
+            .and_then(|(id, _)| task_key.get(id))
+            .and_then(|k| k.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    persist(opts, &info, &mut outcome, &source_hash)?;
+    outcome.info = Some(info);
+    phases.total_s = t0.elapsed().as_secs_f64();
+    outcome.phases = phases;
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
+/// The roof (the fastest verified baseline marked `roof`) and every record's fraction of it,
+/// then the winner: the confirmed one, else the fastest verified variant. The records move
+/// into `outcome`.
+fn rank(
+    op: &Op,
+    info: &mut RunInfo,
+    outcome: &mut TuneOutcome,
+    mut records: Vec<Record>,
+    n_baselines: usize,
+    work: f64,
+) {
     let roof = op
         .spec
         .baselines
@@ -1334,9 +1366,19 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         .map(|(i, _)| i);
     outcome.best = outcome.confidence.as_ref().map(|c| c.winner).or(fastest);
     outcome.records = records;
+}
 
+/// Writes the run CSV (always) and this run's row of best.csv (when a variant won, the run
+/// was not interrupted and is not a shard's share), and notes both paths in `outcome`.
+/// `source_hash` gives a record's source hash (for best.csv).
+fn persist(
+    opts: &TuneOptions,
+    info: &RunInfo,
+    outcome: &mut TuneOutcome,
+    source_hash: &dyn Fn(usize) -> String,
+) -> Result<()> {
     // Results: the run CSV always, best.csv when something verified.
-    let csv_path = results::run_csv_path(&opts.out_dir, &info);
+    let csv_path = results::run_csv_path(&opts.out_dir, info);
     let kept: Vec<Record>;
     let rows: &[Record] = if opts.pruned_rows {
         &outcome.records
@@ -1351,7 +1393,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     };
     results::write_atomic(
         &csv_path,
-        &results::run_csv(&info, &outcome.param_names, rows)?,
+        &results::run_csv(info, &outcome.param_names, rows)?,
     )?;
     outcome.csv_path = Some(csv_path);
     if let Some(i) = outcome
@@ -1387,13 +1429,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
                     .as_ref()
                     .map(|d| d.uuid.clone())
                     .unwrap_or_default(),
-                source_hash: task_record
-                    .iter()
-                    .find(|(_, &at)| at == i)
-                    .and_then(|(id, _)| task_key.get(id))
-                    .and_then(|k| k.split_whitespace().next())
-                    .unwrap_or_default()
-                    .to_string(),
+                source_hash: source_hash(i),
                 runner_up: runner_up
                     .map(|(at, _)| params_text(&outcome.records[at]))
                     .unwrap_or_default(),
@@ -1416,13 +1452,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
         }
         outcome.best_path = Some(best_path);
     }
-    outcome.info = Some(info);
-    phases.total_s = t0.elapsed().as_secs_f64();
-    outcome.phases = phases;
-    match fatal {
-        Some(e) => Err(e),
-        None => Ok(outcome),
-    }
+    Ok(())
 }
 
 /// With `--strategy auto`, spaces up to this many live configurations are timed whole;
