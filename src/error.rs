@@ -172,10 +172,10 @@ mod tests {
             (long.clone(), 500),
             ("READ=chunk is the read of sector tiles only".to_string(), 3),
         ];
-        let s = empty_space_summary(503, &["READ=chunk".to_string()], &reasons);
+        let narrowed = empty_space_summary(503, &["READ=chunk".to_string()], &reasons);
         assert!(
-            s.contains("pruned: 3 × READ=chunk is the read of sector tiles only; 500 × "),
-            "{s}"
+            narrowed.contains("pruned: 3 × READ=chunk is the read of sector tiles only; 500 × "),
+            "{narrowed}"
         );
         assert_eq!(
             Error::EmptySpace(s).to_string(),

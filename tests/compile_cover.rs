@@ -12,7 +12,6 @@ use cuda_autotune::spec::codegen::Renderer;
 use cuda_autotune::spec::cover;
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::spec::space::{enumerate, DeviceLimits};
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -21,7 +20,8 @@ use std::sync::Mutex;
 fn compile_cover(op: &str, dtype: Option<&str>, shapes: &[&str]) -> (usize, usize) {
     let op = Op::load(op, None).unwrap().with_dtype(dtype).unwrap();
     let renderer = Renderer::new(&op).unwrap();
-    let mut sources = BTreeSet::new();
+    // Keyed by the source: configurations that render the same kernel compile once.
+    let mut sources = std::collections::BTreeMap::new();
     let mut runnable = 0;
     for s in shapes {
         let shape = Shape::parse(s, &op.spec.dims).unwrap();
@@ -33,7 +33,9 @@ fn compile_cover(op: &str, dtype: Option<&str>, shapes: &[&str]) -> (usize, usiz
             let src = renderer
                 .render(&all[i])
                 .unwrap_or_else(|e| panic!("{} at {s}: {e}", all[i].config.label()));
-            sources.insert((src, format!("{s} {}", all[i].config.label())));
+            sources
+                .entry(src)
+                .or_insert_with(|| format!("{s} {}", all[i].config.label()));
         }
     }
     let sources: Vec<(String, String)> = sources.into_iter().collect();

@@ -550,7 +550,16 @@ fn count_unmeasured(rs: &[Record]) -> usize {
 #[test]
 fn merging_shape_shards_keeps_each_shapes_csv_and_winner() {
     let t = tmp();
-    let shapes = ["1000x1000", "1000x3000", "2000x300", "300x2000", "512x512"];
+    let shapes = [
+        "1000x1000",
+        "1000x3000",
+        "2000x300",
+        "2048x8192",
+        "300x2000",
+        "4096x1024",
+        "4096x4096",
+        "512x512",
+    ];
     let sw = sweep(&shapes);
     let op = Op::load("transpose", None).unwrap();
     let work = shard::estimated_work(&op, &sw.shapes).unwrap();
