@@ -1,6 +1,17 @@
 //! The tuning pipeline: spec → space → compile → measure → search → results, and the text
-//! summary it prints.
+//! summary it prints. [`tuner::tune`] runs the stages, each in its own file: [`plan`]
+//! (input, device), [`build`], [`job`], [`rounds`] (measuring, settling), [`confirm`] and
+//! [`persist`] (ranking, writing); [`search`] picks what a search measures.
 
+mod build;
+mod confirm;
+mod job;
+mod options;
+mod outcome;
+mod persist;
+mod plan;
+mod rounds;
+mod search;
 pub mod summary;
 pub mod tuner;
 

@@ -1,0 +1,237 @@
+//! The last stages: [`rank`] finds the roof and the winner, [`persist`] writes the run CSV
+//! and best.csv and returns the outcome.
+
+use super::build::Built;
+use super::confirm::Measurements;
+use super::job::Ledger;
+use super::options::TuneOptions;
+use super::outcome::TuneOutcome;
+use crate::error::{Error, Result};
+use crate::spec::ops::Op;
+use crate::store::results::{self, BestRow, Record, RunInfo, Status};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The records ranked and moved into the outcome.
+pub(super) struct Ranked {
+    pub outcome: TuneOutcome,
+    pub info: RunInfo,
+    /// Task id → record index, and each task's journal key (for the winner's source hash).
+    pub task_record: HashMap<usize, usize>,
+    pub task_key: HashMap<usize, String>,
+    pub fatal: Option<Error>,
+    /// The folder of sources and images, removed when the run's outcome is returned.
+    pub work_dir: tempfile::TempDir,
+}
+
+/// Ranks the records ([`rank_records`]).
+pub(super) fn rank(m: Measurements) -> Ranked {
+    let Measurements {
+        built,
+        mut info,
+        work,
+        ledger,
+        n_baselines,
+        fatal,
+    } = m;
+    let Built {
+        setup,
+        work_dir,
+        mut outcome,
+        ..
+    } = built;
+    let Ledger {
+        records,
+        task_record,
+        task_key,
+    } = ledger;
+    rank_records(
+        &setup.op,
+        &mut info,
+        &mut outcome,
+        records,
+        n_baselines,
+        work,
+    );
+    Ranked {
+        outcome,
+        info,
+        task_record,
+        task_key,
+        fatal,
+        work_dir,
+    }
+}
+
+/// Writes the results ([`write_results`]) and finishes the outcome; the run's error, when
+/// the rounds failed, is returned after the results are written. `t0` is the run's start.
+pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<TuneOutcome> {
+    let Ranked {
+        mut outcome,
+        info,
+        task_record,
+        task_key,
+        fatal,
+        work_dir,
+    } = r;
+    // The source hash of a record: the first word of its task's journal key.
+    let source_hash = |i: usize| {
+        task_record
+            .iter()
+            .find(|(_, &at)| at == i)
+            .and_then(|(id, _)| task_key.get(id))
+            .and_then(|k| k.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    write_results(opts, &info, &mut outcome, &source_hash)?;
+    outcome.info = Some(info);
+    outcome.phases.total_s = t0.elapsed().as_secs_f64();
+    drop(work_dir);
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
+/// The roof (the fastest verified baseline marked `roof`) and every record's fraction of it,
+/// then the winner: the confirmed one, else the fastest verified variant. The records move
+/// into `outcome`.
+fn rank_records(
+    op: &Op,
+    info: &mut RunInfo,
+    outcome: &mut TuneOutcome,
+    mut records: Vec<Record>,
+    n_baselines: usize,
+    work: f64,
+) {
+    let roof = op
+        .spec
+        .baselines
+        .iter()
+        .zip(&records[..n_baselines])
+        .filter(|(b, r)| b.roof && r.status == Status::Ok)
+        .filter_map(|(b, r)| r.stats.map(|s| (b.name.clone(), s.median_ms)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((name, ms)) = &roof {
+        info.roof = name.clone();
+        outcome.roof_throughput = Some(work / (ms * 1e-3) / 1e9);
+        for r in &mut records {
+            r.frac_of_roof = r
+                .stats
+                .filter(|_| r.status == Status::Ok)
+                .map(|s| ms / s.median_ms);
+        }
+    }
+    let fastest = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.kind == "variant" && r.status == Status::Ok)
+        .min_by(|a, b| {
+            let (x, y) = (
+                a.1.stats.map(|s| s.median_ms),
+                b.1.stats.map(|s| s.median_ms),
+            );
+            x.unwrap_or(f64::INFINITY)
+                .total_cmp(&y.unwrap_or(f64::INFINITY))
+        })
+        .map(|(i, _)| i);
+    outcome.best = outcome.confidence.as_ref().map(|c| c.winner).or(fastest);
+    outcome.records = records;
+}
+
+/// Writes the run CSV (always) and this run's row of best.csv (when a variant won, the run
+/// was not interrupted and is not a shard's share), and notes both paths in `outcome`.
+/// `source_hash` gives a record's source hash (for best.csv).
+fn write_results(
+    opts: &TuneOptions,
+    info: &RunInfo,
+    outcome: &mut TuneOutcome,
+    source_hash: &dyn Fn(usize) -> String,
+) -> Result<()> {
+    // Results: the run CSV always, best.csv when something verified.
+    let csv_path = results::run_csv_path(&opts.out_dir, info);
+    let kept: Vec<Record>;
+    let rows: &[Record] = if opts.pruned_rows {
+        &outcome.records
+    } else {
+        kept = outcome
+            .records
+            .iter()
+            .filter(|r| r.status != Status::Pruned)
+            .cloned()
+            .collect();
+        &kept
+    };
+    results::write_atomic(
+        &csv_path,
+        &results::run_csv(info, &outcome.param_names, rows)?,
+    )?;
+    outcome.csv_path = Some(csv_path);
+    if let Some(i) = outcome
+        .best
+        .filter(|_| !outcome.interrupted && opts.shard.is_none())
+    {
+        let r = &outcome.records[i];
+        let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
+        let best_path = opts.out_dir.join("best.csv");
+        let upserted = results::upsert_best(
+            &best_path,
+            BestRow {
+                op: info.op.clone(),
+                shape: info.shape.clone(),
+                dtype: info.dtype.clone(),
+                gpu: info.gpu.clone(),
+                compute_capability: info.compute_capability.clone(),
+                params: params_text(r),
+                median_ms: r.stats.map(|s| s.median_ms).unwrap_or_default(),
+                throughput: r.throughput.unwrap_or_default(),
+                unit: info.unit.clone(),
+                frac_of_roof: r.frac_of_roof,
+                roof: info.roof.clone(),
+                cache: info.cache.clone(),
+                reps: info.reps,
+                tool_version: env!("CARGO_PKG_VERSION").to_string(),
+                driver: info.driver.clone(),
+                nvrtc: info.nvrtc.clone(),
+                tuned_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                    .to_string(),
+                gpu_uuid: outcome
+                    .device
+                    .as_ref()
+                    .map(|d| d.uuid.clone())
+                    .unwrap_or_default(),
+                source_hash: source_hash(i),
+                runner_up: runner_up
+                    .map(|(at, _)| params_text(&outcome.records[at]))
+                    .unwrap_or_default(),
+                margin_pct: runner_up.map(|(_, c)| c.slower_pct),
+                margin_ci_low_pct: runner_up.map(|(_, c)| c.ci_low_pct),
+                margin_ci_high_pct: runner_up.map(|(_, c)| c.ci_high_pct),
+                tie: outcome
+                    .confidence
+                    .as_ref()
+                    .is_some_and(|c| !c.tied_with.is_empty()),
+            },
+            opts.keep_best,
+        )?;
+        if let results::Upserted::KeptStored { stored_median_ms } = upserted {
+            eprintln!(
+                "{}: kept the stored row, faster ({stored_median_ms:.5} ms) than this run's \
+                 best (--keep-best)",
+                best_path.display()
+            );
+        }
+        outcome.best_path = Some(best_path);
+    }
+    Ok(())
+}
+
+/// `NAME=value;NAME=value`, the parameter form of best.csv.
+fn params_text(r: &Record) -> String {
+    r.params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}

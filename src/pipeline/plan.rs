@@ -1,0 +1,390 @@
+//! The first stages of a run: [`plan`] checks the input and the space before any GPU or
+//! compiler is touched; [`device`] finds the device, the space at its limits and the compiler.
+//! Also the input checks a sweep runs once before it starts ([`check_inputs`]).
+
+use super::options::TuneOptions;
+use crate::cuda::compile::{default_cache_dir, Compiler};
+use crate::cuda::gpu::{DeviceInfo, Gpu};
+use crate::error::{Error, Result};
+use crate::isolate::worker::GpuWorker;
+use crate::model::shape::Shape;
+use crate::spec::codegen::Renderer;
+use crate::spec::expr::Vars;
+use crate::spec::ops::{Op, Role};
+use crate::spec::space::{self, Candidate, DeviceLimits};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The checked input: the op, the shape and the space at [`CHECK_LIMITS`].
+pub(super) struct Plan {
+    pub op: Op,
+    pub overrides: Vec<space::ParamOverride>,
+    pub shape: Shape,
+    /// The space at [`CHECK_LIMITS`] (it has a live configuration).
+    pub checked: Vec<Candidate>,
+    pub renderer: Renderer,
+}
+
+/// Everything user input can get wrong is checked here, the space included: parameters that
+/// leave no configuration are bad input with or without a GPU.
+pub(super) fn plan(opts: &TuneOptions) -> Result<Plan> {
+    let (op, overrides) = check_inputs(opts)?;
+    let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
+    let checked = live_space(&op, &shape, &CHECK_LIMITS, &overrides, &opts.params)?;
+    let renderer = Renderer::new(&op)?;
+    Ok(Plan {
+        op,
+        overrides,
+        shape,
+        checked,
+        renderer,
+    })
+}
+
+/// The device, the space at its limits, the buffers and the compiler.
+pub(super) struct Setup {
+    pub op: Op,
+    pub shape: Shape,
+    pub renderer: Renderer,
+    /// `None` with `--compile-only`.
+    pub device: Option<DeviceInfo>,
+    /// The first GPU worker (with a worker executable), already started.
+    pub first_worker: Option<GpuWorker>,
+    /// The GPU opened in this process (without a worker executable).
+    pub local_gpu: Option<Gpu>,
+    pub limits: DeviceLimits,
+    pub arch: String,
+    pub candidates: Vec<Candidate>,
+    pub prune_reasons: Vec<(String, usize)>,
+    /// The live candidates (indices) this run owns: all, or a shard's share.
+    pub live: Vec<usize>,
+    pub base: Vars,
+    pub layout: BufferLayout,
+    pub cache_dir: Option<PathBuf>,
+    pub compiler: Compiler,
+    /// Seconds from the start of the run to here.
+    pub setup_s: f64,
+}
+
+impl Setup {
+    /// Whether a candidate gets a row: pruned ones (with their reason) and the live ones this
+    /// run owns; with `--shard`, the other shards' live ones get none.
+    pub fn shown(&self, c: &Candidate) -> bool {
+        c.pruned.is_some() || self.live.binary_search(&c.index).is_ok()
+    }
+}
+
+/// The device: described by the first GPU worker (started now, so the driver's start
+/// overlaps compiling; this process then needs no CUDA context), or opened here when running
+/// in-process; none with `--compile-only`. Then the space at the device's limits, the buffer
+/// layout (checked against the free device memory) and the compiler. `t0` is the run's start.
+pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setup> {
+    let Plan {
+        op,
+        overrides,
+        shape,
+        checked,
+        renderer,
+    } = plan;
+    let (device, free_mem, first_worker, local_gpu) = if opts.compile_only {
+        (None, 0, None, None)
+    } else if let Some(exe) = &opts.worker_exe {
+        let (w, info, free) = GpuWorker::start(exe, opts.device)?;
+        (Some(info), free, Some(w), None)
+    } else {
+        let g = Gpu::open(opts.device)?;
+        let free = g.free_mem()? as u64;
+        (Some(g.info.clone()), free, None, Some(g))
+    };
+    let limits = device
+        .as_ref()
+        .map(|d| d.limits)
+        .unwrap_or(DeviceLimits::SM90_DEFAULT);
+    let arch = match (&opts.arch, &device) {
+        (Some(a), _) => a.clone(),
+        (None, Some(g)) => g.arch(),
+        (None, None) => "sm_90".to_string(),
+    };
+    // The GPU's own architecture, which NVRTC may be too old to know: one error, not one
+    // per variant (an --arch given was checked above, as input).
+    if opts.arch.is_none() {
+        if let Some((version, supported)) = nvrtc_archs() {
+            if !supported.contains(&arch_number(&arch)) {
+                return Err(Error::NoNvrtc(format!(
+                    "NVRTC {}.{} cannot compile for this GPU's {arch} (it compiles for {}); \
+                     install a newer CUDA toolkit",
+                    version.0,
+                    version.1,
+                    arch_list(&supported)
+                )));
+            }
+        }
+    }
+    let candidates = if limits == CHECK_LIMITS {
+        checked
+    } else {
+        live_space(&op, &shape, &limits, &overrides, &opts.params)?
+    };
+    let prune_reasons = space::prune_summary(&candidates);
+    let live: Vec<usize> = candidates
+        .iter()
+        .filter(|c| c.pruned.is_none())
+        .map(|c| c.index)
+        .collect();
+    // --shard K/N: this shard's share of the live variants; the others get no row here.
+    let live = crate::model::slice::owned(live, opts.shard.as_ref());
+    let base = space::base_vars(&op, &shape, &limits);
+    let layout = BufferLayout::new(&op, &base)?;
+    if let Some(d) = &device {
+        layout.check_memory(d, free_mem)?;
+    }
+    let cache_dir = if opts.cubin_cache {
+        default_cache_dir()
+    } else {
+        None
+    };
+    let compiler = Compiler::new(&arch, cache_dir.clone())?;
+    let setup_s = t0.elapsed().as_secs_f64();
+    Ok(Setup {
+        op,
+        shape,
+        renderer,
+        device,
+        first_worker,
+        local_gpu,
+        limits,
+        arch,
+        candidates,
+        prune_reasons,
+        live,
+        base,
+        layout,
+        cache_dir,
+        compiler,
+        setup_s,
+    })
+}
+
+/// The op the options name (a user's spec, or a built-in or `--templates` op), for the
+/// element type they name. A `--spec`, `--template` or `--templates` path that does not exist
+/// is bad input, said as such before anything reads it.
+pub fn load_op(opts: &TuneOptions) -> Result<Op> {
+    let missing = |flag: &str, path: &Path, what: &str| {
+        Error::Usage(format!("{flag} {}: no such {what}", path.display()))
+    };
+    if let Some(p) = opts.spec.as_deref().filter(|p| !p.exists()) {
+        return Err(missing("--spec", p, "file or folder"));
+    }
+    if let Some(p) = opts.template.as_deref().filter(|p| !p.is_file()) {
+        return Err(missing("--template", p, "file"));
+    }
+    if let Some(p) = opts.templates.as_deref().filter(|p| !p.is_dir()) {
+        return Err(missing("--templates", p, "folder"));
+    }
+    match &opts.spec {
+        Some(spec) => Op::load_spec(spec, opts.template.as_deref()),
+        None => Op::load(&opts.op, opts.templates.as_deref()),
+    }?
+    .with_dtype(opts.dtype.as_deref())
+}
+
+/// The shapes of a sweep: `--shape A,B,C` or `--shapes FILE`, all checked against the op
+/// before anything is tuned. A `--shapes` file that does not exist is bad input.
+pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>> {
+    if let Some(f) = file.filter(|f| !f.is_file()) {
+        return Err(Error::Usage(format!(
+            "--shapes {}: no such file",
+            f.display()
+        )));
+    }
+    let op = load_op(opts)?;
+    let shapes = match file {
+        Some(f) => crate::model::shape::read_file(f, &op.spec.dims)?,
+        None => crate::model::shape::parse_list(&opts.shape, &op.spec.dims)?,
+    };
+    Ok(shapes.iter().map(Shape::to_string).collect())
+}
+
+/// Checks the settings that do not depend on the op: counts and times that must be positive.
+pub fn check_settings(opts: &TuneOptions) -> Result<()> {
+    if opts.bench.reps == 0 {
+        return Err(Error::Usage("--reps must be at least 1".into()));
+    }
+    if opts.jobs == 0 {
+        return Err(Error::Usage(
+            "--jobs must be at least 1 (leave it out for one compile worker per CPU core)".into(),
+        ));
+    }
+    if !(opts.watchdog_s.is_finite() && opts.watchdog_s > 0.0) {
+        return Err(Error::Usage(format!(
+            "--watchdog must be a positive number of seconds, not {}",
+            opts.watchdog_s
+        )));
+    }
+    Ok(())
+}
+
+/// Everything about a run's input that holds for every shape, checked once before a sweep
+/// starts and again by [`super::tune`]: the settings, the op (spec, template, dtype), the `--param`
+/// overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns the op and
+/// the parsed overrides.
+pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {
+    check_settings(opts)?;
+    let op = load_op(opts)?;
+    let overrides = opts
+        .params
+        .iter()
+        .map(|p| space::parse_override(&op, p))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(arch) = &opts.arch {
+        crate::cuda::compile::check_arch(arch)?;
+        if let Some((version, supported)) = nvrtc_archs() {
+            if !supported.contains(&arch_number(arch)) {
+                return Err(Error::Usage(format!(
+                    "invalid --arch {arch}: NVRTC {}.{} compiles for {}",
+                    version.0,
+                    version.1,
+                    arch_list(&supported)
+                )));
+            }
+        }
+    }
+    Ok((op, overrides))
+}
+
+/// `sm_90a` → 90.
+fn arch_number(arch: &str) -> i32 {
+    arch.trim_start_matches("sm_")
+        .trim_end_matches('a')
+        .parse()
+        .unwrap_or(0)
+}
+
+/// `sm_75, sm_80, ...`.
+fn arch_list(archs: &[i32]) -> String {
+    archs
+        .iter()
+        .map(|a| format!("sm_{a}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// NVRTC's version and the architectures it compiles for (`[75, 80, ...]`), or `None` when the
+/// library cannot be loaded (compiling then fails with its own error, [`Error::NoNvrtc`]).
+/// Asked once, so an unsupported architecture is one error instead of one per variant.
+fn nvrtc_archs() -> Option<((i32, i32), Vec<i32>)> {
+    use cudarc::nvrtc::sys;
+    let version = crate::cuda::compile::nvrtc_version().ok()?;
+    let mut n: std::ffi::c_int = 0;
+    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
+        .result()
+        .ok()?;
+    let mut archs: Vec<std::ffi::c_int> = vec![0; usize::try_from(n).ok()?];
+    unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
+        .result()
+        .ok()?;
+    Some((version, archs))
+}
+
+/// The limits the space is checked against before the device is known. They allow at least
+/// what any CUDA GPU so far allows (1024 threads and 48 KB of static shared memory per block;
+/// 227 KB of opt-in shared memory, the most of any GPU), so a space they empty is empty on
+/// every GPU, and bad input is reported before a GPU is looked for. The GPU's own limits
+/// may prune more later.
+const CHECK_LIMITS: DeviceLimits = DeviceLimits::SM90_DEFAULT;
+
+/// The configurations of the space at `limits`; none left is bad input, reported with the
+/// `--param` values given and the leading prune reasons (see [`crate::error::empty_space_summary`]).
+fn live_space(
+    op: &Op,
+    shape: &Shape,
+    limits: &DeviceLimits,
+    overrides: &[space::ParamOverride],
+    params: &[String],
+) -> Result<Vec<Candidate>> {
+    let candidates = space::enumerate(op, shape, limits, overrides)?;
+    if candidates.iter().all(|c| c.pruned.is_some()) {
+        return Err(Error::EmptySpace(crate::error::empty_space_summary(
+            candidates.len(),
+            params,
+            &space::prune_summary(&candidates),
+        )));
+    }
+    Ok(candidates)
+}
+
+/// Sizes of the op's buffers for this shape, in elements of `elem_bytes` bytes.
+pub(super) struct BufferLayout {
+    pub(super) buffers: Vec<(String, Role, usize, crate::spec::ops::Fill)>,
+    pub(super) args: Vec<ArgSpec>,
+    elem_bytes: usize,
+}
+
+pub(super) enum ArgSpec {
+    Buffer(String),
+    Int(i32),
+}
+
+impl BufferLayout {
+    fn new(op: &Op, base: &Vars) -> Result<BufferLayout> {
+        let mut buffers = Vec::new();
+        let elem_bytes = op.dtype.bytes();
+        for b in &op.spec.buffers {
+            let n = base.eval_int(
+                &b.elements,
+                &format!("{} buffers.{}.elements", op.at(&b.elements), b.name),
+            )?;
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|n| n.checked_mul(elem_bytes).is_some())
+                .ok_or_else(|| Error::Expr {
+                    expr: b.elements.clone(),
+                    context: format!("{} buffers.{}", op.origin, b.name),
+                    why: format!("{n} elements is not a valid buffer size"),
+                })?;
+            buffers.push((b.name.clone(), b.role, n, b.fill));
+        }
+        let mut args = Vec::new();
+        for a in &op.spec.args {
+            if buffers.iter().any(|(n, ..)| n == a) {
+                args.push(ArgSpec::Buffer(a.clone()));
+            } else {
+                let v = base.eval_int(a, &format!("{} args", op.origin))?;
+                let v = i32::try_from(v).map_err(|_| Error::Expr {
+                    expr: a.clone(),
+                    context: format!("{} args", op.origin),
+                    why: format!("{v} does not fit a 32-bit int argument"),
+                })?;
+                args.push(ArgSpec::Int(v));
+            }
+        }
+        Ok(BufferLayout {
+            buffers,
+            args,
+            elem_bytes,
+        })
+    }
+
+    pub(super) fn output(&self) -> (&str, usize) {
+        self.buffers
+            .iter()
+            .find(|(_, r, ..)| *r == Role::Output)
+            .map(|(n, _, len, _)| (n.as_str(), *len))
+            .expect("specs are checked to have an output")
+    }
+
+    /// Device bytes a run needs: the buffers, the expected output, and the L2 flush buffer.
+    fn check_memory(&self, device: &DeviceInfo, free: u64) -> Result<()> {
+        let elems: usize = self.buffers.iter().map(|b| b.2).sum::<usize>() + self.output().1;
+        let need = elems as u64 * self.elem_bytes as u64
+            + (device.l2_bytes as u64 * 2).max(64 << 20)
+            + (64 << 20);
+        if need > free {
+            return Err(Error::OutOfMemory {
+                need_mib: need >> 20,
+                free_mib: free >> 20,
+            });
+        }
+        Ok(())
+    }
+}

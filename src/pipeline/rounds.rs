@@ -1,0 +1,413 @@
+//! The measuring stages: [`rounds`] runs the job on the GPU, one round per batch of a search
+//! (a single round when every live candidate is measured), journaling every result;
+//! [`settle`] flags and re-times what was measured while the GPU throttled and marks what
+//! never ran.
+
+use super::build::{bar, env, Built};
+use super::job::{Ledger, Staged};
+use super::options::TuneOptions;
+use super::outcome::{Remeasured, TuneOutcome};
+use super::search::Search;
+use crate::cuda::gpu::Gpu;
+use crate::error::{Error, Result};
+use crate::isolate::worker::{run_tasks, GpuWorker, Isolation, Job, Task, TaskResult};
+use crate::measure::clocks::ClockSample;
+use crate::spec::ops::one_line;
+use crate::store::results::{self, Record, RunInfo, Status};
+use indicatif::ProgressBar;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Where GPU work runs: worker processes of `exe` (killed after `watchdog` without an
+/// answer), or this process's GPU.
+pub(super) struct Gpus {
+    exe: Option<PathBuf>,
+    device: usize,
+    pub watchdog: Duration,
+    /// The GPU opened in this process, until a round consumes it.
+    local: Option<Gpu>,
+}
+
+impl Gpus {
+    /// Where the next round runs: the worker left idle by the last round (`idle`), a fresh
+    /// one, or this process's GPU (reopened after the first round: a round consumes it).
+    fn isolation(&mut self, idle: Option<GpuWorker>) -> Result<Isolation> {
+        Ok(match (&self.exe, self.local.take()) {
+            (Some(exe), _) => Isolation::Subprocess {
+                exe: exe.clone(),
+                watchdog: self.watchdog,
+                first: idle,
+            },
+            (None, Some(gpu)) => Isolation::InProcess(gpu),
+            (None, None) => Isolation::InProcess(Gpu::open(self.device)?),
+        })
+    }
+}
+
+/// The job measured: every record has its result, or says why it has none.
+pub(super) struct Measured {
+    pub built: Built,
+    pub info: RunInfo,
+    pub work: f64,
+    pub ledger: Ledger,
+    pub n_baselines: usize,
+    pub job: Job,
+    /// Every task of every round.
+    pub all_tasks: Vec<Task>,
+    /// The NVML reading taken after each fresh result, with its record's index.
+    pub clock_samples: Vec<(usize, ClockSample)>,
+    pub journal_error: Option<Error>,
+    /// What stopped the rounds, when something did.
+    pub fatal: Option<Error>,
+    pub gpus: Gpus,
+    /// The worker the last round left idle.
+    pub idle_worker: Option<GpuWorker>,
+}
+
+/// What taking the results in keeps beside the records.
+struct Tally {
+    journal: results::Journal,
+    journal_error: Option<Error>,
+    clock_samples: Vec<(usize, ClockSample)>,
+    /// The fastest variant median so far, for the progress bar.
+    best_ms: f64,
+    pb: ProgressBar,
+    work: f64,
+    unit: &'static str,
+}
+
+impl Tally {
+    /// Takes one task's result into its record; a `fresh` one (not reused from the journal)
+    /// is journaled, and its clock reading and warm-up are kept.
+    fn take(&mut self, ledger: &mut Ledger, outcome: &mut TuneOutcome, r: TaskResult, fresh: bool) {
+        let Some(&at) = ledger.task_record.get(&r.id) else {
+            return;
+        };
+        if fresh {
+            if let Some(key) = ledger.task_key.get(&r.id) {
+                if let Err(e) = self.journal.append(key, &r) {
+                    self.journal_error.get_or_insert(e);
+                }
+            }
+        }
+        if let (Some(c), true) = (r.clock, fresh) {
+            self.clock_samples.push((at, c));
+        }
+        if let (Some(w), true) = (r.warmup, fresh) {
+            outcome.warmups.push((ledger.records[at].label(), w));
+        }
+        let rec = &mut ledger.records[at];
+        rec.registers = r.registers.or(rec.registers);
+        outcome.phases.verify_s += r.verify_s;
+        outcome.phases.timing_s += r.timing_s;
+        match r.stats {
+            Some(stats) => {
+                rec.status = Status::Ok;
+                rec.error.clear();
+                rec.throughput = Some(self.work / (stats.median_ms * 1e-3) / 1e9);
+                rec.stats = Some(stats);
+                if rec.kind == "variant" && stats.median_ms < self.best_ms {
+                    self.best_ms = stats.median_ms;
+                    let unit = self.unit;
+                    self.pb.set_message(format!(
+                        "best {:.1} {unit} ({})",
+                        rec.throughput.unwrap_or_default(),
+                        rec.label()
+                    ));
+                }
+            }
+            None => {
+                rec.status = Status::Failed;
+                rec.error = one_line(&r.error);
+            }
+        }
+        self.pb.inc(1);
+    }
+}
+
+/// Runs the rounds: results from an earlier run's journal are reused, the rest run on the
+/// GPU; after each round the search hears what it measured and proposes the next, which is
+/// built and run in turn, until the search or its budget is spent or Ctrl-C. A failure of the
+/// GPU path ends the rounds and is kept in [`Measured::fatal`].
+pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
+    let Staged {
+        mut built,
+        info,
+        work,
+        unit,
+        mut ledger,
+        n_baselines,
+        mut job,
+        journal,
+        earlier,
+    } = staged;
+    let mut gpus = Gpus {
+        exe: opts.worker_exe.clone(),
+        device: opts.device,
+        watchdog: Duration::from_secs_f64(opts.watchdog_s.max(0.1)),
+        local: built.setup.local_gpu.take(),
+    };
+    let mut idle_worker = built.setup.first_worker.take();
+    let mut all_tasks: Vec<Task> = Vec::new();
+    let pb = bar(
+        job.tasks.len() + built.search.as_ref().map_or(0, Search::remaining),
+        "tune",
+        opts.progress,
+    );
+    let mut tally = Tally {
+        journal,
+        journal_error: None,
+        clock_samples: Vec::new(),
+        best_ms: f64::INFINITY,
+        pb,
+        work,
+        unit,
+    };
+    let mut fatal = None;
+    // One round per batch of a search; a single round when every live candidate is measured.
+    loop {
+        all_tasks.extend(job.tasks.iter().cloned());
+        let round_ids: Vec<usize> = job.tasks.iter().map(|t| t.id).collect();
+        let mut reused = Vec::new();
+        job.tasks.retain(
+            |t| match ledger.task_key.get(&t.id).and_then(|k| earlier.get(k)) {
+                Some(r) => {
+                    reused.push(TaskResult {
+                        id: t.id,
+                        ..r.clone()
+                    });
+                    false
+                }
+                None => true,
+            },
+        );
+        built.outcome.reused += reused.len();
+        for r in reused {
+            tally.take(&mut ledger, &mut built.outcome, r, false);
+        }
+        let run = if job.tasks.is_empty() {
+            Ok((0, idle_worker.take()))
+        } else {
+            gpus.isolation(idle_worker.take()).and_then(|iso| {
+                run_tasks(&job, iso, &mut |r| {
+                    tally.take(&mut ledger, &mut built.outcome, r, true)
+                })
+            })
+        };
+        match run {
+            Ok((restarts, idle)) => {
+                built.outcome.context_restarts += restarts;
+                idle_worker = idle;
+            }
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        }
+        let Some(s) = built.search.as_mut() else {
+            break;
+        };
+        // Tell the strategy what this round measured, then ask for the next round.
+        for id in round_ids.iter().filter(|&&id| id >= 10_000) {
+            let rec = &ledger.records[ledger.task_record[id]];
+            s.tell(
+                id - 10_000,
+                rec.stats
+                    .filter(|_| rec.status == Status::Ok)
+                    .map(|st| st.median_ms),
+            );
+        }
+        if crate::isolate::worker::interrupted() {
+            break;
+        }
+        let next = s.ask();
+        if next.is_empty() {
+            break;
+        }
+        let t = Instant::now();
+        let env = env(opts, &built.setup, built.work_dir.path());
+        let builds = built.prep.build(&env, &next)?;
+        built.outcome.phases.compile_s += t.elapsed().as_secs_f64();
+        job.tasks = builds
+            .iter()
+            .filter_map(|b| {
+                built.prep.task(
+                    &env,
+                    b,
+                    &mut ledger.records,
+                    &ledger.task_record,
+                    &mut ledger.task_key,
+                )
+            })
+            .collect();
+        let pb = &tally.pb;
+        pb.set_length(pb.position() + job.tasks.len() as u64 + s.remaining() as u64);
+    }
+    tally.pb.finish_and_clear();
+    built.outcome.compiled = built.prep.compiled.len();
+    built.outcome.from_cache = built.prep.cache_hits();
+    built.outcome.search = built.search.as_ref().map(Search::summary);
+    Ok(Measured {
+        built,
+        info,
+        work,
+        ledger,
+        n_baselines,
+        job,
+        all_tasks,
+        clock_samples: tally.clock_samples,
+        journal_error: tally.journal_error,
+        fatal,
+        gpus,
+        idle_worker,
+    })
+}
+
+/// Flags the results measured while the GPU throttled or ran far below its steady clock,
+/// re-times them when they are too many, reports a journal that could not be written, and
+/// says why the records that never ran did not (Ctrl-C, or the failure that ended the rounds).
+pub(super) fn settle(m: Measured) -> Measured {
+    let mut m = m;
+    let outcome = &mut m.built.outcome;
+    let records = &mut m.ledger.records;
+    // Results measured while the GPU throttled or ran far below its steady clock are flagged.
+    let readings: Vec<ClockSample> = m.clock_samples.iter().map(|(_, c)| *c).collect();
+    outcome.clocks = crate::measure::clocks::summarize(&readings);
+    if let Some(sum) = outcome.clocks {
+        for (at, c) in &m.clock_samples {
+            let rec = &mut records[*at];
+            if rec.status == Status::Ok && crate::measure::clocks::is_flagged(c, sum.steady_sm_mhz)
+            {
+                rec.error = format!(
+                    "warning: measured while the GPU ran at {} MHz (steady {} MHz), throttle bits {:#x}",
+                    c.sm_mhz, sum.steady_sm_mhz, c.throttle_bits
+                );
+            }
+        }
+    }
+    // Too many of them: rest the GPU, then time the flagged ones again once.
+    if m.fatal.is_none() && !crate::isolate::worker::interrupted() {
+        let (gpus, idle_worker) = (&mut m.gpus, &mut m.idle_worker);
+        let (done, idle) = remeasure_throttled(
+            &m.job,
+            &m.all_tasks,
+            &m.clock_samples,
+            &m.ledger.task_record,
+            records,
+            m.work,
+            || gpus.isolation(idle_worker.take()),
+        );
+        outcome.remeasured = done;
+        m.idle_worker = idle.or(m.idle_worker.take());
+    }
+    if let Some(e) = &m.journal_error {
+        eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");
+    }
+    outcome.interrupted = crate::isolate::worker::interrupted();
+    if outcome.interrupted {
+        for rec in records
+            .iter_mut()
+            .filter(|r| r.status == Status::Failed && r.error == "not run")
+        {
+            rec.error = "not run: interrupted (Ctrl-C)".into();
+        }
+    }
+    if let Some(e) = &m.fatal {
+        for rec in records
+            .iter_mut()
+            .filter(|r| r.status == Status::Failed && r.error == "not run")
+        {
+            rec.error = format!("not run: {e}");
+        }
+    }
+    m
+}
+
+/// How long the GPU rests before throttled results are timed again.
+pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);
+
+/// Times again, once, the results measured while the GPU throttled or ran far below its
+/// steady clock, when they are too many to leave flagged ([`crate::measure::clocks::to_remeasure`]):
+/// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
+/// and a new result replaces the first only when its own clock reading is clean. `isolation`
+/// is called only when there is something to re-time. Returns what it did and the worker it
+/// left idle; a failure of the second job is a warning (the first results stand).
+fn remeasure_throttled(
+    job: &Job,
+    all_tasks: &[Task],
+    clock_samples: &[(usize, crate::measure::clocks::ClockSample)],
+    task_record: &HashMap<usize, usize>,
+    records: &mut [Record],
+    work: f64,
+    isolation: impl FnOnce() -> Result<Isolation>,
+) -> (Option<Remeasured>, Option<GpuWorker>) {
+    // The steady clock of every reading, as the CSV's flags use; the timed results' readings.
+    let all: Vec<crate::measure::clocks::ClockSample> =
+        clock_samples.iter().map(|(_, c)| *c).collect();
+    let Some(sum) = crate::measure::clocks::summarize(&all) else {
+        return (None, None);
+    };
+    let readings: Vec<(usize, crate::measure::clocks::ClockSample)> = clock_samples
+        .iter()
+        .filter(|(at, _)| records[*at].status == Status::Ok)
+        .copied()
+        .collect();
+    let again = crate::measure::clocks::to_remeasure(&readings, sum.steady_sm_mhz);
+    if again.is_empty() {
+        return (None, None);
+    }
+    let mut rjob = job.clone();
+    let wanted: std::collections::HashSet<usize> = again.iter().copied().collect();
+    rjob.tasks = all_tasks
+        .iter()
+        .filter(|t| task_record.get(&t.id).is_some_and(|at| wanted.contains(at)))
+        .cloned()
+        .collect();
+    let mut done = Remeasured {
+        flagged: again.len(),
+        readings: readings.len(),
+        retimed: rjob.tasks.len(),
+        still_flagged: rjob.tasks.len(),
+    };
+    std::thread::sleep(REMEASURE_PAUSE);
+    let mut fresh: Vec<(usize, TaskResult)> = Vec::new();
+    let run = isolation().and_then(|iso| {
+        run_tasks(&rjob, iso, &mut |r| {
+            if let Some(&at) = task_record.get(&r.id) {
+                fresh.push((at, r));
+            }
+        })
+    });
+    let idle = match run {
+        Ok((_, idle)) => idle,
+        Err(e) => {
+            eprintln!(
+                "warning: re-measuring {} throttled results failed: {e}",
+                done.retimed
+            );
+            None
+        }
+    };
+    for (at, r) in fresh {
+        let clean = r
+            .clock
+            .is_some_and(|c| !crate::measure::clocks::is_flagged(&c, sum.steady_sm_mhz));
+        let first = readings.iter().find(|(i, _)| *i == at).map(|(_, c)| *c);
+        let rec = &mut records[at];
+        match (r.stats, clean, first) {
+            (Some(stats), true, Some(first)) => {
+                done.still_flagged -= 1;
+                rec.stats = Some(stats);
+                rec.throughput = Some(work / (stats.median_ms * 1e-3) / 1e9);
+                rec.registers = r.registers.or(rec.registers);
+                rec.error = format!(
+                    "re-measured: first timed at {} MHz (steady {} MHz), throttle bits {:#x}",
+                    first.sm_mhz, sum.steady_sm_mhz, first.throttle_bits
+                );
+            }
+            _ => rec.error.push_str("; re-measured once, still flagged"),
+        }
+    }
+    (Some(done), idle)
+}

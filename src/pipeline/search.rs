@@ -1,0 +1,364 @@
+//! Which live configurations a run measures when a strategy searches the space: [`Search`]
+//! asks the strategy for a round at a time within the budget, after the stored winners
+//! nearest to this space ([`warm_start`]).
+
+use super::options::TuneOptions;
+use super::plan::Setup;
+use crate::error::Result;
+use crate::model::shape::Shape;
+use crate::search::Budget;
+use crate::spec::ops::Op;
+use crate::spec::space::Candidate;
+use crate::store::results::{self, BestRow};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// With `--strategy auto`, spaces up to this many live configurations are timed whole;
+/// larger ones are searched.
+pub const AUTO_EXHAUSTIVE_MAX: usize = 1024;
+/// The variant budget of a search when none is given.
+pub const DEFAULT_BUDGET: usize = 256;
+/// Configurations per search round: enough to keep 16 compile workers busy while the
+/// strategy still learns from every round.
+pub const SEARCH_BATCH: usize = 16;
+
+/// Live candidates (indices) to measure before a search: for each stored winner of `op` in
+/// `stored` (a best.csv) of the same element type, measured on this GPU (`gpu`, or any
+/// without one), the live configuration that differs from it in the fewest parameters, at
+/// most [`WARM_START_NEAR`] (parameters added since the row was stored take their `missing`
+/// values); this shape's own row first, then the others in the file's order.
+///
+/// Why: the anneal measures a few hundred of thousands of configurations and can miss the
+/// winner a previous run, or a neighbouring shape, found, so a re-run could come out slower
+/// than what is stored. Measured first, this shape's own stored winner (when it is a
+/// configuration of the space) bounds the result from below, up to timing noise, and the
+/// others give the search good starts. Nearest, not only equal: a winner at 1024^3 (REPACK=0)
+/// is a configuration at 1023x1025x1027 only with REPACK=1, and a row stored with a choice
+/// outside the default values (ORDER=row) is worth its tile in the default space. The seeds
+/// depend on what best.csv holds, so two runs with the same `--seed` propose the same only
+/// over the same database.
+pub fn warm_start(
+    op: &Op,
+    shape: &Shape,
+    gpu: Option<&str>,
+    candidates: &[Candidate],
+    live: &[usize],
+    stored: &[BestRow],
+) -> Vec<usize> {
+    let here = shape.to_string();
+    let mut rows: Vec<&BestRow> = stored
+        .iter()
+        .filter(|r| {
+            r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
+        })
+        .collect();
+    rows.sort_by_key(|r| r.shape != here);
+    let mut seeds = Vec::new();
+    for r in rows {
+        let given = results::parse_params(&r.params);
+        if !op
+            .spec
+            .params
+            .iter()
+            .any(|p| given.iter().any(|(n, _)| *n == p.name))
+        {
+            continue; // names none of this op's parameters: no configuration to stand for
+        }
+        let pairs = results::stored_params(op, &r.params);
+        let wanted: HashMap<&str, crate::spec::expr::Value> = pairs
+            .iter()
+            .map(|(n, v)| (n.as_str(), crate::spec::expr::Value::parse(v)))
+            .collect();
+        // Fewest differing parameters; among those, the one whose first difference comes
+        // latest in the spec's order (the tile before REPACK, ORDER or CSTORE), then the first.
+        let nearest = live
+            .iter()
+            .map(|&i| {
+                let values = &candidates[i].config.values;
+                let differ: Vec<usize> = (0..values.len())
+                    .filter(|&k| wanted.get(values[k].0.as_str()) != Some(&values[k].1))
+                    .collect();
+                let first = differ.first().copied().unwrap_or(usize::MAX);
+                (differ.len(), std::cmp::Reverse(first), i)
+            })
+            .min();
+        if let Some((differ, _, i)) = nearest {
+            if differ <= WARM_START_NEAR && !seeds.contains(&i) {
+                seeds.push(i);
+            }
+        }
+    }
+    seeds
+}
+
+/// How many parameters a warm-start configuration may differ in from the stored winner it
+/// stands for ([`warm_start`]).
+pub const WARM_START_NEAR: usize = 2;
+
+/// The search of a run, or `None` when every live configuration is measured (and with
+/// `--compile-only`).
+pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>> {
+    if opts.compile_only {
+        return Ok(None);
+    }
+    let (op, shape, candidates, live) = (&setup.op, &setup.shape, &setup.candidates, &setup.live);
+    let gpu = setup.device.as_ref().map(|d| d.name.as_str());
+    // Read only when a search will use it, and quietly: a damaged database is reported
+    // where the run writes to it; here it only means fewer or no stored winners.
+    let seeds = || {
+        let stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
+            .map(|f| f.rows)
+            .unwrap_or_default();
+        warm_start(op, shape, gpu, candidates, live, &stored)
+    };
+    Search::new(opts, op, shape, candidates, live, seeds)
+}
+
+/// A search over the live configurations: asks the strategy for a round at a time and keeps
+/// the budget (variants, or seconds since the search started).
+pub(super) struct Search {
+    strategy: Box<dyn crate::search::Strategy>,
+    /// Search points measured before the strategy's own proposals (the warm start).
+    first: std::collections::VecDeque<usize>,
+    name: String,
+    budget: Budget,
+    /// Search point → candidate index, and back.
+    candidate_of: Vec<usize>,
+    point_of: HashMap<usize, usize>,
+    asked: usize,
+    live: usize,
+    started: Instant,
+}
+
+impl Search {
+    /// `None` when every live configuration is to be measured.
+    fn new(
+        opts: &TuneOptions,
+        op: &Op,
+        shape: &Shape,
+        candidates: &[Candidate],
+        live: &[usize],
+        seeds: impl FnOnce() -> Vec<usize>,
+    ) -> Result<Option<Search>> {
+        // The space is the live configurations this run owns (all, or a shard's share).
+        let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
+        let live = live.len();
+        let name = match (opts.strategy.as_str(), opts.budget) {
+            ("auto", None) if live <= AUTO_EXHAUSTIVE_MAX => return Ok(None),
+            ("auto", _) => "anneal",
+            ("exhaustive", None) => return Ok(None),
+            (other, _) => other,
+        };
+        let budget = opts.budget.unwrap_or(Budget::Variants(DEFAULT_BUDGET));
+        let hint = match budget {
+            Budget::Variants(n) => Some(n),
+            Budget::Seconds(_) => None,
+        };
+        let mut strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
+        let point_of: HashMap<usize, usize> = candidate_of
+            .iter()
+            .enumerate()
+            .map(|(p, &c)| (c, p))
+            .collect();
+        // At most a quarter of a variant budget (at least one) goes to stored winners, the rest
+        // to the search; with a time budget, as many as a quarter of the default budget. An
+        // exhaustive sweep with a budget stays the in-order reference: no warm start.
+        let room = match budget {
+            Budget::Variants(n) => (n / 4).max(1),
+            Budget::Seconds(_) => DEFAULT_BUDGET / 4,
+        };
+        let seeds = if opts.warm_start && name != "exhaustive" {
+            seeds()
+        } else {
+            Vec::new()
+        };
+        let first: std::collections::VecDeque<usize> = seeds
+            .iter()
+            .filter_map(|c| point_of.get(c).copied())
+            .filter(|&p| strategy.take(p))
+            .take(room)
+            .collect();
+        let search = Search {
+            strategy,
+            first,
+            name: name.to_string(),
+            budget,
+            candidate_of,
+            point_of,
+            asked: 0,
+            live,
+            started: Instant::now(),
+        };
+        let warm = match search.first.len() {
+            0 => String::new(),
+            n => format!(", {n} stored winner(s) from best.csv first (--no-warm-start: none)"),
+        };
+        eprintln!(
+            "{} {shape}: {live} valid configurations; searching with {} ({}{warm}); \
+             --strategy exhaustive times them all",
+            op.name(),
+            search.name,
+            search.budget_text()
+        );
+        Ok(Some(search))
+    }
+
+    fn budget_text(&self) -> String {
+        match self.budget {
+            Budget::Variants(n) => format!("budget {n} variants"),
+            Budget::Seconds(s) => format!("budget {s:.0} s"),
+        }
+    }
+
+    /// The next round's candidate indices; empty when the budget or the strategy is spent.
+    pub(super) fn ask(&mut self) -> Vec<usize> {
+        let n = match self.budget {
+            Budget::Variants(b) => b.saturating_sub(self.asked).min(SEARCH_BATCH),
+            Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => 0,
+            Budget::Seconds(_) => SEARCH_BATCH,
+        };
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut points: Vec<usize> = (0..n).map_while(|_| self.first.pop_front()).collect();
+        if points.len() < n {
+            points.extend(self.strategy.ask(n - points.len()));
+        }
+        points.truncate(n);
+        self.asked += points.len();
+        points.iter().map(|&p| self.candidate_of[p]).collect()
+    }
+
+    pub(super) fn tell(&mut self, candidate: usize, cost: Option<f64>) {
+        if let Some(&p) = self.point_of.get(&candidate) {
+            self.strategy.tell(p, cost);
+        }
+    }
+
+    /// Variants still to come, as far as the budget says (for the progress bar).
+    pub(super) fn remaining(&self) -> usize {
+        match self.budget {
+            Budget::Variants(b) => b.min(self.live).saturating_sub(self.asked),
+            Budget::Seconds(_) => 0,
+        }
+    }
+
+    pub(super) fn skipped_reason(&self) -> String {
+        format!(
+            "not measured: --strategy {} ({}) did not propose it",
+            self.name,
+            self.budget_text()
+        )
+    }
+
+    pub(super) fn summary(&self) -> String {
+        format!(
+            "{}: {} of {} valid configurations measured ({}, {:.1} s)",
+            self.name,
+            self.asked,
+            self.live,
+            self.budget_text(),
+            self.started.elapsed().as_secs_f64()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::space::{self, DeviceLimits};
+    use std::path::Path;
+
+    /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
+    /// (REPACK=0 WINDOWS=0, which needs aligned rows) stands for its tile with WINDOWS=1 (as
+    /// near as REPACK=1; the tie goes to the later parameter); this shape's
+    /// row, stored with ORDER=snake and without CSTORE (both outside the default values),
+    /// stands for its tile with the defaults and comes first; rows of another op, another
+    /// dtype, another GPU (when the GPU is known), without parameters, or too far from any
+    /// live configuration give nothing.
+    #[test]
+    fn warm_start_maps_stored_winners_to_the_nearest_live_configurations() {
+        let op = Op::load("sgemm", None).unwrap();
+        let shape = Shape::parse("1023x1025x1027", &op.spec.dims).unwrap();
+        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let live: Vec<usize> = candidates
+            .iter()
+            .filter(|c| c.pruned.is_none())
+            .map(|c| c.index)
+            .collect();
+        // Any stored row as a template for the columns the warm start does not read.
+        let template =
+            results::read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
+        let h100 = "NVIDIA H100 80GB HBM3";
+        let row = |op: &str, shape: &str, dtype: &str, gpu: &str, params: &str| BestRow {
+            op: op.into(),
+            shape: shape.into(),
+            dtype: dtype.into(),
+            gpu: gpu.into(),
+            params: params.into(),
+            ..template.clone()
+        };
+        let tile = "BM=32;BN=64;BK=32;TM=8;TN=4;WARP_N=16;VEC=4;PAD=0;STAGES=3;GROUP_M=8;\
+                    OCCUPANCY=0;LOAD=async;BOUNDS=specialized";
+        let cube = format!("{tile};REPACK=0;ORDER=snakek;CSTORE=scalar");
+        let own = "BM=64;BN=32;BK=32;TM=8;TN=4;WARP_N=8;VEC=4;PAD=4;STAGES=2;GROUP_M=8;\
+                   OCCUPANCY=0;LOAD=async;BOUNDS=edge;REPACK=1;ORDER=snake";
+        let rows = vec![
+            row(
+                "transpose",
+                "1000x1000",
+                "f32",
+                h100,
+                "TILE_DIM=32;BLOCK_ROWS=8",
+            ),
+            row("sgemm", "1024x1024x1024", "f32", h100, &cube),
+            row(
+                "sgemm",
+                "512x512x512",
+                "f32",
+                "NVIDIA A100-SXM4-80GB",
+                &cube.replace("STAGES=3", "STAGES=2"),
+            ),
+            row(
+                "sgemm",
+                "256x256x256",
+                "f64",
+                h100,
+                &cube.replace("BK=32", "BK=16"),
+            ),
+            row("sgemm", "128x128x128", "f32", h100, "FOO=1"),
+            row(
+                "sgemm",
+                "64x64x64",
+                "f32",
+                h100,
+                &cube.replace("BM=32;BN=64;BK=32", "BM=999;BN=999;BK=999"),
+            ),
+            row("sgemm", "1023x1025x1027", "f32", h100, own),
+        ];
+        let text = |i: usize| candidates[i].config.label();
+        let texts = |seeds: &[usize]| seeds.iter().map(|&i| text(i)).collect::<Vec<_>>();
+        let seeds = warm_start(&op, &shape, Some(h100), &candidates, &live, &rows);
+        assert_eq!(
+            texts(&seeds),
+            [
+                // This shape's row first: its tile, ORDER, CSTORE, KSPLIT and B_ELEMS at the
+                // default values.
+                "BM=64 BN=32 BK=32 TM=8 TN=4 WARP_N=8 VEC=4 PAD=4 STAGES=2 GROUP_M=8 \
+                 OCCUPANCY=0 LOAD=async BOUNDS=edge REPACK=1 WINDOWS=0 ORDER=snakek CSTORE=scalar KSPLIT=1 \
+                 B_ELEMS=0",
+                // The 1024^3 winner's tile, windowed (not REPACK=1 nor VEC=1, also one
+                // parameter away).
+                "BM=32 BN=64 BK=32 TM=8 TN=4 WARP_N=16 VEC=4 PAD=0 STAGES=3 GROUP_M=8 \
+                 OCCUPANCY=0 LOAD=async BOUNDS=specialized REPACK=0 WINDOWS=1 ORDER=snakek \
+                 CSTORE=scalar KSPLIT=1 B_ELEMS=0",
+            ]
+        );
+        // Without a GPU name every GPU's rows count: the A100 row's configuration joins.
+        let any = warm_start(&op, &shape, None, &candidates, &live, &rows);
+        assert_eq!(any.len(), 3, "{:?}", texts(&any));
+        assert_eq!(any[..2], seeds[..]);
+        assert!(text(any[2]).contains("STAGES=2") && text(any[2]).contains("BN=64 BK=32"));
+        assert!(warm_start(&op, &shape, None, &candidates, &live, &[]).is_empty());
+    }
+}
