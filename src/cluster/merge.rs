@@ -23,6 +23,7 @@
 
 use crate::cluster::shard::{self, Manifest, ShardOutput, Split};
 use crate::error::{Error, Result};
+use crate::model::task::TaskId;
 use crate::store::results::{self, BestRow, Record, RunInfo, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -660,12 +661,12 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
 }
 
 /// The source hash of variant `index` from its shard's journal: the first word of the key of
-/// its task (task id 10000 + index, as the tuner numbers them).
+/// its task ([`TaskId::variant`], as the tuner numbers them).
 fn source_hash(part: &Part, index: usize) -> Option<String> {
     let text = std::fs::read_to_string(part.dir.join(part.out.journal.as_ref()?)).ok()?;
     text.lines().skip(1).find_map(|line| {
         let v: serde_json::Value = serde_json::from_str(line).ok()?;
-        (v["result"]["id"].as_u64()? == 10_000 + index as u64)
+        (v["result"]["id"].as_u64()? == TaskId::variant(index).number() as u64)
             .then(|| {
                 v["key"]
                     .as_str()?

@@ -8,6 +8,7 @@ use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
 use crate::isolate::worker::{compile_parallel, PreLaunch, Task, Work};
+use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
 use crate::spec::space::Candidate;
@@ -364,7 +365,7 @@ impl Prepared {
         task_key: &mut HashMap<usize, String>,
     ) -> Option<Task> {
         let c = &env.candidates[build.candidate];
-        let id = 10_000 + c.index;
+        let id = TaskId::variant(c.index).number();
         let rec = &mut records[task_record[&id]];
         rec.compile_ms = Some(build.compile_ms);
         let path = match &build.cubin {

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::isolate::worker::{ArgDesc, BufferDesc, Job, ReferenceKernel, Task, TaskResult, Work};
 use crate::measure::verify;
 use crate::model::shape::Shape;
+use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::expr::Vars;
 use crate::spec::ops::{one_line, BaselineKind, Op, Role};
@@ -46,8 +47,7 @@ pub(super) struct Staged {
     pub earlier: HashMap<String, TaskResult>,
 }
 
-/// The job: baselines first (ids 0..), then the compiled variants (ids from 10000 +
-/// candidate index), all sharing the inputs and the expected output. The workers open their
+/// The job: baselines first, then the compiled variants (ids: [`TaskId`]), all sharing the inputs and the expected output. The workers open their
 /// own contexts; this process only read the device's properties.
 pub(super) fn job(opts: &TuneOptions, mut built: Built, dev: &DeviceInfo) -> Result<Staged> {
     let setup = &built.setup;
@@ -221,12 +221,13 @@ fn baseline_tasks(
         };
         match work {
             Ok(work) => {
-                ledger.task_record.insert(i, ledger.records.len());
+                let id = TaskId::baseline(i).number();
+                ledger.task_record.insert(id, ledger.records.len());
                 ledger
                     .task_key
-                    .insert(i, format!("baseline {} {baseline_key}", b.name));
+                    .insert(id, format!("baseline {} {baseline_key}", b.name));
                 tasks.push(Task {
-                    id: i,
+                    id,
                     work,
                     expect: b.expect.clone(),
                     contender: false,
@@ -312,7 +313,7 @@ fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) 
         }
         ledger
             .task_record
-            .insert(10_000 + c.index, ledger.records.len());
+            .insert(TaskId::variant(c.index).number(), ledger.records.len());
         ledger.records.push(rec);
     }
 }

@@ -12,6 +12,7 @@ use crate::cuda::gpu::Gpu;
 use crate::error::{Error, Result};
 use crate::isolate::worker::{run_tasks, GpuWorker, Isolation, Job, Task, TaskResult};
 use crate::measure::clocks::ClockSample;
+use crate::model::task::TaskId;
 use crate::spec::ops::one_line;
 use crate::store::results::{self, Record, RunInfo, Status};
 use indicatif::ProgressBar;
@@ -209,10 +210,13 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             break;
         };
         // Tell the strategy what this round measured, then ask for the next round.
-        for id in round_ids.iter().filter(|&&id| id >= 10_000) {
-            let rec = &ledger.records[ledger.task_record[id]];
+        for (id, candidate) in round_ids
+            .iter()
+            .filter_map(|&id| TaskId::from_number(id).candidate().map(|c| (id, c)))
+        {
+            let rec = &ledger.records[ledger.task_record[&id]];
             s.tell(
-                id - 10_000,
+                candidate,
                 rec.stats
                     .filter(|_| rec.status == Status::Ok)
                     .map(|st| st.median_ms),
