@@ -7,7 +7,7 @@ use crate::cluster::sweep::SweepOptions;
 use crate::error::Result;
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{TuneOptions, DEFAULT_WATCHDOG_S};
+use crate::pipeline::tuner::{TuneOptions, AUTO_EXHAUSTIVE_MAX, AUTO_SEARCH, DEFAULT_WATCHDOG_S};
 use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -381,11 +381,9 @@ pub struct TuneArgs {
     #[arg(long)]
     pub resume: bool,
 
-    /// How to choose the configurations to measure: `exhaustive` times every valid one;
-    /// `random`, `anneal` (simulated annealing) or `genetic` measure only --budget of them,
-    /// learning from each round of 16; `auto` is exhaustive up to 1024 valid configurations
-    /// and anneal above. Example: --op sgemm --strategy anneal --budget 300.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "exhaustive", "random", "anneal", "genetic"])]
+    /// How to choose the configurations to measure; a search (every strategy but exhaustive)
+    /// learns from each round of 16. Example: --op sgemm --strategy anneal --budget 300.
+    #[arg(long, default_value = "auto", value_parser = strategy_values())]
     pub strategy: String,
 
     /// What a search may spend: a number of variants (300) or a time (90s, 5m); default 256
@@ -560,5 +558,37 @@ impl MergeArgs {
             out: self.out.clone(),
             partial: self.partial,
         }
+    }
+}
+
+/// `--strategy`'s values and their help: `auto` (the tuner's rule), then every strategy of
+/// the search registry ([`crate::search::REGISTRY`]) with its line.
+fn strategy_values() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    let auto = PossibleValue::new("auto").help(format!(
+        "exhaustive up to {AUTO_EXHAUSTIVE_MAX} valid configurations, {AUTO_SEARCH} above"
+    ));
+    let known = crate::search::REGISTRY
+        .iter()
+        .map(|s| PossibleValue::new(s.name).help(s.about));
+    clap::builder::PossibleValuesParser::new(std::iter::once(auto).chain(known))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::builder::TypedValueParser;
+
+    /// `--strategy` offers `auto` and every registered strategy, each with its help line.
+    #[test]
+    fn strategy_values_are_auto_then_the_registry() {
+        let values: Vec<clap::builder::PossibleValue> = super::strategy_values()
+            .possible_values()
+            .expect("a fixed list")
+            .collect();
+        let names: Vec<&str> = values.iter().map(|v| v.get_name()).collect();
+        let mut expected = vec!["auto"];
+        expected.extend(crate::search::STRATEGIES);
+        assert_eq!(names, expected);
+        assert!(values.iter().all(|v| v.get_help().is_some()));
     }
 }

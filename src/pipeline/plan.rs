@@ -205,7 +205,8 @@ pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>
     Ok(shapes.iter().map(Shape::to_string).collect())
 }
 
-/// Checks the settings that do not depend on the op: counts and times that must be positive.
+/// Checks the settings that do not depend on the op: counts and times that must be positive,
+/// and the search strategy's name.
 pub fn check_settings(opts: &TuneOptions) -> Result<()> {
     if opts.bench.reps == 0 {
         return Err(Error::Usage("--reps must be at least 1".into()));
@@ -220,6 +221,10 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
             "--watchdog must be a positive number of seconds, not {}",
             opts.watchdog_s
         )));
+    }
+    // `auto` is the tuner's own rule; any other name must be a strategy of the registry.
+    if opts.strategy != "auto" {
+        crate::search::lookup(&opts.strategy)?;
     }
     Ok(())
 }

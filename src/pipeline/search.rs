@@ -16,6 +16,8 @@ use std::time::Instant;
 /// With `--strategy auto`, spaces up to this many live configurations are timed whole;
 /// larger ones are searched.
 pub const AUTO_EXHAUSTIVE_MAX: usize = 1024;
+/// The strategy `--strategy auto` searches with above [`AUTO_EXHAUSTIVE_MAX`].
+pub const AUTO_SEARCH: &str = "anneal";
 /// The variant budget of a search when none is given.
 pub const DEFAULT_BUDGET: usize = 256;
 /// Configurations per search round: enough to keep 16 compile workers busy while the
@@ -145,7 +147,7 @@ impl Search {
         let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
             ("auto", None) if live <= AUTO_EXHAUSTIVE_MAX => return Ok(None),
-            ("auto", _) => "anneal",
+            ("auto", _) => AUTO_SEARCH,
             ("exhaustive", None) => return Ok(None),
             (other, _) => other,
         };

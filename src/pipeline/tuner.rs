@@ -17,7 +17,7 @@ pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
 pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
 pub use super::rounds::REMEASURE_PAUSE;
 pub use super::search::{
-    warm_start, AUTO_EXHAUSTIVE_MAX, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
+    warm_start, AUTO_EXHAUSTIVE_MAX, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
 };
 
 /// Runs the whole pipeline for one op and shape.

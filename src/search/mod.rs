@@ -235,8 +235,72 @@ pub fn parse_budget(text: &str) -> Result<Budget> {
     Ok(Budget::Seconds(value * scale))
 }
 
-/// The names [`strategy`] accepts.
-pub const STRATEGIES: &[&str] = &["exhaustive", "random", "anneal", "genetic"];
+/// A search strategy as the tuner offers it: the name `--strategy` takes, what it does in
+/// one line (the CLI's help for the value), and how it is built for a space, a seed and a
+/// horizon (the number of variants the schedule plans for).
+pub struct StrategyInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+    build: fn(&SearchSpace, u64, usize) -> Box<dyn Strategy>,
+}
+
+/// Every strategy [`strategy`] builds, in the order the CLI lists them.
+pub const REGISTRY: &[StrategyInfo] = &[
+    StrategyInfo {
+        name: "exhaustive",
+        about: "times every valid configuration, in the space's order",
+        build: |space, _, _| {
+            Box::new(Exhaustive {
+                next: 0,
+                len: space.len(),
+                taken: Default::default(),
+            })
+        },
+    },
+    StrategyInfo {
+        name: "random",
+        about: "measures --budget configurations drawn at random, each once",
+        build: |space, seed, _| {
+            Box::new(RandomSearch {
+                pool: Pool::new(space.len()),
+                rng: Rng::new(seed),
+            })
+        },
+    },
+    StrategyInfo {
+        name: "anneal",
+        about: "simulated annealing over neighbouring configurations, within --budget",
+        build: |space, seed, horizon| Box::new(Anneal::new(space, seed, horizon)),
+    },
+    StrategyInfo {
+        name: "genetic",
+        about: "a genetic search (selection, crossover, mutation), within --budget",
+        build: |space, seed, horizon| Box::new(Genetic::new(space, seed, horizon)),
+    },
+];
+
+/// The names [`strategy`] accepts: those of [`REGISTRY`], in its order.
+pub const STRATEGIES: &[&str] = &registry_names();
+
+const fn registry_names() -> [&'static str; REGISTRY.len()] {
+    let mut names = [""; REGISTRY.len()];
+    let mut i = 0;
+    while i < REGISTRY.len() {
+        names[i] = REGISTRY[i].name;
+        i += 1;
+    }
+    names
+}
+
+/// The registry's entry for `name`; an unknown name is bad input, said with the known ones.
+pub fn lookup(name: &str) -> Result<&'static StrategyInfo> {
+    REGISTRY.iter().find(|s| s.name == name).ok_or_else(|| {
+        Error::Usage(format!(
+            "unknown search strategy '{name}' (known strategies: {})",
+            STRATEGIES.join(", ")
+        ))
+    })
+}
 
 /// A strategy by name, for `space`, with its random choices fixed by `seed`. `budget_hint`
 /// (the number of variants the run may measure, when known) sets the annealing schedule and
@@ -247,30 +311,13 @@ pub fn strategy(
     seed: u64,
     budget_hint: Option<usize>,
 ) -> Result<Box<dyn Strategy>> {
-    if !STRATEGIES.contains(&name) {
-        return Err(Error::Usage(format!(
-            "unknown search strategy '{name}' (known strategies: {})",
-            STRATEGIES.join(", ")
-        )));
-    }
+    let info = lookup(name)?;
     space.check()?;
     let n = space.len();
     // A run without a variant budget (a time budget) still needs a horizon for the schedule:
     // a tenth of the space, at least 100, is what a time budget typically buys.
     let horizon = budget_hint.unwrap_or((n / 10).max(100)).clamp(1, n.max(1));
-    Ok(match name {
-        "exhaustive" => Box::new(Exhaustive {
-            next: 0,
-            len: n,
-            taken: Default::default(),
-        }),
-        "random" => Box::new(RandomSearch {
-            pool: Pool::new(n),
-            rng: Rng::new(seed),
-        }),
-        "anneal" => Box::new(Anneal::new(space, seed, horizon)),
-        _ => Box::new(Genetic::new(space, seed, horizon)),
-    })
+    Ok((info.build)(space, seed, horizon))
 }
 
 /// Drives a strategy in batches until the budget (variants) or the strategy runs out; `eval`
@@ -985,6 +1032,20 @@ impl Strategy for Genetic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The registry is the list of names, and an unknown name is an error that lists them
+    /// (no fallback to some strategy).
+    #[test]
+    fn strategies_come_from_the_registry_and_unknown_names_are_refused() {
+        let names: Vec<&str> = REGISTRY.iter().map(|s| s.name).collect();
+        assert_eq!(names, STRATEGIES);
+        let err = lookup("simplex").err().expect("unknown").to_string();
+        assert!(
+            err.contains("simplex") && err.contains("exhaustive, random, anneal, genetic"),
+            "{err}"
+        );
+        assert!(REGISTRY.iter().all(|s| !s.about.is_empty()));
+    }
 
     /// A 4 x 3 x 5 grid with every point whose coordinates sum to a multiple of 4 removed.
     fn holey() -> SearchSpace {
