@@ -445,13 +445,13 @@ impl Session {
             let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
             // One untimed round first: every kernel warm, the clocks up.
             for round in 0..=rounds {
-                for (i, (_, k)) in loaded.iter().enumerate() {
-                    self.timer.flush(&self.gpu, round * loaded.len() + i)?;
-                    self.gpu.record(&events[i].0)?;
-                    k.enqueue(&self.gpu, &self.args)?;
-                    self.gpu.record(&events[i].1)?;
-                }
-                self.gpu.synchronize("interleaved launches")?;
+                self.timer.launch_timed(
+                    &self.gpu,
+                    &events,
+                    round * loaded.len(),
+                    "interleaved launches",
+                    |i| loaded[i].1.enqueue(&self.gpu, &self.args),
+                )?;
                 if round > 0 {
                     for (i, pair) in events.iter().enumerate() {
                         samples[i].push(crate::cuda::gpu::elapsed_ms(pair)?);

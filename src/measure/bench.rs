@@ -73,6 +73,12 @@ impl Stats {
 /// Timed launches looked at before deciding that a variant is clearly slower than the best.
 pub const PROBE_REPS: usize = 5;
 
+/// Bytes of the L2 flush buffer for a GPU with `l2_bytes` of L2: twice L2 (at least 64 MiB),
+/// so nothing of the previous launch survives writing it.
+pub fn flush_bytes(l2_bytes: usize) -> usize {
+    (l2_bytes * 2).max(64 << 20)
+}
+
 /// Events and the flush buffer, made once per context and reused for every variant.
 pub struct Timer {
     settings: BenchSettings,
@@ -84,9 +90,8 @@ impl Timer {
     pub fn new(gpu: &Gpu, settings: BenchSettings) -> GpuResult<Timer> {
         let events = gpu.timing_events(settings.reps.max(1))?;
         let flush = match settings.cache {
-            // Twice L2 (at least 64 MiB) so nothing of the previous launch survives.
             CacheState::Cold => {
-                let bytes = (gpu.info.l2_bytes * 2).max(64 << 20);
+                let bytes = flush_bytes(gpu.info.l2_bytes);
                 Some(gpu.alloc(bytes / 4, 4, "the L2 flush buffer")?)
             }
             CacheState::Warm => None,
@@ -108,6 +113,26 @@ impl Timer {
             Some(buf) => gpu.fill_u32(buf, round as u32),
             None => Ok(()),
         }
+    }
+
+    /// The timing loop: for each pair of `events`, the flush (its round is `first_round` plus
+    /// the pair's place), then `enqueue(place)` between the pair's two events; then one wait
+    /// for all of them (`during` names it in an error). Read the times with [`elapsed_ms`].
+    pub fn launch_timed(
+        &self,
+        gpu: &Gpu,
+        events: &[(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)],
+        first_round: usize,
+        during: &str,
+        mut enqueue: impl FnMut(usize) -> GpuResult<()>,
+    ) -> GpuResult<()> {
+        for (i, pair) in events.iter().enumerate() {
+            self.flush(gpu, first_round + i)?;
+            gpu.record(&pair.0)?;
+            enqueue(i)?;
+            gpu.record(&pair.1)?;
+        }
+        gpu.synchronize(during)
     }
 
     /// Times `enqueue` (which must only enqueue work on the GPU's stream).
@@ -132,14 +157,9 @@ impl Timer {
             reps
         };
         let mut run = |range: std::ops::Range<usize>| -> GpuResult<Vec<f64>> {
-            for (i, pair) in self.events[range.clone()].iter().enumerate() {
-                self.flush(gpu, range.start + i)?;
-                gpu.record(&pair.0)?;
-                enqueue()?;
-                gpu.record(&pair.1)?;
-            }
-            gpu.synchronize("timed launches")?;
-            self.events[range].iter().map(elapsed_ms).collect()
+            let events = &self.events[range.clone()];
+            self.launch_timed(gpu, events, range.start, "timed launches", |_| enqueue())?;
+            events.iter().map(elapsed_ms).collect()
         };
         let mut samples = run(0..probe)?;
         let fastest = samples.iter().copied().fold(f64::INFINITY, f64::min);
@@ -153,6 +173,12 @@ impl Timer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flush_buffer_is_twice_l2_and_at_least_64_mib() {
+        assert_eq!(flush_bytes(50 << 20), 100 << 20);
+        assert_eq!(flush_bytes(4 << 20), 64 << 20);
+    }
 
     #[test]
     fn stats_of_known_samples() {

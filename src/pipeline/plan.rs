@@ -382,7 +382,7 @@ impl BufferLayout {
     fn check_memory(&self, device: &DeviceInfo, free: u64) -> Result<()> {
         let elems: usize = self.buffers.iter().map(|b| b.2).sum::<usize>() + self.output().1;
         let need = elems as u64 * self.elem_bytes as u64
-            + (device.l2_bytes as u64 * 2).max(64 << 20)
+            + crate::measure::bench::flush_bytes(device.l2_bytes) as u64
             + (64 << 20);
         if need > free {
             return Err(Error::OutOfMemory {
