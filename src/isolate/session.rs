@@ -1,0 +1,584 @@
+//! The GPU side of a job: one CUDA context with the inputs, the expected output, the checker
+//! and the timer ([`Session`]), the tasks run on it, and the GPU worker process's entry point.
+
+use super::interrupt::interrupted;
+use super::protocol::{failed, ArgDesc, Job, Line, PreLaunch, Task, TaskResult, Work};
+use crate::cuda::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult};
+use crate::error::{Error, Result};
+use crate::measure::bench::{Stats, Timer};
+use crate::measure::verify::{self, Checker, NAN_BITS};
+use crate::model::limits::LaunchDims;
+use crate::model::shape::Shape;
+use crate::spec::ops::Compare;
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+/// A kernel task loaded on the device: its prologue launches, then its kernel.
+struct Loaded {
+    launches: Vec<(crate::cuda::gpu::Kernel, LaunchDims)>,
+}
+
+impl Loaded {
+    /// Loads the cubin once and finds every kernel the task launches.
+    fn new(
+        gpu: &Gpu,
+        image: &[u8],
+        kernel: &str,
+        launch: LaunchDims,
+        before: &[PreLaunch],
+    ) -> GpuResult<Loaded> {
+        let mut names: Vec<&str> = before.iter().map(|p| p.kernel.as_str()).collect();
+        names.push(kernel);
+        let kernels = gpu.load_all(image, &names)?;
+        let mut dims: Vec<_> = before.iter().map(|p| p.launch).collect();
+        dims.push(launch);
+        Ok(Loaded {
+            launches: kernels.into_iter().zip(dims).collect(),
+        })
+    }
+
+    /// Registers of the task's own kernel (the last launch), the figure the CSV reports.
+    fn registers(&self) -> i32 {
+        self.launches.last().map_or(0, |(k, _)| k.registers)
+    }
+
+    fn enqueue(&self, gpu: &Gpu, args: &[Arg]) -> GpuResult<()> {
+        for (k, dims) in &self.launches {
+            gpu.launch(k, *dims, args)?;
+        }
+        Ok(())
+    }
+}
+
+/// Host-side data of a job: inputs and, when computed on the CPU, the expected output, as
+/// raw bytes of the job's element type.
+pub struct HostData {
+    pub inputs: Vec<Vec<u8>>,
+    pub reference: Option<Vec<u8>>,
+}
+
+impl HostData {
+    pub fn new(job: &Job) -> Result<HostData> {
+        let inputs: Vec<Vec<u8>> = job
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.input)
+            .map(|(i, b)| {
+                verify::fill_input(b.fill, job.dtype, b.len, job.seed.wrapping_add(i as u64))
+            })
+            .collect();
+        let reference = match job.reference_kernel {
+            Some(_) => None,
+            None => {
+                let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+                Some(verify::cpu_reference(
+                    &job.reference,
+                    &Shape {
+                        dims: job.shape.clone(),
+                    },
+                    job.dtype,
+                    &refs,
+                )?)
+            }
+        };
+        Ok(HostData { inputs, reference })
+    }
+}
+
+/// One CUDA context with the inputs uploaded, the expected output, the checker and timer.
+struct Session {
+    gpu: Gpu,
+    buffers: Vec<(String, Buffer)>,
+    expected: Buffer,
+    output: usize,
+    /// Buffers that are neither inputs nor the output (a spec's scratch): poisoned with the
+    /// output before every verifying run, so a kernel that reads scratch it did not write
+    /// (or that an earlier variant left behind) fails instead of passing on stale data.
+    scratch: Vec<usize>,
+    args: Vec<Arg>,
+    checker: Checker,
+    timer: Timer,
+    blas: std::result::Result<crate::cuda::gpu::Blas, String>,
+    /// Median of the fastest verified variant so far (for adaptive repetitions).
+    best_ms: std::cell::Cell<f64>,
+    /// NVML for this device, when it can be loaded.
+    clocks: Option<crate::measure::clocks::ClockMonitor>,
+    /// This job's warm-up is done (or was not needed): set by its first verified task.
+    warmed: std::cell::Cell<bool>,
+}
+
+impl Session {
+    fn open(gpu: Gpu, job: &Job, host: &HostData) -> Result<Session> {
+        let gpu_uuid = gpu.info.uuid.clone();
+        let mut buffers = Vec::new();
+        let mut inputs = host.inputs.iter();
+        for b in &job.buffers {
+            let mut buf = gpu.alloc(b.len, job.dtype.bytes(), &b.name)?;
+            if b.input {
+                gpu.upload(
+                    inputs.next().expect("one host input per input buffer"),
+                    &mut buf,
+                )?;
+            }
+            buffers.push((b.name.clone(), buf));
+        }
+        let output = buffers
+            .iter()
+            .position(|(n, _)| *n == job.output)
+            .ok_or_else(|| Error::Usage("job output buffer missing".into()))?;
+        let out_len = buffers[output].1.len;
+        let mut expected = gpu.alloc(out_len, job.dtype.bytes(), "the expected output")?;
+        let find = |name: &str| buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b.ptr);
+        let args = job
+            .args
+            .iter()
+            .map(|a| match a {
+                ArgDesc::Buffer(name) => find(name)
+                    .map(Arg::Ptr)
+                    .ok_or_else(|| Error::Usage(format!("job names no buffer {name}"))),
+                ArgDesc::Int(v) => Ok(Arg::I32(*v)),
+            })
+            .collect::<Result<Vec<Arg>>>()?;
+        let cubin = std::fs::read(&job.checker_cubin)
+            .map_err(|e| Error::io("cannot read", &job.checker_cubin, e))?;
+        let checker = Checker::new(&gpu, &cubin)?;
+        let timer = Timer::new(&gpu, job.bench)?;
+        match (&host.reference, &job.reference_kernel) {
+            (Some(reference), _) => gpu.upload(reference, &mut expected)?,
+            (None, Some(rk)) => {
+                let image =
+                    std::fs::read(&rk.cubin).map_err(|e| Error::io("cannot read", &rk.cubin, e))?;
+                let kernel = Loaded::new(&gpu, &image, &rk.kernel, rk.launch, &rk.before)?;
+                let out_ptr = buffers[output].1.ptr;
+                let ref_args: Vec<Arg> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Ptr(p) if *p == out_ptr => Arg::Ptr(expected.ptr),
+                        other => *other,
+                    })
+                    .collect();
+                kernel.enqueue(&gpu, &ref_args)?;
+                gpu.synchronize("computing the GPU reference")?;
+                let on_gpu = gpu.download(&expected)?;
+                let refs: Vec<&[u8]> = host.inputs.iter().map(Vec::as_slice).collect();
+                // A reference configuration of a user's op is the answer by definition;
+                // built-in GPU references are checked against the CPU first.
+                if job.reference != "config" {
+                    verify::spot_check(
+                        &job.reference,
+                        &Shape {
+                            dims: job.shape.clone(),
+                        },
+                        &refs,
+                        &on_gpu,
+                        job.seed,
+                    )?;
+                }
+            }
+            (None, None) => return Err(Error::Usage("the job has no reference".into())),
+        }
+        gpu.synchronize("uploading inputs")?;
+        let blas = if job
+            .tasks
+            .iter()
+            .any(|t| matches!(t.work, Work::Sgemm { .. }))
+        {
+            gpu.blas()
+        } else {
+            Err("not needed".into())
+        };
+        let scratch = job
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| !b.input && *i != output)
+            .map(|(i, _)| i)
+            .collect();
+        Ok(Session {
+            gpu,
+            buffers,
+            expected,
+            output,
+            scratch,
+            args,
+            checker,
+            timer,
+            blas,
+            best_ms: std::cell::Cell::new(f64::INFINITY),
+            clocks: crate::measure::clocks::ClockMonitor::open(&gpu_uuid).ok(),
+            warmed: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Gives the device back, releasing the session's buffers.
+    fn into_gpu(self) -> Gpu {
+        self.gpu
+    }
+
+    /// NaN into the output and every scratch buffer, before a verifying run.
+    fn poison(&self) -> GpuResult<()> {
+        for i in std::iter::once(self.output).chain(self.scratch.iter().copied()) {
+            self.gpu.fill_u32(&self.buffers[i].1, NAN_BITS)?;
+        }
+        Ok(())
+    }
+
+    fn buffer(&self, name: &str) -> Option<&Buffer> {
+        self.buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    /// Verifies each task, then times them interleaved, one launch of each per round, so
+    /// clock drift and other slow changes hit every candidate alike.
+    fn run_interleaved(&self, job: &Job, tasks: &[Task]) -> Vec<TaskResult> {
+        let mut results: Vec<TaskResult> = Vec::new();
+        let mut loaded = Vec::new();
+        for task in tasks {
+            let Work::Kernel {
+                cubin,
+                kernel,
+                launch,
+                before,
+            } = &task.work
+            else {
+                results.push(failed(
+                    task.id,
+                    "only kernels are re-timed interleaved".into(),
+                ));
+                continue;
+            };
+            let out = &self.buffers[self.output].1;
+            let ready = std::fs::read(cubin)
+                .map_err(|e| e.to_string())
+                .and_then(|image| {
+                    let k = Loaded::new(&self.gpu, &image, kernel, *launch, before)
+                        .map_err(|f| f.to_string())?;
+                    self.poison().map_err(|f| f.to_string())?;
+                    k.enqueue(&self.gpu, &self.args)
+                        .map_err(|f| f.to_string())?;
+                    self.gpu
+                        .synchronize("running the kernel")
+                        .map_err(|f| f.to_string())?;
+                    let cmp = self
+                        .checker
+                        .compare(&self.gpu, out, &self.expected)
+                        .map_err(|f| f.to_string())?;
+                    cmp.judge(job.compare, job.rtol, out.len as u64)?;
+                    Ok(k)
+                });
+            match ready {
+                Ok(k) => loaded.push((task.id, k)),
+                Err(e) => results.push(failed(task.id, e)),
+            }
+        }
+        let rounds = job.confirm_rounds;
+        let timed = (|| -> GpuResult<Vec<Vec<f64>>> {
+            let events = self.gpu.timing_events(loaded.len())?;
+            let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
+            // One untimed round first: every kernel warm, the clocks up.
+            for round in 0..=rounds {
+                self.timer.launch_timed(
+                    &self.gpu,
+                    &events,
+                    round * loaded.len(),
+                    "interleaved launches",
+                    |i| loaded[i].1.enqueue(&self.gpu, &self.args),
+                )?;
+                if round > 0 {
+                    for (i, pair) in events.iter().enumerate() {
+                        samples[i].push(crate::cuda::gpu::elapsed_ms(pair)?);
+                    }
+                }
+            }
+            Ok(samples)
+        })();
+        match timed {
+            Ok(samples) => {
+                for ((id, k), s) in loaded.iter().zip(samples) {
+                    let mut r = failed(*id, String::new());
+                    r.registers = Some(k.registers());
+                    r.stats = Stats::from_samples(&s);
+                    r.samples = s;
+                    r.clock = self.clocks.as_ref().and_then(|c| c.sample());
+                    results.push(r);
+                }
+            }
+            Err(f) => {
+                for (id, ..) in &loaded {
+                    results.push(failed(*id, format!("interleaved timing: {f}")));
+                }
+            }
+        }
+        results
+    }
+
+    fn run(&self, job: &Job, task: &Task) -> TaskResult {
+        let mut r = failed(task.id, String::new());
+        let (expect, mode) = if task.expect == "reference" {
+            (&self.expected, job.compare)
+        } else {
+            match self.buffer(&task.expect) {
+                Some(b) => (b, Compare::Exact),
+                None => {
+                    r.error = format!("expect names no buffer {}", task.expect);
+                    return r;
+                }
+            }
+        };
+        let outcome = match &task.work {
+            Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
+                (Some(f), Some(t)) => {
+                    let (src, dst, bytes) = (f.ptr, t.ptr, f.bytes().min(t.bytes()));
+                    self.check_and_time(job, task, expect, mode, &mut r, &|| {
+                        self.gpu.copy(dst, src, bytes)
+                    })
+                }
+                _ => Err(format!("memcpy names an unknown buffer ({from} → {to})")),
+            },
+            Work::Sgemm { a, b, c, m, n, k } => {
+                match (&self.blas, self.buffer(a), self.buffer(b), self.buffer(c)) {
+                    (Err(why), ..) => Err(why.clone()),
+                    (Ok(blas), Some(a), Some(b), Some(c)) => {
+                        let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
+                        self.check_and_time(job, task, expect, mode, &mut r, &|| {
+                            self.gpu.sgemm(blas, a, b, c, m, n, k)
+                        })
+                    }
+                    _ => Err("sgemm names an unknown buffer".into()),
+                }
+            }
+            Work::Kernel {
+                cubin,
+                kernel,
+                launch,
+                before,
+            } => match std::fs::read(cubin) {
+                Err(e) => Err(format!("cannot read {}: {e}", cubin.display())),
+                Ok(image) => match Loaded::new(&self.gpu, &image, kernel, *launch, before) {
+                    Err(f) => Err(self.fault(&mut r, f)),
+                    Ok(k) => {
+                        r.registers = Some(k.registers());
+                        self.check_and_time(job, task, expect, mode, &mut r, &|| {
+                            k.enqueue(&self.gpu, &self.args)
+                        })
+                    }
+                },
+            },
+        };
+        match outcome {
+            Ok(stats) => {
+                if task.contender && stats.median_ms < self.best_ms.get() {
+                    self.best_ms.set(stats.median_ms);
+                }
+                r.stats = Some(stats)
+            }
+            Err(e) => r.error = e,
+        }
+        r.clock = self.clocks.as_ref().and_then(|c| c.sample());
+        r
+    }
+
+    fn fault(&self, r: &mut TaskResult, f: GpuFault) -> String {
+        r.sticky |= f.sticky;
+        f.to_string()
+    }
+
+    /// Launches `enqueue` (a task that just verified) back to back until NVML shows the SM
+    /// clock at its steady value, so the first timed tasks do not run at the idle clock an
+    /// idle GPU drops to ([`crate::measure::clocks::warmup_done`] says when). One NVML read first: a
+    /// GPU already at its maximum clock is not loaded at all. `None` without NVML (nothing to
+    /// wait for: the cap would be the only end).
+    fn warm_up(
+        &self,
+        enqueue: &dyn Fn() -> GpuResult<()>,
+    ) -> GpuResult<Option<crate::measure::clocks::Warmup>> {
+        use crate::measure::clocks::{already_warm, warmup_done, Warmup, WarmupEnd};
+        let Some(nvml) = &self.clocks else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        let Some(before) = nvml.sample() else {
+            return Ok(None);
+        };
+        let max_mhz = nvml.max_sm_mhz();
+        let mut w = Warmup {
+            end: WarmupEnd::AlreadyWarm,
+            seconds: 0.0,
+            before_mhz: before.sm_mhz,
+            after_mhz: before.sm_mhz,
+            max_mhz,
+            launches: 0,
+        };
+        if !already_warm(before.sm_mhz, max_mhz) {
+            // Until a rule below says otherwise: ended without a steady reading.
+            w.end = WarmupEnd::Cap;
+            let mut readings = Vec::new();
+            // Batches grow until one takes ~20 ms: short kernels reach the clock check often
+            // enough without a synchronize after every launch.
+            let mut batch = 1usize;
+            loop {
+                let b = Instant::now();
+                for _ in 0..batch {
+                    enqueue()?;
+                }
+                self.gpu.synchronize("warming up the GPU")?;
+                w.launches += batch;
+                if b.elapsed() < Duration::from_millis(20) && batch < 1 << 16 {
+                    batch *= 2;
+                }
+                let now = t.elapsed().as_secs_f64();
+                // NVML stopped answering: nothing more to wait for.
+                let Some(r) = nvml.sample() else {
+                    break;
+                };
+                w.after_mhz = r.sm_mhz;
+                readings.push((now, r));
+                if let Some(end) = warmup_done(&readings, max_mhz, now) {
+                    w.end = end;
+                    break;
+                }
+            }
+        }
+        w.seconds = t.elapsed().as_secs_f64();
+        Ok(Some(w))
+    }
+
+    /// Poisons the output, runs once, verifies on the GPU, then times it.
+    fn check_and_time(
+        &self,
+        job: &Job,
+        task: &Task,
+        expect: &Buffer,
+        mode: Compare,
+        r: &mut TaskResult,
+        enqueue: &dyn Fn() -> GpuResult<()>,
+    ) -> std::result::Result<Stats, String> {
+        let t = Instant::now();
+        let out = &self.buffers[self.output].1;
+        let verified = (|| {
+            self.poison()?;
+            enqueue()?;
+            self.gpu.synchronize("running the kernel")?;
+            self.checker.compare(&self.gpu, out, expect)
+        })();
+        r.verify_s = t.elapsed().as_secs_f64();
+        let cmp = verified.map_err(|f| self.fault(r, f))?;
+        cmp.judge(mode, job.rtol, out.len as u64)?;
+        if !self.warmed.replace(true) {
+            r.warmup = self.warm_up(enqueue).map_err(|f| self.fault(r, f))?;
+        }
+        let best = self.best_ms.get();
+        let cutoff = match job.adaptive_cutoff {
+            Some(factor) if task.contender && best.is_finite() => Some(best * factor),
+            _ => None,
+        };
+        let t = Instant::now();
+        let stats = self
+            .timer
+            .measure(&self.gpu, enqueue, cutoff)
+            .map_err(|f| self.fault(r, f));
+        r.timing_s = t.elapsed().as_secs_f64();
+        stats
+    }
+}
+
+/// Runs `tasks` on an open session, in order (or interleaved, for a confirmation job),
+/// handing each result to `sink`. Returns true when a fault poisoned the context.
+fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(TaskResult)) -> bool {
+    // Every job checks the clock again: the GPU idled while the next search round compiled.
+    session.warmed.set(false);
+    if job.confirm_rounds > 0 {
+        for result in session.run_interleaved(job, tasks) {
+            sink(result);
+        }
+        return false;
+    }
+    for task in tasks {
+        if interrupted() {
+            break;
+        }
+        let result = session.run(job, task);
+        let sticky = result.sticky;
+        sink(result);
+        if sticky {
+            return true;
+        }
+    }
+    false
+}
+
+/// Runs `tasks` in this process on `gpu`; stops after a fault that poisons the context.
+/// Fails only when the session cannot be set up.
+pub fn run_in_process(
+    gpu: Gpu,
+    job: &Job,
+    host: &HostData,
+    tasks: &[Task],
+    sink: &mut dyn FnMut(TaskResult),
+) -> Result<()> {
+    let session = Session::open(gpu, job, host)?;
+    run_on(&session, job, tasks, sink);
+    Ok(())
+}
+
+/// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
+/// the parent never needs a CUDA context of its own, and the driver's start overlaps the
+/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s.
+pub fn gpu_worker_main(args: &[String]) -> i32 {
+    let stdout = std::io::stdout();
+    let emit = |line: &Line| {
+        let mut out = stdout.lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(line).expect("serializable")
+        );
+        let _ = out.flush();
+    };
+    let device = args.first().and_then(|d| d.parse().ok()).unwrap_or(0);
+    let gpu = match Gpu::open(device) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            emit(&Line::Fatal(e.to_string()));
+            return 1;
+        }
+    };
+    let free = gpu.free_mem().unwrap_or(0) as u64;
+    emit(&Line::Device(gpu.info.clone(), free));
+    // One job per line; jobs with the same data reuse the session. EOF ends the worker.
+    let mut idle = Some(gpu);
+    let mut session: Option<(String, Session)> = None;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let job: Job = match serde_json::from_str(&line) {
+            Ok(job) => job,
+            Err(e) => {
+                emit(&Line::Fatal(format!("parsing the job: {e}")));
+                return 1;
+            }
+        };
+        let key = job.data_key();
+        if session.as_ref().is_none_or(|(k, _)| *k != key) {
+            let gpu = match session.take() {
+                Some((_, s)) => s.into_gpu(),
+                None => idle.take().expect("the device is idle or in a session"),
+            };
+            match HostData::new(&job).and_then(|host| Session::open(gpu, &job, &host)) {
+                Ok(s) => session = Some((key, s)),
+                Err(e) => {
+                    emit(&Line::Fatal(e.to_string()));
+                    return 1;
+                }
+            }
+        }
+        emit(&Line::Ready);
+        let (_, s) = session.as_ref().expect("opened above");
+        if run_on(s, &job, &job.tasks, &mut |r| emit(&Line::Result(r))) {
+            return 3;
+        }
+    }
+    0
+}
