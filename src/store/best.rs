@@ -1,0 +1,423 @@
+//! The best-configuration database, `best.csv`: one row per op, shape, dtype and GPU, read
+//! row by row (a damaged row is named, the others used) and updated under a lock.
+
+use super::files::write_atomic;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One row of `best.csv`: the winning configuration for an op, shape, dtype and GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestRow {
+    pub op: String,
+    pub shape: String,
+    pub dtype: String,
+    pub gpu: String,
+    pub compute_capability: String,
+    /// `NAME=value` pairs separated by `;` (ops have different parameters).
+    pub params: String,
+    pub median_ms: f64,
+    pub throughput: f64,
+    pub unit: String,
+    pub frac_of_roof: Option<f64>,
+    pub roof: String,
+    pub cache: String,
+    pub reps: usize,
+    pub tool_version: String,
+    pub driver: String,
+    pub nvrtc: String,
+    pub tuned_at: String,
+    /// The GPU's UUID: which physical card measured it.
+    #[serde(default)]
+    pub gpu_uuid: String,
+    /// SHA-256 of the winner's generated source, compiler options, NVRTC version and arch.
+    #[serde(default)]
+    pub source_hash: String,
+    /// The fastest other configuration of the interleaved re-timing (`NAME=value;...`).
+    #[serde(default)]
+    pub runner_up: String,
+    /// How much slower the runner-up is, in percent, with its 95 % interval.
+    #[serde(default)]
+    pub margin_pct: Option<f64>,
+    #[serde(default)]
+    pub margin_ci_low_pct: Option<f64>,
+    #[serde(default)]
+    pub margin_ci_high_pct: Option<f64>,
+    /// The winner was statistically tied with others and picked by the tie rule.
+    #[serde(default)]
+    pub tie: bool,
+}
+
+impl BestRow {
+    fn key(&self) -> (&str, &str, &str, &str) {
+        (&self.op, &self.shape, &self.dtype, &self.gpu)
+    }
+
+    /// Why the row cannot be used although its columns parsed (empty names, a shape that is
+    /// not `AxB...`, a time that is not positive, a half-written timestamp), if it cannot.
+    fn check(&self) -> std::result::Result<(), String> {
+        for (column, value) in [("op", &self.op), ("dtype", &self.dtype), ("gpu", &self.gpu)] {
+            if value.is_empty() {
+                return Err(format!("column {column} is empty"));
+            }
+        }
+        let dims_ok = self
+            .shape
+            .split(['x', 'X'])
+            .all(|d| d.trim().parse::<u64>().is_ok_and(|d| d > 0));
+        if !dims_ok {
+            return Err(format!(
+                "column shape: '{}' is not positive integers separated by x",
+                self.shape
+            ));
+        }
+        let not_pair = self
+            .params
+            .split(';')
+            .filter(|p| !p.trim().is_empty())
+            .find(|p| {
+                !p.split_once('=')
+                    .is_some_and(|(k, v)| !k.trim().is_empty() && !v.trim().is_empty())
+            });
+        if let Some(part) = not_pair {
+            return Err(format!("column params: '{part}' is not NAME=value"));
+        }
+        if !(self.median_ms.is_finite() && self.median_ms > 0.0) {
+            return Err(format!(
+                "column median_ms: {} is not a positive time",
+                self.median_ms
+            ));
+        }
+        if !(self.throughput.is_finite() && self.throughput >= 0.0) {
+            return Err(format!(
+                "column throughput: {} is not a throughput",
+                self.throughput
+            ));
+        }
+        if !matches!(self.cache.as_str(), "cold" | "warm") {
+            return Err(format!(
+                "column cache: '{}' is neither cold nor warm",
+                self.cache
+            ));
+        }
+        if !self.tuned_at.is_empty() && humantime::parse_rfc3339_weak(&self.tuned_at).is_err() {
+            return Err(format!(
+                "column tuned_at: '{}' is not an RFC 3339 time",
+                self.tuned_at
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The columns every `best.csv` has (the others were added later and may be missing).
+pub(super) const BEST_REQUIRED: [&str; 17] = [
+    "op",
+    "shape",
+    "dtype",
+    "gpu",
+    "compute_capability",
+    "params",
+    "median_ms",
+    "throughput",
+    "unit",
+    "frac_of_roof",
+    "roof",
+    "cache",
+    "reps",
+    "tool_version",
+    "driver",
+    "nvrtc",
+    "tuned_at",
+];
+
+/// A line of `best.csv` that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadRow {
+    pub path: PathBuf,
+    /// 1-based line in the file (the header is line 1).
+    pub line: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.path.display(), self.line, self.why)
+    }
+}
+
+/// A `best.csv` as read: the usable rows, in file order, and the lines that are not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BestFile {
+    pub rows: Vec<BestRow>,
+    pub bad: Vec<BadRow>,
+}
+
+impl BestFile {
+    /// One `warning:` line on stderr per unusable line.
+    pub fn warn(&self) {
+        for b in &self.bad {
+            eprintln!("warning: {b}; skipped (the other rows are used)");
+        }
+    }
+}
+
+/// Reads a `best.csv` without printing anything. A missing or empty file has no rows. A line
+/// that does not parse or holds impossible values (a truncated last line, a hand edit gone
+/// wrong, a second row of the same key) goes to [`BestFile::bad`] with its line number and
+/// every other row is used; a header without the columns of a `best.csv` makes the one bad
+/// line 1. Fails only when the file cannot be read.
+pub fn read_best_checked(path: &Path) -> Result<BestFile> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BestFile::default()),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    let mut out = BestFile::default();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(out);
+    }
+    let bad = |line: u64, why: String| BadRow {
+        path: path.to_path_buf(),
+        line,
+        why,
+    };
+    let read_err = |e: csv::Error| Error::Csv {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    };
+    let mut r = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(bytes.as_slice());
+    let header = r.byte_headers().map_err(read_err)?.clone();
+    let records = r
+        .byte_records()
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(read_err)?;
+    let missing: Vec<&str> = BEST_REQUIRED
+        .into_iter()
+        .filter(|c| !header.iter().any(|h| h == c.as_bytes()))
+        .collect();
+    if !missing.is_empty() {
+        let line = header.position().map_or(1, |p| line_of(&bytes, p));
+        out.bad.push(bad(
+            line,
+            format!(
+                "not a best.csv header (no column {}), so none of its {} row(s) can be used",
+                missing.join(", "),
+                records.len()
+            ),
+        ));
+        return Ok(out);
+    }
+    let mut first_of: std::collections::HashMap<(String, String, String, String), u64> =
+        Default::default();
+    for rec in records {
+        let line = rec.position().map_or(0, |p| line_of(&bytes, p));
+        if rec.len() != header.len() {
+            out.bad.push(bad(
+                line,
+                format!(
+                    "{} field(s) where the header has {} (a truncated or hand-edited line)",
+                    rec.len(),
+                    header.len()
+                ),
+            ));
+            continue;
+        }
+        let row = match rec.deserialize::<BestRow>(Some(&header)) {
+            Ok(row) => row,
+            Err(e) => {
+                out.bad.push(bad(line, deserialize_why(&e, &header, &rec)));
+                continue;
+            }
+        };
+        if let Err(why) = row.check() {
+            out.bad.push(bad(line, why));
+            continue;
+        }
+        let key = row.key();
+        let key = (key.0.into(), key.1.into(), key.2.into(), key.3.into());
+        if let Some(first) = first_of.get(&key) {
+            out.bad.push(bad(
+                line,
+                format!(
+                    "the same op, shape, dtype and GPU as line {first} (only the first is used)"
+                ),
+            ));
+            continue;
+        }
+        first_of.insert(key, line);
+        out.rows.push(row);
+    }
+    Ok(out)
+}
+
+/// The 1-based line of `bytes` on which the record at `pos` starts. The csv reader's own
+/// `Position::line` cannot be used: a record's position is where the reader stopped after the
+/// previous record, before that record's line terminator when it is `\r\n` (as every file
+/// the csv writer makes, best.csv included, ends its lines) and before any blank lines, so it
+/// names the line above. The byte offset is exact, so the line is counted from it, past the
+/// terminators and blank lines in front of the record.
+fn line_of(bytes: &[u8], pos: &csv::Position) -> u64 {
+    let mut at = (pos.byte() as usize).min(bytes.len());
+    while at < bytes.len() && (bytes[at] == b'\r' || bytes[at] == b'\n') {
+        at += 1;
+    }
+    1 + bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// `column median_ms: invalid float literal ('fast')` from a row's deserialization error.
+fn deserialize_why(e: &csv::Error, header: &csv::ByteRecord, rec: &csv::ByteRecord) -> String {
+    if let csv::ErrorKind::Deserialize { err, .. } = e.kind() {
+        if let Some(i) = err.field().map(|i| i as usize) {
+            let text =
+                |r: &csv::ByteRecord| String::from_utf8_lossy(r.get(i).unwrap_or(b"")).into_owned();
+            return format!("column {}: {} ('{}')", text(header), err.kind(), text(rec));
+        }
+        return err.kind().to_string();
+    }
+    e.to_string()
+}
+
+/// Reads a `best.csv`: its usable rows, with a `warning: FILE:LINE: why` line on stderr for
+/// each line skipped (see [`read_best_checked`]). A missing or empty file has no rows.
+pub fn read_best(path: &Path) -> Result<Vec<BestRow>> {
+    let file = read_best_checked(path)?;
+    file.warn();
+    Ok(file.rows)
+}
+
+/// The lock file of a `best.csv`: `best.csv.lock` beside it. [`upsert_best`] holds an
+/// exclusive advisory lock on it while it reads and replaces the database. It is left in place
+/// (removing a lock file races with the next writer that opened it).
+pub fn best_lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// Where [`upsert_best`] saves a `best.csv` with unusable lines before it rewrites it without
+/// them: `best.csv.bak`.
+pub fn best_backup_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".bak");
+    path.with_file_name(name)
+}
+
+/// With `--keep-best`: whether the stored row stays instead of the new one of the same key.
+/// It stays when it is faster (a lower median time) at the same L2 cache state; times under
+/// different cache states do not compare, so then the newer run replaces it.
+pub fn keeps_stored(stored: &BestRow, new: &BestRow) -> bool {
+    stored.cache == new.cache && stored.median_ms < new.median_ms
+}
+
+/// What [`upsert_best`] did with the new row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Upserted {
+    /// No row of its key was stored: it was added.
+    Added,
+    /// It replaced the stored row of its key.
+    Replaced,
+    /// `keep_best`, and the stored row of its key is faster ([`keeps_stored`]): that one stays.
+    KeptStored { stored_median_ms: f64 },
+}
+
+/// Stores `row` in the `best.csv` at `path`, one row per op, shape, dtype and GPU.
+///
+/// The rule: by default the newer run replaces the stored row of its key, whatever either
+/// measured (another L2 state, a narrowed `--param` space, a busier GPU). With `keep_best`
+/// the stored row stays when it is faster ([`keeps_stored`]: lower `median_ms`, same `cache`).
+/// Rows of other keys are never touched.
+///
+/// Concurrent runs writing the same file are safe: an exclusive advisory lock on
+/// [`best_lock_path`] is held from the read to the atomic replace ([`write_atomic`]), so
+/// each run's row survives and a reader sees the old or the new file, never a mix. Lines that
+/// cannot be used ([`read_best_checked`]) are dropped from the rewritten file with a warning
+/// on stderr, after the file as it was is saved to [`best_backup_path`].
+pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserted> {
+    let lock_path = best_lock_path(path);
+    if let Some(dir) = lock_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    }
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io("cannot open", &lock_path, e))?;
+    let mut lock = fd_lock::RwLock::new(lock_file);
+    let _locked = lock
+        .write()
+        .map_err(|e| Error::io("cannot lock", &lock_path, e))?;
+
+    let stored = read_best_checked(path)?;
+    if !stored.bad.is_empty() {
+        stored.warn();
+        let backup = best_backup_path(path);
+        let original = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        write_atomic(&backup, &original)?;
+        eprintln!(
+            "warning: {}: rewriting it without the {} unusable line(s); the file as it was is \
+             saved as {}",
+            path.display(),
+            stored.bad.len(),
+            backup.display()
+        );
+    }
+    let mut rows = stored.rows;
+    let done = match rows.iter().position(|r| r.key() == row.key()) {
+        Some(i) if keep_best && keeps_stored(&rows[i], &row) => Upserted::KeptStored {
+            stored_median_ms: rows[i].median_ms,
+        },
+        Some(i) => {
+            rows[i] = row;
+            Upserted::Replaced
+        }
+        None => {
+            rows.push(row);
+            Upserted::Added
+        }
+    };
+    if matches!(done, Upserted::KeptStored { .. }) && stored.bad.is_empty() {
+        return Ok(done);
+    }
+    rows.sort_by(|a, b| a.key().cmp(&b.key()));
+    let csv_err = |e: String| Error::Internal(format!("serializing {}: {e}", path.display()));
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in &rows {
+        w.serialize(r).map_err(|e| csv_err(e.to_string()))?;
+    }
+    let bytes = w.into_inner().map_err(|e| csv_err(e.to_string()))?;
+    write_atomic(path, &bytes)?;
+    Ok(done)
+}
+
+/// A stored configuration of `op` (`NAME=value;...`, the `params` of a best.csv row) as
+/// pairs, completed with [`Op::assumed_params`](crate::spec::ops::Op::assumed_params): parameters added to the op since the row was
+/// stored take the values its configurations had then.
+pub fn stored_params(op: &crate::spec::ops::Op, params: &str) -> Vec<(String, String)> {
+    let mut pairs = parse_params(params);
+    let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+    let assumed = op.assumed_params(&names);
+    pairs.extend(
+        assumed
+            .iter()
+            .filter_map(|a| a.split_once('='))
+            .map(|(n, v)| (n.to_string(), v.to_string())),
+    );
+    pairs
+}
+
+/// `K=V;K=V` → `[(K, V), ...]`, in order; empty parts are skipped.
+pub fn parse_params(params: &str) -> Vec<(String, String)> {
+    params
+        .split(';')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
+            None => (p.trim().to_string(), String::new()),
+        })
+        .collect()
+}

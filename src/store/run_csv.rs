@@ -1,0 +1,210 @@
+//! The run CSV: one per run, every configuration, baselines included, with its status and
+//! reason.
+
+use super::best::BEST_REQUIRED;
+use super::files::slug;
+use super::record::{Confirmed, Record, RunInfo, Status};
+use crate::error::{Error, Result};
+use crate::measure::bench::Stats;
+use std::path::{Path, PathBuf};
+
+const FIXED_BEFORE: [&str; 2] = ["kind", "name"];
+const CONFIRM_COLUMNS: [&str; 6] = [
+    "confirm_median_ms",
+    "vs_winner_pct",
+    "vs_winner_ci_low_pct",
+    "vs_winner_ci_high_pct",
+    "tied",
+    "winner",
+];
+
+const FIXED_AFTER: [&str; 18] = [
+    "status",
+    "error",
+    "median_ms",
+    "min_ms",
+    "max_ms",
+    "spread_pct",
+    "samples",
+    "throughput",
+    "unit",
+    "frac_of_roof",
+    "roof",
+    "compile_ms",
+    "registers",
+    "op",
+    "shape",
+    "dtype",
+    "gpu",
+    "cache",
+];
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x}")).unwrap_or_default()
+}
+
+/// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv` for float32, the type every run had
+/// before `--dtype` (so those names never change), and `DIR/<op>_<shape>_<dtype>_<gpu>.csv`
+/// for any other element type. The name depends on the run alone, not on the op's default,
+/// so `tune merge` and readers of a results folder need no spec to find a file.
+pub fn run_csv_path(dir: &Path, info: &RunInfo) -> PathBuf {
+    let dtype = match info.dtype.as_str() {
+        "" | "f32" => String::new(),
+        other => format!("_{}", slug(other)),
+    };
+    dir.join(format!(
+        "{}_{}{dtype}_{}.csv",
+        info.op,
+        info.shape,
+        slug(&info.gpu)
+    ))
+}
+
+/// Serializes a run's records (parameter columns from the first variant row).
+pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| Error::Internal(format!("serializing a run CSV: {e}"));
+    let header: Vec<&str> = FIXED_BEFORE
+        .iter()
+        .copied()
+        .chain(param_names.iter().map(String::as_str))
+        .chain(FIXED_AFTER.iter().copied())
+        .chain(CONFIRM_COLUMNS.iter().copied())
+        .collect();
+    w.write_record(&header).map_err(csv_err)?;
+    for r in records {
+        let mut row: Vec<String> = vec![r.kind.clone(), r.name.clone()];
+        for p in param_names {
+            row.push(
+                r.params
+                    .iter()
+                    .find(|(k, _)| k == p)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default(),
+            );
+        }
+        let s = r.stats;
+        row.extend([
+            r.status.as_str().to_string(),
+            r.error.clone(),
+            opt(s.map(|s| s.median_ms)),
+            opt(s.map(|s| s.min_ms)),
+            opt(s.map(|s| s.max_ms)),
+            opt(s.map(|s| s.spread_pct)),
+            s.map(|s| s.samples.to_string()).unwrap_or_default(),
+            opt(r.throughput),
+            info.unit.clone(),
+            opt(r.frac_of_roof),
+            info.roof.clone(),
+            opt(r.compile_ms),
+            r.registers.map(|x| x.to_string()).unwrap_or_default(),
+            info.op.clone(),
+            info.shape.clone(),
+            info.dtype.clone(),
+            info.gpu.clone(),
+            info.cache.clone(),
+        ]);
+        let c = r.confirm;
+        row.extend([
+            opt(c.map(|c| c.median_ms)),
+            opt(c.map(|c| c.vs_winner_pct)),
+            opt(c.map(|c| c.ci_low_pct)),
+            opt(c.map(|c| c.ci_high_pct)),
+            c.map(|c| c.tied.to_string()).unwrap_or_default(),
+            c.map(|c| c.winner.to_string()).unwrap_or_default(),
+        ]);
+        w.write_record(&row).map_err(csv_err)?;
+    }
+    w.into_inner()
+        .map_err(|e| Error::Internal(format!("serializing a run CSV: {e}")))
+}
+
+/// Opens a run CSV: its reader, its header and where the `status` column is (the parameter
+/// columns sit between `name` and `status`). Shared by [`read_run_csv`] and `tune merge`.
+pub fn open_run_csv(path: &Path) -> Result<(csv::Reader<std::fs::File>, Vec<String>, usize)> {
+    let csv_err = |why: String| Error::Csv {
+        path: path.to_path_buf(),
+        why,
+    };
+    // A file that cannot be opened is the machine's problem; one that opens but is not a run
+    // CSV is the input's (Error::Csv, exit code 2).
+    let file = std::fs::File::open(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let mut r = csv::Reader::from_reader(file);
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| csv_err(e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let status_at = header
+        .iter()
+        .position(|h| h == "status")
+        .filter(|&i| i >= 2)
+        .ok_or_else(|| csv_err(not_a_run_csv(&header)))?;
+    Ok((r, header, status_at))
+}
+
+/// Why a CSV header is not a run CSV's, naming what the file looks like instead.
+fn not_a_run_csv(header: &[String]) -> String {
+    let has = |c: &str| header.iter().any(|h| h == c);
+    if header.iter().all(|h| h.trim().is_empty()) {
+        "the file is empty, not a run CSV written by tune".into()
+    } else if BEST_REQUIRED.iter().all(|c| has(c)) {
+        "this is a tuning database (best.csv), not a run CSV: pass one of the \
+         <op>_<shape>_<gpu>.csv files a run wrote"
+            .into()
+    } else {
+        "not a run CSV written by tune (no status column)".into()
+    }
+}
+
+/// Reads a run CSV back (the inverse of [`run_csv`]).
+pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
+    let csv_err = |why: String| Error::Csv {
+        path: path.to_path_buf(),
+        why,
+    };
+    let (mut r, header, status_at) = open_run_csv(path)?;
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let params: Vec<String> = header[2..status_at].to_vec();
+    let mut out = Vec::new();
+    for row in r.records() {
+        let row = row.map_err(|e| csv_err(e.to_string()))?;
+        let get = |name: &str| col(name).and_then(|i| row.get(i)).unwrap_or("");
+        let num = |name: &str| get(name).parse::<f64>().ok();
+        let stats = num("median_ms").map(|median_ms| Stats {
+            median_ms,
+            min_ms: num("min_ms").unwrap_or(median_ms),
+            max_ms: num("max_ms").unwrap_or(median_ms),
+            spread_pct: num("spread_pct").unwrap_or(0.0),
+            samples: get("samples").parse().unwrap_or(0),
+        });
+        out.push(Record {
+            kind: get("kind").to_string(),
+            name: get("name").to_string(),
+            params: params
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !row.get(i + 2).unwrap_or("").is_empty())
+                .map(|(i, p)| (p.clone(), row.get(i + 2).unwrap_or("").to_string()))
+                .collect(),
+            status: Status::parse(get("status"))
+                .ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?,
+            error: get("error").to_string(),
+            stats,
+            throughput: num("throughput"),
+            frac_of_roof: num("frac_of_roof"),
+            compile_ms: num("compile_ms"),
+            registers: get("registers").parse().ok(),
+            confirm: num("confirm_median_ms").map(|median_ms| Confirmed {
+                median_ms,
+                vs_winner_pct: num("vs_winner_pct").unwrap_or(0.0),
+                ci_low_pct: num("vs_winner_ci_low_pct").unwrap_or(0.0),
+                ci_high_pct: num("vs_winner_ci_high_pct").unwrap_or(0.0),
+                tied: get("tied") == "true",
+                winner: get("winner") == "true",
+            }),
+        });
+    }
+    Ok(out)
+}
