@@ -503,6 +503,17 @@ fn header(entries: &[Entry], defaults: &[SafeDefault], origin: &str) -> String {
         .unwrap_or(1)
         .max(1);
     let mut s = String::new();
+    write_intro(&mut s, origin);
+    write_default_defines(&mut s, defaults);
+    write_launch_rules(&mut s, entries);
+    write_types(&mut s, max_dims, max_params, max_moduli);
+    write_entries(&mut s, entries, defaults);
+    write_select_functions(&mut s);
+    s
+}
+
+/// The header's opening comment (what it holds and how to dispatch) and its prelude.
+fn write_intro(s: &mut String, origin: &str) {
     let _ = write!(
         s,
         r#"/* {HEADER}: tuned CUDA kernels exported by cuda-autotune {version}
@@ -549,6 +560,10 @@ extern "C" {{
 "#,
         version = env!("CARGO_PKG_VERSION"),
     );
+}
+
+/// A `CA_<OP>_<DTYPE>_DEFAULT_KERNEL` / `_SOURCE` pair of defines per safe default.
+fn write_default_defines(s: &mut String, defaults: &[SafeDefault]) {
     for d in defaults {
         let up = format!("{}_{}", ident(&d.op), ident(&d.dtype)).to_uppercase();
         let _ = writeln!(
@@ -564,6 +579,10 @@ extern "C" {{
             c_str(&format!("{}.cu", d.name)),
         );
     }
+}
+
+/// The comment that states each op's launch rule (and its prologue launches).
+fn write_launch_rules(s: &mut String, entries: &[Entry]) {
     let mut ops: Vec<&Op> = Vec::new();
     for e in entries {
         if !ops.iter().any(|o| o.name() == e.tuned.op.name()) {
@@ -594,6 +613,10 @@ extern "C" {{
             );
         }
     }
+}
+
+/// The size limits and the C types of the entries.
+fn write_types(s: &mut String, max_dims: usize, max_params: usize, max_moduli: usize) {
     let _ = write!(
         s,
         r#" */
@@ -644,6 +667,10 @@ typedef struct ca_tuned_entry {{
 static const ca_tuned_entry ca_tuned_entries[] = {{
 "#
     );
+}
+
+/// The tuned entries, then the safe defaults, as C initializers.
+fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
     for e in entries {
         s.push_str(&entry_c(&EntryC {
             op: &e.row.op,
@@ -672,6 +699,10 @@ static const ca_tuned_entry ca_tuned_entries[] = {{
             rule: None,
         }));
     }
+}
+
+/// The C functions that select an entry for a shape, and the header's end.
+fn write_select_functions(s: &mut String) {
     let _ = write!(
         s,
         r#"}};
@@ -803,7 +834,6 @@ static inline const ca_param* ca_entry_param(const ca_tuned_entry* e, const char
 #endif /* CUDA_AUTOTUNE_TUNED_H */
 "#
     );
-    s
 }
 
 #[cfg(test)]
