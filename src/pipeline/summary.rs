@@ -2,7 +2,7 @@
 //! and where the files went. Progress goes to stderr (indicatif), so stdout can be piped.
 
 use crate::pipeline::tuner::TuneOutcome;
-use crate::store::results::{Record, Status};
+use crate::store::results::{Record, RunInfo, Status};
 use std::fmt::Write;
 
 fn pct(x: Option<f64>) -> String {
@@ -28,6 +28,17 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
     let Some(info) = &o.info else {
         return render_compile_only(o, verbose);
     };
+    write_heading(&mut s, o, info);
+    write_baselines(&mut s, o, info);
+    write_ranking(&mut s, o, info, top);
+    write_failures(&mut s, o, verbose);
+    write_winner(&mut s, o, info);
+    write_run_notes(&mut s, o);
+    s
+}
+
+/// What was measured, on what, and how outputs were checked.
+fn write_heading(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
     let cc = &info.compute_capability;
     let _ = writeln!(
         s,
@@ -48,6 +59,10 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
         "Every output verified before timing: {}; outputs poisoned with NaN first.",
         o.verification
     );
+}
+
+/// The baselines' table, with the roof.
+fn write_baselines(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
     let unit = &info.unit;
     let baselines: Vec<&Record> = o.records.iter().filter(|r| r.kind == "baseline").collect();
     if !baselines.is_empty() {
@@ -81,6 +96,11 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             );
         }
     }
+}
+
+/// The counts of the space and the table of the `top` fastest verified configurations.
+fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
+    let unit = &info.unit;
     let mut ok: Vec<&Record> = o
         .records
         .iter()
@@ -143,6 +163,12 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             r.registers.map(|x| x.to_string()).unwrap_or_default()
         );
     }
+}
+
+/// The failed configurations (the first five unless `verbose`) and, when `verbose`, the
+/// prune reasons.
+fn write_failures(s: &mut String, o: &TuneOutcome, verbose: bool) {
+    let failed = count(&o.records, Status::Failed);
     if failed > 0 {
         let _ = writeln!(s, "\nFailed configurations ({failed}; reasons in the CSV):");
         for r in o
@@ -164,6 +190,11 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             let _ = writeln!(s, "  {n:>5} × {reason}");
         }
     }
+}
+
+/// The winner, a noisy roof, and how sure the run is of its winner.
+fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
+    let unit = &info.unit;
     match o.best.map(|i| &o.records[i]) {
         Some(b) => {
             let st = b.stats.expect("best has stats");
@@ -221,6 +252,11 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
             );
         }
     }
+}
+
+/// Clocks, warm-ups, re-measuring, resuming, context restarts, the files written and the
+/// time each phase took.
+fn write_run_notes(s: &mut String, o: &TuneOutcome) {
     match &o.clocks {
         Some(c) => {
             let _ = writeln!(
@@ -288,7 +324,6 @@ pub fn render(o: &TuneOutcome, top: usize, verbose: bool) -> String {
         "Time: {:.2} s total (setup {:.2} s, compile {:.2} s for {} unique sources, {} from cache; verify {:.2} s; timing {:.2} s)",
         p.total_s, p.setup_s, p.compile_s, o.compiled, o.from_cache, p.verify_s, p.timing_s
     );
-    s
 }
 
 /// Above this, in percent, the leaders' timings are too noisy to rank them: the winner's own
