@@ -12,9 +12,10 @@
 #                                        with the default command into $OUT/best.csv (all of
 #                                        them, a faster stored row stays; or the named ones,
 #                                        replaced)
-#   bash scripts/gpu.sh bench            GPU machine: the tables of results/benchmarks.md
-#                                        (tuning time cold and warm with its phases; transpose
-#                                        as % of the best copy; sgemm as % of cuBLAS)
+#   bash scripts/gpu.sh bench            GPU machine: the tuning-time table of docs/benchmarks.md
+#                                        (whole-process wall time, empty and warm cubin cache,
+#                                        phases, winner as % of the roof), then the stored
+#                                        winners of results/best.csv as % of their roof
 #
 # Logs and tables go to $OUT (default: gpu-out/, git-ignored).
 set -uo pipefail
@@ -116,6 +117,11 @@ bench)
       # shellcheck disable=SC2086
       row warm $args
     done
+    echo
+    echo "| op | shape | dtype | % of roof | roof | parameters |"
+    echo "|---|---|---|---|---|---|"
+    tail -n +2 results/best.csv | sort -t, -k1,1 -k3,3 -k2,2V |
+      awk -F, '{ printf "| %s | %s | %s | %.1f %% | %s | `%s` |\n", $1, $2, $3, 100 * $10, $11, $6 }'
   } > "$md"
   cat "$md"
   ;;

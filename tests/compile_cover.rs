@@ -3,41 +3,78 @@
 //! pair of values of any two parameters that a runnable configuration holds together, is
 //! compiled (see `cuda_autotune::spec::cover`). No GPU needed; NVRTC comes from `scripts/nvrtc-env.sh`.
 //!
-//! The whole cartesian products (thousands of sgemm sources, an hour on two cores) are the
-//! ignored tests `every_default_*` in tests/cli.rs: `bash scripts/test.sh --all` runs them.
+//! Levers outside the default sweep (chunk reads, KSPLIT, FFMA orders and C stores) get the
+//! same guarantee over the space they open. The whole cartesian products (thousands of sgemm
+//! sources, an hour on two cores) are the ignored tests `every_default_*` in tests/cli.rs:
+//! `bash scripts/test.sh --all` runs them.
 
 use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::codegen::Renderer;
 use cuda_autotune::spec::cover;
+use cuda_autotune::spec::expr::Value;
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::spec::space::{enumerate, DeviceLimits};
+use cuda_autotune::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Renders the covering set of `op` (in `dtype`) at each shape and compiles every distinct
-/// source; returns (sources compiled, runnable configurations in the spaces).
-fn compile_cover(op: &str, dtype: Option<&str>, shapes: &[&str]) -> (usize, usize) {
-    let op = Op::load(op, None).unwrap().with_dtype(dtype).unwrap();
-    let renderer = Renderer::new(&op).unwrap();
+/// Renders an all-pairs covering set of `op`'s space (its default space narrowed or widened
+/// by `params`, as `--param` takes them) over the element types `dtypes` and the `shapes`,
+/// and compiles every distinct source; returns (sources compiled, runnable configurations).
+///
+/// The element type and the shape are two more parameters of the cover: every value of every
+/// parameter is compiled in every element type and at every shape where it is runnable, and
+/// every pair of values of two parameters at least once.
+fn compile_cover(
+    op: &str,
+    dtypes: &[Option<&str>],
+    shapes: &[&str],
+    params: &[&str],
+) -> (usize, usize) {
+    let mut renderers = Vec::new();
+    // Every runnable point of every (dtype, shape) space, tagged with both.
+    let mut points: Vec<(usize, Candidate)> = Vec::new();
+    for dtype in dtypes {
+        let op = Op::load(op, None).unwrap().with_dtype(*dtype).unwrap();
+        let overrides: Vec<_> = params
+            .iter()
+            .map(|p| parse_override(&op, p).unwrap())
+            .collect();
+        for s in shapes {
+            let shape = Shape::parse(s, &op.spec.dims).unwrap();
+            let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &overrides).unwrap();
+            let before = points.len();
+            for mut c in all.into_iter().filter(|c| c.pruned.is_none()) {
+                let tags = [
+                    ("dtype", op.dtype.name().to_string()),
+                    ("shape", s.to_string()),
+                ];
+                for (name, value) in tags.into_iter().rev() {
+                    c.config
+                        .values
+                        .insert(0, (name.to_string(), Value::Str(value)));
+                }
+                points.push((renderers.len(), c));
+            }
+            assert!(
+                points.len() > before,
+                "{} at {s}: nothing runnable",
+                op.name()
+            );
+        }
+        renderers.push(Renderer::new(&op).unwrap());
+    }
+    let candidates: Vec<Candidate> = points.iter().map(|(_, c)| c.clone()).collect();
     // Keyed by the source: configurations that render the same kernel compile once.
     let mut sources = std::collections::BTreeMap::new();
-    let mut runnable = 0;
-    for s in shapes {
-        let shape = Shape::parse(s, &op.spec.dims).unwrap();
-        let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
-        runnable += all.iter().filter(|c| c.pruned.is_none()).count();
-        let chosen = cover::pairwise(&all);
-        assert!(!chosen.is_empty(), "{} at {s}: nothing runnable", op.name());
-        for i in chosen {
-            let src = renderer
-                .render(&all[i])
-                .unwrap_or_else(|e| panic!("{} at {s}: {e}", all[i].config.label()));
-            sources
-                .entry(src)
-                .or_insert_with(|| format!("{s} {}", all[i].config.label()));
-        }
+    for i in cover::pairwise(&candidates) {
+        let (r, c) = &points[i];
+        let src = renderers[*r]
+            .render(c)
+            .unwrap_or_else(|e| panic!("{}: {e}", c.config.label()));
+        sources.entry(src).or_insert_with(|| c.config.label());
     }
+    let runnable = points.len();
     let sources: Vec<(String, String)> = sources.into_iter().collect();
     let compiler = Compiler::new("sm_90", None).expect("NVRTC (scripts/nvrtc-env.sh)");
     let next = AtomicUsize::new(0);
@@ -66,8 +103,7 @@ fn compile_cover(op: &str, dtype: Option<&str>, shapes: &[&str]) -> (usize, usiz
         failures.join("\n")
     );
     println!(
-        "{}: {} sources compiled for {runnable} runnable configurations",
-        op.name(),
+        "{op}: {} sources compiled for {runnable} runnable configurations",
         sources.len()
     );
     (sources.len(), runnable)
@@ -77,17 +113,17 @@ fn compile_cover(op: &str, dtype: Option<&str>, shapes: &[&str]) -> (usize, usiz
 /// vector, partial edge tiles, RUNS=sector and chunk), and thin shapes of one partial tile.
 const TRANSPOSE_SHAPES: [&str; 4] = ["256x512", "999x1001", "64x4097", "4096x33"];
 
+const DTYPES: [Option<&str>; 3] = [Some("f32"), Some("f64"), Some("f16")];
+
 #[test]
 fn transpose_cover_compiles_in_every_dtype() {
-    for dtype in ["f32", "f64", "f16"] {
-        let (compiled, runnable) = compile_cover("transpose", Some(dtype), &TRANSPOSE_SHAPES);
-        assert!(compiled * 4 < runnable, "{dtype}: {compiled} of {runnable}");
-    }
+    let (compiled, runnable) = compile_cover("transpose", &DTYPES, &TRANSPOSE_SHAPES, &[]);
+    assert!(compiled * 20 < runnable, "{compiled} of {runnable}");
 }
 
 #[test]
 fn matmul_cover_compiles() {
-    compile_cover("matmul", None, &["1024x1024x1024", "1000x999x1001"]);
+    compile_cover("matmul", &[None], &["1024x1024x1024", "1000x999x1001"], &[]);
 }
 
 /// All tile multiples (every configuration runnable); both of K and N odd (scalar loads,
@@ -97,7 +133,7 @@ fn matmul_cover_compiles() {
 fn sgemm_cover_compiles_at_every_edge_shape() {
     let (compiled, runnable) = compile_cover(
         "sgemm",
-        None,
+        &[None],
         &[
             "4096x4096x4096",
             "1023x1025x1027",
@@ -106,6 +142,35 @@ fn sgemm_cover_compiles_at_every_edge_shape() {
             "999x1001x1003",
             "100x68x52",
         ],
+        &[],
     );
-    assert!(compiled * 10 < runnable, "{compiled} of {runnable}");
+    assert!(compiled * 100 < runnable, "{compiled} of {runnable}");
+}
+
+/// READ=chunk (rows of in read as the aligned 16-byte chunks that hold them) on every
+/// sector-aligned tile (RUNS=sector, VEC=1) in every element type, at an odd stride where
+/// rows start at every offset within a chunk.
+#[test]
+fn transpose_chunk_read_cover_compiles_in_every_dtype() {
+    let chunk = ["VEC=1", "RUNS=sector", "READ=chunk"];
+    let (_, runnable) = compile_cover("transpose", &DTYPES, &["999x1001"], &chunk);
+    // Every sector-aligned tile of the default sweep: 280 in f32 and f16, 224 in f64.
+    assert_eq!(runnable, 280 + 224 + 280);
+}
+
+/// KSPLIT (groups of warps splitting each slice's k steps, partial tiles summed through shared
+/// memory) over the whole default space otherwise, where M, N and K are all odd (scalar and
+/// float4 loads, repack and windows) and where everything is a tile multiple.
+#[test]
+fn sgemm_ksplit_cover_compiles() {
+    let shapes = ["1023x1025x1027", "1024x1024x1024"];
+    compile_cover("sgemm", &[None], &shapes, &["KSPLIT=2,4"]);
+}
+
+/// Every FFMA order and both ways of storing C, with the rest of the default space, at a shape
+/// that is no tile multiple (the default sweep compiles only snakek with scalar stores).
+#[test]
+fn sgemm_fma_order_and_c_store_cover_compiles() {
+    let orders = ["ORDER=row,snake,snakek", "CSTORE=vec4,scalar"];
+    compile_cover("sgemm", &[None], &["100x68x52"], &orders);
 }
