@@ -372,7 +372,7 @@ pub fn too_noisy_to_rank(
 /// The roof baseline's launches count as noisy when their spread ((p90 - p10) / median, in
 /// percent) is over this and over `NOISY_ROOF_VS_VARIANTS` times the verified variants' median
 /// spread. Why: every "% of roof" divides by the roof's median, and nothing else in the report
-/// shows when that one number is off. Seen on the H100 (session 6): one cuBLAS timing at 1000^3
+/// shows when that one number is off. A single noisy cuBLAS timing at 1000^3 on the H100
 /// had a 46 % spread and a median 2.4x its usual, so the best kernel read "237.6 % of
 /// cublas_sgemm", while the kernels' own spreads were 1-3 %. The relative part is there
 /// because kernels of a few microseconds spread by 10-20 % as a rule (launch jitter against
