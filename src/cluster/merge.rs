@@ -84,10 +84,22 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
     let n = loaded[0].m.n;
     let split = loaded[0].m.split;
     let sweep = loaded[0].m.sweep.clone();
+    let by_k = shards_by_index(&loaded, n)?;
+    check_gaps(&by_k, n, args.partial)?;
+    check_out_dir(args, &loaded)?;
+    let parts = read_parts(&by_k, &sweep, loaded.len())?;
+    let merged = merge_keys(&parts, &by_k, split, n)?;
+    // Everything is checked: write.
+    write_merged(args, &merged, by_k.len(), n, split)
+}
 
-    // Missing and unfinished shards.
+/// A merged run's key: (position of the shape in the sweep, op, shape, dtype, GPU).
+type PartKey = (usize, String, String, String, String);
+
+/// The shards by index; a shard given twice is bad input.
+fn shards_by_index(loaded: &[Loaded], n: usize) -> Result<BTreeMap<usize, &Loaded>> {
     let mut by_k: BTreeMap<usize, &Loaded> = BTreeMap::new();
-    for l in &loaded {
+    for l in loaded {
         if let Some(other) = by_k.insert(l.m.k, l) {
             return Err(usage(format!(
                 "shard {} of {n} appears twice ({} and {})",
@@ -97,6 +109,11 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
             )));
         }
     }
+    Ok(by_k)
+}
+
+/// Missing and unfinished shards: bad input, or a warning with `partial` (`--partial`).
+fn check_gaps(by_k: &BTreeMap<usize, &Loaded>, n: usize, partial: bool) -> Result<()> {
     let missing: Vec<String> = (0..n)
         .filter(|k| !by_k.contains_key(k))
         .map(|k| k.to_string())
@@ -132,7 +149,7 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
         gaps.push(format!("unfinished: {}", incomplete.join("; ")));
     }
     if !gaps.is_empty() {
-        if !args.partial {
+        if !partial {
             return Err(usage(format!(
                 "{}; nothing written (rerun those shards, or merge what is there with --partial)",
                 gaps.join("; ")
@@ -140,8 +157,11 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
         }
         eprintln!("warning: merge --partial: {}", gaps.join("; "));
     }
+    Ok(())
+}
 
-    // The output folder must not be a shard's: its files would replace the shard's own.
+/// The output folder must not be a shard's: its files would replace the shard's own.
+fn check_out_dir(args: &MergeOptions, loaded: &[Loaded]) -> Result<()> {
     if let Ok(out) = args.out.canonicalize() {
         if let Some(l) = loaded
             .iter()
@@ -154,8 +174,15 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
             )));
         }
     }
+    Ok(())
+}
 
-    // Read every shard's run CSVs, grouped by key.
+/// Reads every shard's run CSVs, grouped by key; `n_loaded` manifests were read.
+fn read_parts<'a>(
+    by_k: &BTreeMap<usize, &'a Loaded>,
+    sweep: &shard::Sweep,
+    n_loaded: usize,
+) -> Result<BTreeMap<PartKey, Vec<Part<'a>>>> {
     let mut parts: BTreeMap<(usize, String, String, String, String), Vec<Part>> = BTreeMap::new();
     for l in by_k.values() {
         for o in &l.m.outputs {
@@ -200,18 +227,27 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
     if parts.is_empty() {
         return Err(usage(format!(
             "the {} shard manifest(s) list no finished run CSV; nothing to merge",
-            loaded.len()
+            n_loaded
         )));
     }
+    Ok(parts)
+}
 
-    // Which keys are whole: every shard tuned its share of the shape, completely.
+/// Merges each key's parts, noting the keys that are not whole: every shard tuned its share
+/// of the shape, completely.
+fn merge_keys(
+    parts: &BTreeMap<PartKey, Vec<Part>>,
+    by_k: &BTreeMap<usize, &Loaded>,
+    split: Split,
+    n: usize,
+) -> Result<Vec<MergedKey>> {
     let owner_of = |shape: &str| {
         by_k.values()
             .find(|l| l.m.shapes.iter().any(|s| s == shape))
             .map(|l| l.m.k)
     };
     let mut merged = Vec::new();
-    for ((_, _, shape, _, _), ps) in &parts {
+    for ((_, _, shape, _, _), ps) in parts {
         let done: BTreeSet<usize> = ps.iter().filter(|p| p.out.complete).map(|p| p.k).collect();
         let partial = match split {
             Split::Variants => {
@@ -229,21 +265,31 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
         };
         merged.push(merge_key(ps, partial)?);
     }
+    Ok(merged)
+}
 
-    // Everything is checked: write.
+/// Writes the merged run CSVs, journals and best.csv rows of `n_shards` of the `n` shards,
+/// saying what each holds. `Ok(false)` when a whole key has no verified variant.
+fn write_merged(
+    args: &MergeOptions,
+    merged: &[MergedKey],
+    n_shards: usize,
+    n: usize,
+    split: Split,
+) -> Result<bool> {
     let best_path = args.out.join("best.csv");
     let mut rows = 0;
     let mut all_verified = true;
     println!(
         "merged {} of {n} shard(s) (split by {}) into {}:",
-        by_k.len(),
+        n_shards,
         match split {
             Split::Variants => "variants",
             Split::Shapes => "shapes",
         },
         args.out.display()
     );
-    for m in &merged {
+    for m in merged {
         let csv_path = results::run_csv_path(&args.out, &m.info);
         results::write_atomic(
             &csv_path,
