@@ -500,43 +500,12 @@ fn heatmap_svg(run: &Run, x: &str, y: Option<&str>) -> Result<String> {
         Some(y) => run.values_of(y),
         None => vec![String::new()],
     };
-    let mut cells: BTreeMap<(usize, usize), Cell> = BTreeMap::new();
-    for r in run.variants() {
-        let Some(i) = xs.iter().position(|v| *v == Run::param(r, x)) else {
-            continue;
-        };
-        let j = match y {
-            Some(y) => match ys.iter().position(|v| *v == Run::param(r, y)) {
-                Some(j) => j,
-                None => continue,
-            },
-            None => 0,
-        };
-        let cell = cells.entry((i, j)).or_default();
-        match r.status {
-            Status::Ok => {
-                if let Some(tp) = r.throughput {
-                    if cell.best.is_none_or(|(b, _)| tp > b) {
-                        cell.best = Some((tp, r.frac_of_roof));
-                    }
-                }
-            }
-            Status::Failed => cell.failed += 1,
-            Status::Pruned | Status::Skipped => cell.pruned += 1,
-        }
-    }
+    let cells = heat_cells(run, x, y, &xs, &ys);
     let values: Vec<f64> = cells.values().filter_map(|c| c.best.map(|b| b.0)).collect();
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     // The winner's cell, outlined: the configuration the rest of the report names.
-    let best_cell = run.winner_cell().and_then(|(wx, wy)| {
-        let i = xs.iter().position(|v| *v == wx)?;
-        let j = match wy {
-            Some(wy) => ys.iter().position(|v| *v == wy)?,
-            None => 0,
-        };
-        Some((i, j))
-    });
+    let best_cell = winner_cell_at(run, &xs, &ys);
     let (nx, ny) = (xs.len() as i32, ys.len() as i32);
     let height = (90 + 62 * ny.max(1)).clamp(200, 560) as u32;
     let mut svg = String::new();
@@ -598,47 +567,7 @@ fn heatmap_svg(run: &Run, x: &str, y: Option<&str>) -> Result<String> {
                     .map_err(plot_err)?;
                 let (cx, cy) =
                     chart.backend_coord(&(SegmentValue::CenterOf(i), SegmentValue::CenterOf(j)));
-                let ink = if is_dark(color) { WHITE } else { BLACK };
-                let centered = |size: u32, bold: bool| {
-                    (FONT, size)
-                        .into_font()
-                        .style(if bold {
-                            FontStyle::Bold
-                        } else {
-                            FontStyle::Normal
-                        })
-                        .color(&ink)
-                        .pos(Pos::new(HPos::Center, VPos::Center))
-                };
-                match cell.best {
-                    Some((tp, frac)) => {
-                        root.draw(&Text::new(
-                            format!("{tp:.0}"),
-                            (cx, cy - 8),
-                            centered(15, true),
-                        ))
-                        .map_err(plot_err)?;
-                        if let Some(f) = frac {
-                            root.draw(&Text::new(
-                                format!("{:.1} %", f * 100.0),
-                                (cx, cy + 10),
-                                centered(12, false),
-                            ))
-                            .map_err(plot_err)?;
-                        }
-                    }
-                    None => {
-                        let why = if cell.failed > 0 {
-                            "failed"
-                        } else if cell.pruned > 0 {
-                            "pruned"
-                        } else {
-                            "not run"
-                        };
-                        root.draw(&Text::new(why, (cx, cy), centered(12, false)))
-                            .map_err(plot_err)?;
-                    }
-                }
+                draw_cell_text(&root, &cell, color, (cx, cy))?;
             }
         }
         // The winner's cell, outlined last so no neighbour's border covers the outline (as a
@@ -662,38 +591,152 @@ fn heatmap_svg(run: &Run, x: &str, y: Option<&str>) -> Result<String> {
                 chart.backend_coord(&(SegmentValue::Exact(nx), SegmentValue::Exact(ny)));
             let (_, y_bottom) =
                 chart.backend_coord(&(SegmentValue::Exact(nx), SegmentValue::Exact(0)));
-            let (x0, x1) = (x0 + 40, x0 + 60);
-            let steps = 40;
-            for s in 0..steps {
-                let t0 = s as f64 / steps as f64;
-                let ya = y_bottom - ((y_bottom - y_top) as f64 * t0) as i32;
-                let yb = y_bottom - ((y_bottom - y_top) as f64 * (t0 + 1.0 / steps as f64)) as i32;
-                root.draw(&Rectangle::new(
-                    [(x0, yb), (x1, ya)],
-                    viridis(t0 + 0.5 / steps as f64).filled(),
-                ))
-                .map_err(plot_err)?;
-            }
-            let style = (FONT, 13)
-                .into_font()
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Left, VPos::Center));
-            root.draw(&Text::new(
-                format!("{hi:.0} {}", run.meta.unit),
-                (x1 + 6, y_top),
-                style.clone(),
-            ))
-            .map_err(plot_err)?;
-            root.draw(&Text::new(
-                format!("{lo:.0} {}", run.meta.unit),
-                (x1 + 6, y_bottom),
-                style,
-            ))
-            .map_err(plot_err)?;
+            draw_scale(&root, x0, (y_top, y_bottom), (lo, hi), &run.meta.unit)?;
         }
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
+}
+
+/// The heatmap's cells: per (x value, y value), the best verified throughput (with its fraction
+/// of the roof) and how many configurations failed or were pruned.
+fn heat_cells(
+    run: &Run,
+    x: &str,
+    y: Option<&str>,
+    xs: &[String],
+    ys: &[String],
+) -> BTreeMap<(usize, usize), Cell> {
+    let mut cells: BTreeMap<(usize, usize), Cell> = BTreeMap::new();
+    for r in run.variants() {
+        let Some(i) = xs.iter().position(|v| *v == Run::param(r, x)) else {
+            continue;
+        };
+        let j = match y {
+            Some(y) => match ys.iter().position(|v| *v == Run::param(r, y)) {
+                Some(j) => j,
+                None => continue,
+            },
+            None => 0,
+        };
+        let cell = cells.entry((i, j)).or_default();
+        match r.status {
+            Status::Ok => {
+                if let Some(tp) = r.throughput {
+                    if cell.best.is_none_or(|(b, _)| tp > b) {
+                        cell.best = Some((tp, r.frac_of_roof));
+                    }
+                }
+            }
+            Status::Failed => cell.failed += 1,
+            Status::Pruned | Status::Skipped => cell.pruned += 1,
+        }
+    }
+    cells
+}
+
+/// The (x, y) indices of the winner's cell, when it has one.
+fn winner_cell_at(run: &Run, xs: &[String], ys: &[String]) -> Option<(usize, usize)> {
+    run.winner_cell().and_then(|(wx, wy)| {
+        let i = xs.iter().position(|v| *v == wx)?;
+        let j = match wy {
+            Some(wy) => ys.iter().position(|v| *v == wy)?,
+            None => 0,
+        };
+        Some((i, j))
+    })
+}
+
+/// A cell's text, centred at `(cx, cy)` in ink that reads on `color`: its throughput and
+/// fraction of the roof, or why it has none.
+fn draw_cell_text(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    cell: &Cell,
+    color: RGBColor,
+    (cx, cy): (i32, i32),
+) -> Result<()> {
+    let ink = if is_dark(color) { WHITE } else { BLACK };
+    let centered = |size: u32, bold: bool| {
+        (FONT, size)
+            .into_font()
+            .style(if bold {
+                FontStyle::Bold
+            } else {
+                FontStyle::Normal
+            })
+            .color(&ink)
+            .pos(Pos::new(HPos::Center, VPos::Center))
+    };
+    match cell.best {
+        Some((tp, frac)) => {
+            root.draw(&Text::new(
+                format!("{tp:.0}"),
+                (cx, cy - 8),
+                centered(15, true),
+            ))
+            .map_err(plot_err)?;
+            if let Some(f) = frac {
+                root.draw(&Text::new(
+                    format!("{:.1} %", f * 100.0),
+                    (cx, cy + 10),
+                    centered(12, false),
+                ))
+                .map_err(plot_err)?;
+            }
+        }
+        None => {
+            let why = if cell.failed > 0 {
+                "failed"
+            } else if cell.pruned > 0 {
+                "pruned"
+            } else {
+                "not run"
+            };
+            root.draw(&Text::new(why, (cx, cy), centered(12, false)))
+                .map_err(plot_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// The colour scale in the right margin, from `x0` between `y_top` and `y_bottom`, labelled
+/// with `lo` and `hi` in `unit`.
+fn draw_scale(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    x0: i32,
+    (y_top, y_bottom): (i32, i32),
+    (lo, hi): (f64, f64),
+    unit: &str,
+) -> Result<()> {
+    let (x0, x1) = (x0 + 40, x0 + 60);
+    let steps = 40;
+    for s in 0..steps {
+        let t0 = s as f64 / steps as f64;
+        let ya = y_bottom - ((y_bottom - y_top) as f64 * t0) as i32;
+        let yb = y_bottom - ((y_bottom - y_top) as f64 * (t0 + 1.0 / steps as f64)) as i32;
+        root.draw(&Rectangle::new(
+            [(x0, yb), (x1, ya)],
+            viridis(t0 + 0.5 / steps as f64).filled(),
+        ))
+        .map_err(plot_err)?;
+    }
+    let style = (FONT, 13)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    root.draw(&Text::new(
+        format!("{hi:.0} {}", unit),
+        (x1 + 6, y_top),
+        style.clone(),
+    ))
+    .map_err(plot_err)?;
+    root.draw(&Text::new(
+        format!("{lo:.0} {}", unit),
+        (x1 + 6, y_bottom),
+        style,
+    ))
+    .map_err(plot_err)?;
+    Ok(())
 }
 
 fn esc(text: &str) -> String {
