@@ -23,7 +23,7 @@ cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 log=$(mktemp)
 status=0
-cargo test --all-targets -- "${harness[@]}" 2>&1 | tee "$log" || status=$?
+cargo test --all-targets --no-fail-fast -- "${harness[@]}" 2>&1 | tee "$log" || status=$?
 # One closing line over every test binary. A GPU test without a GPU returns early after
 # printing "SKIPPED <name>: ..." (to stderr, past the harness's capture): it counts as skipped.
 skipped=$(grep -c '^SKIPPED ' "$log" || true)

@@ -95,8 +95,7 @@ pub const EMPTY_SPACE_REASONS_WIDTH: usize = 160;
 
 /// The text of an [`Error::EmptySpace`], one line like every error: which `--param` values
 /// narrowed the space (the likeliest cause), how many configurations there were, and the
-/// prune reasons with their counts, those naming a narrowed parameter first, then the most
-/// frequent (as many as fit in
+/// most frequent prune reasons with their counts (as many as fit in
 /// [`EMPTY_SPACE_REASONS_WIDTH`], at least one), then the number of configurations pruned for
 /// the other reasons. A whole list of reasons would be a line of hundreds of characters.
 /// `reasons` is `(reason, count)`, as `space::prune_summary` gives it.
@@ -106,16 +105,9 @@ pub fn empty_space_summary(total: usize, params: &[String], reasons: &[(String, 
         s.push_str(&format!(" with --param {}", params.join(" --param ")));
     }
     s.push_str(&format!(": all {total} configurations were pruned"));
-    // Reasons that name a parameter the user narrowed come first (they explain the user's
-    // own input), then the most frequent; equally frequent ones shortest first, so more fit.
-    let narrowed: Vec<&str> = params
-        .iter()
-        .map(|p| p.split_once('=').map_or(p.as_str(), |(name, _)| name))
-        .collect();
-    let names_narrowed = |reason: &str| narrowed.iter().any(|name| reason.contains(name));
+    // Equally frequent reasons come shortest first, so that more of them fit.
     let mut reasons: Vec<&(String, usize)> = reasons.iter().collect();
-    reasons
-        .sort_by_key(|(reason, n)| (!names_narrowed(reason), std::cmp::Reverse(*n), reason.len()));
+    reasons.sort_by_key(|(reason, n)| (std::cmp::Reverse(*n), reason.len()));
     let mut shown: Vec<String> = Vec::new();
     let mut width = 0;
     for (reason, n) in &reasons {
@@ -167,16 +159,6 @@ mod tests {
             ": all 21 configurations were pruned: 10 × short; 10 × a long reason that ties; 1 × rare"
         );
         assert!(!s.contains('\n'));
-        // A reason that names a narrowed parameter comes first, however rare.
-        let reasons = vec![
-            (long.clone(), 500),
-            ("READ=chunk is the read of sector tiles only".to_string(), 3),
-        ];
-        let narrowed = empty_space_summary(503, &["READ=chunk".to_string()], &reasons);
-        assert!(
-            narrowed.contains("pruned: 3 × READ=chunk is the read of sector tiles only; 500 × "),
-            "{narrowed}"
-        );
         assert_eq!(
             Error::EmptySpace(s).to_string(),
             "no configuration is left after the constraints: all 21 configurations were pruned: \

@@ -8,6 +8,9 @@
 //! user's cubin cache is never read or written.
 
 use assert_cmd::Command;
+use cuda_autotune::model::shape::Shape;
+use cuda_autotune::spec::ops::Op;
+use cuda_autotune::spec::space::{enumerate, parse_override, prune_summary, DeviceLimits};
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
@@ -463,7 +466,8 @@ fn cache_hint_choices_compile_on_every_load_path() {
 }
 
 /// READ=chunk is pruned, with its reason, where runs of out are whole sectors (so no tile is
-/// sector-aligned); tests/compile_cover.rs compiles it where it applies.
+/// sector-aligned): `tune` refuses the emptied space, and the space names the reason for every
+/// sector tile; tests/compile_cover.rs compiles it where it applies.
 #[test]
 fn chunk_reads_are_pruned_where_no_tile_is_sector_aligned() {
     let tmp = tmp();
@@ -471,9 +475,20 @@ fn chunk_reads_are_pruned_where_no_tile_is_sector_aligned() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("READ=chunk is the read of RUNS=sector tiles only"),
+            .contains("with --param READ=chunk: all 7776 configurations were pruned"),
         "{}",
         run.stderr
+    );
+    let op = Op::load("transpose", None).unwrap();
+    let shape = Shape::parse("1024x1024", &op.spec.dims).unwrap();
+    let chunk = [parse_override(&op, "READ=chunk").unwrap()];
+    let space = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &chunk).unwrap();
+    let reasons = prune_summary(&space);
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, _)| r.contains("READ=chunk is the read of RUNS=sector tiles only")),
+        "{reasons:?}"
     );
 }
 
