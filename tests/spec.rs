@@ -197,7 +197,8 @@ fn a_missing_spec_or_template_is_a_clear_error() {
             "--compile-only",
         ],
     );
-    assert_eq!(code, Some(1), "{err}");
+    // A missing file is bad input, like any other argument that names nothing.
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/nonexistent/x.toml"), "{err}");
     let empty = tempfile::tempdir().unwrap();
     let d = empty.path().display().to_string();
