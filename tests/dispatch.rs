@@ -14,11 +14,11 @@ use cuda_autotune::export::{
     best_rows, params_text, rename_identifier, safe_default, specialize, valid_for, TunedDb,
 };
 use cuda_autotune::store::results::BestRow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tempfile::TempDir;
 
 mod common;
-use common::{repo, text};
+use common::{cc, repo, text};
 
 const FIXTURE: &str = "tests/fixtures/export/dispatch.csv";
 
@@ -230,19 +230,6 @@ fn same_code(a: &str, b: &str, what: &str) {
             "{what}: {n} differs and is used"
         );
     }
-}
-
-fn cc(tool: &str, args: &[&str], dir: &Path) {
-    let out = std::process::Command::new(tool)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{tool} is needed for this test: {e}"));
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} failed:\n{}",
-        text(&out.stderr)
-    );
 }
 
 /// The header compiled into a C (and C++) program that calls ca_select and

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod common;
-use common::{repo, text, tune_bin};
+use common::{cc, repo, text, tune_bin};
 
 /// A temporary folder holding a copy of the snapshot of an H100 best.csv (tests/fixtures/export) as `best.csv`.
 fn db_copy() -> (TempDir, PathBuf) {
@@ -491,20 +491,6 @@ fn cuda_export_compiles_with_nvrtc() {
     compiler
         .compile(&all)
         .unwrap_or_else(|f| panic!("the exported files do not compile together:\n{}", f.log));
-}
-
-/// Compiles `args` with `tool` (gcc or g++), panicking with its output on failure.
-fn cc(tool: &str, args: &[&str], dir: &Path) {
-    let out = std::process::Command::new(tool)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{tool} is needed for this test: {e}"));
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} failed:\n{}",
-        text(&out.stderr)
-    );
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 use super::format_ms;
 use crate::error::{Error, Result};
-use crate::store::results::{read_run_csv, Record, Status};
+use crate::store::results::{open_run_csv, read_run_csv, Record, Status};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::BTreeMap;
@@ -44,14 +44,7 @@ impl Run {
             path: path.to_path_buf(),
             why,
         };
-        let mut r = ::csv::Reader::from_path(path).map_err(|e| csv_err(e.to_string()))?;
-        let header: Vec<String> = r
-            .headers()
-            .map_err(|e| csv_err(e.to_string()))?
-            .iter()
-            .map(str::to_string)
-            .collect();
-        let status_at = header.iter().position(|h| h == "status").unwrap_or(2);
+        let (mut r, header, status_at) = open_run_csv(path)?;
         let first = r
             .records()
             .next()
@@ -74,7 +67,7 @@ impl Run {
             cache: get("cache"),
             unit: get("unit"),
             roof: get("roof"),
-            params: header[2.min(status_at)..status_at].to_vec(),
+            params: header[2..status_at].to_vec(),
         };
         Ok(Run { meta, records })
     }

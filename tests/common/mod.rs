@@ -128,3 +128,17 @@ pub fn skip(name: &str) -> bool {
     );
     true
 }
+
+/// Compiles `args` with `tool` (gcc or g++) in `dir`, panicking with its output on failure.
+pub fn cc(tool: &str, args: &[&str], dir: &Path) {
+    let out = std::process::Command::new(tool)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is needed for this test: {e}"));
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} failed:\n{}",
+        text(&out.stderr)
+    );
+}
