@@ -33,7 +33,9 @@ fn compile_cover(
 ) -> (usize, usize) {
     let mut renderers = Vec::new();
     // Every runnable point of every (dtype, shape) space, tagged with both.
-    let mut points: Vec<(usize, Candidate)> = Vec::new();
+    // `renderer_of[i]` is the element type (its renderer) of `points[i]`.
+    let mut points: Vec<Candidate> = Vec::new();
+    let mut renderer_of: Vec<usize> = Vec::new();
     for dtype in dtypes {
         let op = Op::load(op, None).unwrap().with_dtype(*dtype).unwrap();
         let overrides: Vec<_> = params
@@ -54,7 +56,8 @@ fn compile_cover(
                         .values
                         .insert(0, (name.to_string(), Value::Str(value)));
                 }
-                points.push((renderers.len(), c));
+                points.push(c);
+                renderer_of.push(renderers.len());
             }
             assert!(
                 points.len() > before,
@@ -64,12 +67,11 @@ fn compile_cover(
         }
         renderers.push(Renderer::new(&op).unwrap());
     }
-    let candidates: Vec<Candidate> = points.iter().map(|(_, c)| c.clone()).collect();
     // Keyed by the source: configurations that render the same kernel compile once.
     let mut sources = std::collections::BTreeMap::new();
-    for i in cover::pairwise(&candidates) {
-        let (r, c) = &points[i];
-        let src = renderers[*r]
+    for i in cover::pairwise(&points) {
+        let c = &points[i];
+        let src = renderers[renderer_of[i]]
             .render(c)
             .unwrap_or_else(|e| panic!("{}: {e}", c.config.label()));
         sources.entry(src).or_insert_with(|| c.config.label());
