@@ -12,7 +12,6 @@ use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::codegen::Renderer;
 use cuda_autotune::spec::cover;
-use cuda_autotune::spec::expr::Value;
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,10 +31,17 @@ fn compile_cover(
     params: &[&str],
 ) -> (usize, usize) {
     let mut renderers = Vec::new();
-    // Every runnable point of every (dtype, shape) space, tagged with both.
-    // `renderer_of[i]` is the element type (its renderer) of `points[i]`.
+    // Every runnable point of every (dtype, shape) space; `renderer_of[i]` is the element type
+    // (its renderer) of `points[i]`, and `rows[i]` its values with the dtype and shape in front,
+    // one id per (parameter, value), for the cover.
     let mut points: Vec<Candidate> = Vec::new();
     let mut renderer_of: Vec<usize> = Vec::new();
+    let mut rows: Vec<Vec<u32>> = Vec::new();
+    let mut ids: std::collections::HashMap<(usize, String), u32> = Default::default();
+    let mut id = |slot: usize, value: String| {
+        let next = ids.len() as u32;
+        *ids.entry((slot, value)).or_insert(next)
+    };
     for dtype in dtypes {
         let op = Op::load(op, None).unwrap().with_dtype(*dtype).unwrap();
         let overrides: Vec<_> = params
@@ -46,16 +52,15 @@ fn compile_cover(
             let shape = Shape::parse(s, &op.spec.dims).unwrap();
             let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &overrides).unwrap();
             let before = points.len();
-            for mut c in all.into_iter().filter(|c| c.pruned.is_none()) {
-                let tags = [
-                    ("dtype", op.dtype.name().to_string()),
-                    ("shape", s.to_string()),
-                ];
-                for (name, value) in tags.into_iter().rev() {
+            for c in all.into_iter().filter(|c| c.pruned.is_none()) {
+                let mut row = vec![id(0, op.dtype.name().to_string()), id(1, s.to_string())];
+                row.extend(
                     c.config
-                        .values
-                        .insert(0, (name.to_string(), Value::Str(value)));
-                }
+                        .values()
+                        .enumerate()
+                        .map(|(k, (_, v))| id(k + 2, v.to_string())),
+                );
+                rows.push(row);
                 points.push(c);
                 renderer_of.push(renderers.len());
             }
@@ -69,7 +74,7 @@ fn compile_cover(
     }
     // Keyed by the source: configurations that render the same kernel compile once.
     let mut sources = std::collections::BTreeMap::new();
-    for i in cover::pairwise(&points) {
+    for i in cover::pairwise_rows(&rows) {
         let c = &points[i];
         let src = renderers[renderer_of[i]]
             .render(c)

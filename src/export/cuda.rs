@@ -410,8 +410,7 @@ fn entry_c(e: &EntryC) -> String {
         .tuned
         .candidate
         .config
-        .values
-        .iter()
+        .values()
         .map(|(k, v)| {
             let text = v.to_string();
             match v {
@@ -487,11 +486,11 @@ fn header(entries: &[Entry], defaults: &[SafeDefault], origin: &str) -> String {
     let max_dims = entries.iter().map(|e| e.rule.dims.len()).max().unwrap_or(1);
     let max_params = entries
         .iter()
-        .map(|e| e.tuned.candidate.config.values.len())
+        .map(|e| e.tuned.candidate.config.values().len())
         .chain(
             defaults
                 .iter()
-                .map(|d| d.tuned.candidate.config.values.len()),
+                .map(|d| d.tuned.candidate.config.values().len()),
         )
         .max()
         .unwrap_or(1)

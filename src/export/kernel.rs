@@ -60,8 +60,7 @@ pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> 
     let same = pairs.iter().all(|(name, value)| {
         candidate
             .config
-            .values
-            .iter()
+            .values()
             .any(|(n, v)| n == name && *v == Value::parse(value))
     });
     if !same || !space.is_empty() {
@@ -140,10 +139,9 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
 
 fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
     c.config
-        .values
-        .iter()
+        .values()
         .map(|(name, value)| crate::spec::space::ParamOverride {
-            name: name.clone(),
+            name: name.to_string(),
             values: vec![value.clone()],
         })
         .collect()
@@ -198,8 +196,7 @@ pub fn applicability_of(tuned: &TunedKernel) -> Applicability {
     let mut moduli: Vec<u64> = tuned
         .candidate
         .config
-        .values
-        .iter()
+        .values()
         .filter_map(|(_, v)| match v {
             Value::Int(i) if *i > 1 => Some(*i as u64),
             _ => None,
@@ -394,7 +391,7 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
         axes.iter()
             .zip(&preferred)
             .map(|(axis, &want)| {
-                let v = c.config.values.iter().find(|(n, _)| *n == axis.name);
+                let v = c.config.values().find(|(n, _)| *n == axis.name);
                 let at = v
                     .and_then(|(_, v)| axis.values.iter().position(|x| x == v))
                     .unwrap_or(want);
@@ -514,8 +511,7 @@ pub fn params_text(tuned: &TunedKernel) -> String {
     tuned
         .candidate
         .config
-        .values
-        .iter()
+        .values()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(";")

@@ -623,6 +623,8 @@ fn heat_cells(
             }
             Status::Failed => cell.failed += 1,
             Status::Pruned | Status::Skipped => cell.pruned += 1,
+            // Neither measured nor ruled out: the cell says "not run" when nothing else is there.
+            Status::NotRun => {}
         }
     }
     cells

@@ -7,7 +7,11 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::interrupt::interrupted;
 
 /// Outcome of compiling one source file in a worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,6 +84,10 @@ pub fn compile_worker_main(args: &[String]) -> i32 {
 
 /// Compiles the `.cu` files in `paths` with `workers` child processes pulling from one
 /// queue; each success leaves `X.cubin` beside `X.cu`. `progress` is called per file.
+///
+/// A stop request (Ctrl-C, [`super::interrupt::interrupted`]) kills the workers within a
+/// poll interval ([`STOP_POLL`]) instead of letting the queue drain: a source never compiled
+/// has `None`, what finished before keeps its reply.
 pub fn compile_parallel(
     exe: &Path,
     arch: &str,
@@ -87,31 +95,46 @@ pub fn compile_parallel(
     paths: &[PathBuf],
     workers: usize,
     progress: &(dyn Fn() + Sync),
-) -> Result<Vec<CompileReply>> {
-    let queue =
-        std::sync::Mutex::new((0..paths.len()).collect::<std::collections::VecDeque<usize>>());
-    let replies = std::sync::Mutex::new(vec![None::<CompileReply>; paths.len()]);
+) -> Result<Vec<Option<CompileReply>>> {
+    let queue = Mutex::new((0..paths.len()).collect::<std::collections::VecDeque<usize>>());
+    let replies = Mutex::new(vec![None::<CompileReply>; paths.len()]);
     let cache_arg = cache
         .map(|c| c.display().to_string())
         .unwrap_or_else(|| "-".into());
     let workers = workers.clamp(1, paths.len().max(1));
-    std::thread::scope(|scope| -> Result<()> {
-        let mut handles = Vec::new();
-        for _ in 0..workers {
-            use std::os::unix::process::CommandExt;
-            let mut child = Command::new(exe)
-                .args([COMPILE_WORKER_ARG, arch, &cache_arg])
-                .process_group(0)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|e| Error::io("cannot start compile worker", exe, e))?;
-            let (queue, replies) = (&queue, &replies);
-            handles.push(scope.spawn(move || {
-                let mut stdin = child.stdin.take().expect("piped");
-                let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-                loop {
+    let mut children = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        use std::os::unix::process::CommandExt;
+        let spawned = Command::new(exe)
+            .args([COMPILE_WORKER_ARG, arch, &cache_arg])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn();
+        match spawned {
+            Ok(child) => children.push(Mutex::new(child)),
+            Err(e) => {
+                for c in &children {
+                    kill(c);
+                }
+                return Err(Error::io("cannot start compile worker", exe, e));
+            }
+        }
+    }
+    let running = AtomicUsize::new(children.len());
+    std::thread::scope(|scope| {
+        for child in &children {
+            let (queue, replies, running) = (&queue, &replies, &running);
+            scope.spawn(move || {
+                let (mut stdin, mut stdout) = {
+                    let mut c = child.lock().expect("child lock");
+                    (
+                        c.stdin.take().expect("piped"),
+                        BufReader::new(c.stdout.take().expect("piped")),
+                    )
+                };
+                while !interrupted() {
                     let Some(i) = queue.lock().expect("queue lock").pop_front() else {
                         break;
                     };
@@ -119,20 +142,15 @@ pub fn compile_parallel(
                     let answered = writeln!(stdin, "{}", paths[i].display()).is_ok()
                         && stdin.flush().is_ok()
                         && stdout.read_line(&mut line).map(|n| n > 0).unwrap_or(false);
+                    if !answered && interrupted() {
+                        break; // killed by the stop: not compiled, not a failure
+                    }
                     let reply = if answered {
-                        serde_json::from_str(&line).unwrap_or_else(|e| CompileReply {
-                            ok: false,
-                            millis: 0.0,
-                            from_cache: false,
-                            log: format!("bad reply from compile worker: {e}"),
+                        serde_json::from_str(&line).unwrap_or_else(|e| {
+                            failed(format!("bad reply from compile worker: {e}"))
                         })
                     } else {
-                        CompileReply {
-                            ok: false,
-                            millis: 0.0,
-                            from_cache: false,
-                            log: "compile worker died (NVRTC crashed?)".into(),
-                        }
+                        failed("compile worker died (NVRTC crashed?)".into())
                     };
                     replies.lock().expect("replies lock")[i] = Some(reply);
                     progress();
@@ -141,25 +159,49 @@ pub fn compile_parallel(
                     }
                 }
                 drop(stdin);
-                let _ = child.wait();
-            }));
+                let _ = child.lock().expect("child lock").wait();
+                running.fetch_sub(1, Ordering::SeqCst);
+            });
         }
-        for h in handles {
-            let _ = h.join();
+        // The stop watch: workers block in a compile, so a stop must kill them to be prompt.
+        scope.spawn(|| {
+            while running.load(Ordering::SeqCst) > 0 {
+                if interrupted() {
+                    // Again each poll: a worker whose lock was held at the first try.
+                    for c in &children {
+                        kill(c);
+                    }
+                }
+                std::thread::sleep(STOP_POLL);
+            }
+        });
+    });
+    let mut out = replies.into_inner().expect("replies lock");
+    if !interrupted() {
+        // A worker that died left its queue share unanswered: those are failures.
+        for r in out.iter_mut().filter(|r| r.is_none()) {
+            *r = Some(failed("not compiled: its worker died earlier".into()));
         }
-        Ok(())
-    })?;
-    Ok(replies
-        .into_inner()
-        .expect("replies lock")
-        .into_iter()
-        .map(|r| {
-            r.unwrap_or(CompileReply {
-                ok: false,
-                millis: 0.0,
-                from_cache: false,
-                log: "not compiled: its worker died earlier".into(),
-            })
-        })
-        .collect())
+    }
+    Ok(out)
+}
+
+/// How often the compile pool checks for a stop request.
+pub const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn failed(log: String) -> CompileReply {
+    CompileReply {
+        ok: false,
+        millis: 0.0,
+        from_cache: false,
+        log,
+    }
+}
+
+/// Kills a worker unless its thread holds it (taking its pipes, or reaping it); killing one
+/// that has exited does nothing.
+fn kill(child: &Mutex<Child>) {
+    if let Ok(mut c) = child.try_lock() {
+        let _ = c.kill();
+    }
 }

@@ -124,26 +124,52 @@ fn start_outcome(
         warmups: Vec::new(),
         remeasured: None,
         search: None,
+        model_rank: None,
     }
 }
 
-/// The outcome of a `--compile-only` run: a record for every shown configuration, with what
-/// compiling it gave. `t0` is the run's start.
-pub(super) fn compile_only(built: Built, t0: Instant) -> TuneOutcome {
+/// The outcome of a `--compile-only` run: the search's proposals, round after round, compiled
+/// as a GPU run would compile them (without measurements to learn from, a search proposes
+/// what it would propose first: the warm start, then its own order), until its budget is
+/// spent or Ctrl-C; then a record for every shown configuration, with what compiling it gave.
+/// `t0` is the run's start.
+pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Result<TuneOutcome> {
     let Built {
         setup,
-        builds,
+        mut search,
+        work_dir,
+        mut prep,
+        mut builds,
         mut outcome,
-        ..
     } = built;
+    if let Some(s) = search.as_mut() {
+        let t = Instant::now();
+        while !crate::isolate::worker::interrupted() {
+            let next = s.ask();
+            if next.is_empty() {
+                break;
+            }
+            builds.extend(prep.build(&env(opts, &setup, work_dir.path()), &next)?);
+        }
+        outcome.phases.compile_s += t.elapsed().as_secs_f64();
+        outcome.search = Some(s.summary());
+    }
+    outcome.compiled = prep.compiled.len();
+    outcome.from_cache = prep.cache_hits();
+    outcome.interrupted = crate::isolate::worker::interrupted();
+    let skipped = search
+        .as_ref()
+        .map(Search::skipped_reason)
+        .unwrap_or_default();
+    let by_candidate: HashMap<usize, &Build> = builds.iter().map(|b| (b.candidate, b)).collect();
     outcome.records = setup
         .candidates
         .iter()
         .filter(|c| setup.shown(c))
-        .map(|c| compile_only_record(c, &builds))
+        .map(|c| compile_only_record(c, by_candidate.get(&c.index).copied(), &skipped))
         .collect();
     outcome.phases.total_s = t0.elapsed().as_secs_f64();
-    outcome
+    Ok(outcome)
 }
 
 /// A compiled image on disk, or why there is none (render or compile error text).
@@ -152,7 +178,8 @@ type CubinResult = std::result::Result<PathBuf, String>;
 /// One unique source after compiling.
 #[derive(Clone)]
 pub(super) struct CompiledSource {
-    result: CubinResult,
+    /// `None`: never compiled (the run was stopped first).
+    result: Option<CubinResult>,
     millis: f64,
     from_cache: bool,
 }
@@ -191,7 +218,7 @@ fn compile_all(
                             .map_err(|e| Error::io("cannot write", &file, e))?;
                         let millis = t.elapsed().as_secs_f64() * 1e3;
                         out.push(Some(CompiledSource {
-                            result: Ok(file),
+                            result: Some(Ok(file)),
                             millis,
                             from_cache: true,
                         }));
@@ -210,14 +237,17 @@ fn compile_all(
                         pb.inc(1)
                     })?;
                 for (&k, r) in misses.iter().zip(replies) {
-                    out[k] = Some(CompiledSource {
-                        result: if r.ok {
-                            Ok(paths[k].with_extension("cubin"))
-                        } else {
-                            Err(format!("compile: {}", r.log))
+                    out[k] = Some(match r {
+                        Some(r) => CompiledSource {
+                            result: Some(if r.ok {
+                                Ok(paths[k].with_extension("cubin"))
+                            } else {
+                                Err(format!("compile: {}", r.log))
+                            }),
+                            millis: r.millis,
+                            from_cache: r.from_cache,
                         },
-                        millis: r.millis,
-                        from_cache: r.from_cache,
+                        None => NOT_COMPILED,
                     });
                 }
             }
@@ -228,19 +258,23 @@ fn compile_all(
         _ => {
             let mut out = Vec::with_capacity(sources.len());
             for (src, path) in sources.iter().zip(&paths) {
+                if crate::isolate::worker::interrupted() {
+                    out.push(NOT_COMPILED);
+                    continue;
+                }
                 let one = match compiler.compile(src) {
                     Ok(done) => {
                         let cubin = path.with_extension("cubin");
                         std::fs::write(&cubin, &done.cubin)
                             .map_err(|e| Error::io("cannot write", &cubin, e))?;
                         CompiledSource {
-                            result: Ok(cubin),
+                            result: Some(Ok(cubin)),
                             millis: done.millis,
                             from_cache: done.from_cache,
                         }
                     }
                     Err(f) => CompiledSource {
-                        result: Err(format!("compile: {}", f.log)),
+                        result: Some(Err(format!("compile: {}", f.log))),
                         millis: f.millis,
                         from_cache: false,
                     },
@@ -255,10 +289,18 @@ fn compile_all(
     Ok(out)
 }
 
+/// A source the run was stopped before compiling.
+const NOT_COMPILED: CompiledSource = CompiledSource {
+    result: None,
+    millis: 0.0,
+    from_cache: false,
+};
+
 /// The result of rendering and compiling one live candidate.
 pub(super) struct Build {
     pub(super) candidate: usize,
-    cubin: CubinResult,
+    /// `None`: not compiled (the run was stopped first).
+    cubin: Option<CubinResult>,
     compile_ms: f64,
 }
 
@@ -339,7 +381,7 @@ impl Prepared {
             .iter()
             .map(|&i| {
                 let (cubin, compile_ms) = match &self.source_of[&i] {
-                    Err(e) => (Err(e.clone()), 0.0),
+                    Err(e) => (Some(Err(e.clone())), 0.0),
                     Ok(k) => {
                         let c = &self.compiled[*k];
                         (c.result.clone(), c.millis)
@@ -369,12 +411,17 @@ impl Prepared {
         let rec = &mut records[task_record[&id]];
         rec.compile_ms = Some(build.compile_ms);
         let path = match &build.cubin {
-            Err(e) => {
+            Some(Err(e)) => {
                 rec.status = Status::Failed;
                 rec.error = one_line(e);
                 return None;
             }
-            Ok(path) => path,
+            None => {
+                rec.status = Status::NotRun;
+                rec.error = "not compiled".into();
+                return None;
+            }
+            Some(Ok(path)) => path,
         };
         let dims = c.launch.expect("live candidates have launch dims");
         if let Some(Ok(k)) = self.source_of.get(&build.candidate) {
@@ -398,8 +445,8 @@ impl Prepared {
                 ),
             );
         }
-        rec.status = Status::Failed;
-        rec.error = "not run".into();
+        rec.status = Status::NotRun;
+        rec.error.clear();
         Some(Task {
             id,
             work: Work::Kernel {
@@ -425,12 +472,15 @@ pub(super) fn pre_launches(c: &Candidate) -> Vec<PreLaunch> {
         .collect()
 }
 
-fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
-    let build = builds.iter().find(|b| b.candidate == c.index);
+/// A configuration's record after a compile-only run; `build` is `None` when the search never
+/// proposed it (`skipped` says why).
+fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> Record {
     let (status, error) = match (&c.pruned, build.map(|b| &b.cubin)) {
         (Some(reason), _) => (Status::Pruned, reason.clone()),
-        (None, Some(Err(e))) => (Status::Failed, e.clone()),
-        _ => (Status::Ok, String::new()),
+        (None, Some(Some(Err(e)))) => (Status::Failed, e.clone()),
+        (None, Some(None)) => (Status::NotRun, "interrupted (Ctrl-C)".into()),
+        (None, Some(Some(Ok(_)))) => (Status::Ok, String::new()),
+        (None, None) => (Status::Skipped, skipped.to_string()),
     };
     Record {
         status,
@@ -440,9 +490,8 @@ fn compile_only_record(c: &Candidate, builds: &[Build]) -> Record {
             "variant",
             &format!("v{:04}", c.index),
             c.config
-                .values
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
+                .values()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
     }

@@ -232,8 +232,8 @@ fn baseline_tasks(
                     expect: b.expect.clone(),
                     contender: false,
                 });
-                rec.status = Status::Failed;
-                rec.error = "not run".into();
+                rec.status = Status::NotRun;
+                rec.error.clear();
             }
             Err(why) => {
                 rec.status = Status::Failed;
@@ -301,9 +301,8 @@ fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) 
     for c in setup.candidates.iter().filter(|c| setup.shown(c)) {
         let params = c
             .config
-            .values
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
+            .values()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
         rec.error = c.pruned.clone().unwrap_or_default();

@@ -49,21 +49,22 @@ pub struct TuneOptions {
     /// Keep the stored best.csv row when it is faster than this run's best (lower median,
     /// same cache state) instead of replacing it ([`crate::store::results::upsert_best`]).
     pub keep_best: bool,
-    /// Write a row for every configuration a constraint pruned (with the reason) into the run
-    /// CSV; off, the CSV holds baselines and the live configurations only. Most of a default
-    /// transpose space is pruned at any one shape (6780 of 7776 rows at 8191^2), which is most
-    /// of a run CSV's size.
+    /// Keep a record (and a run CSV row) for every configuration a constraint pruned, with the
+    /// reason; off (the default), the outcome counts them by reason only
+    /// ([`super::outcome::TuneOutcome::prune_reasons`]). Most of a space is pruned at any one
+    /// shape (213,404 of sgemm's 221,184 points at 4096^3), and a record for each was most of
+    /// a run's setup time and memory.
     pub pruned_rows: bool,
-    /// `auto` (exhaustive up to [`super::search::AUTO_EXHAUSTIVE_MAX`] live configurations, else anneal) or
+    /// `auto` (a [`super::search::AUTO_SEARCH`] search, exhaustive where the space is no larger than its budget) or
     /// one of [`crate::search::STRATEGIES`].
     pub strategy: String,
-    /// How much a search may measure; `None`: [`super::search::DEFAULT_BUDGET`] variants for a search, all
+    /// How much a search may measure; `None`: [`super::search::default_budget`] variants for a search, all
     /// of them for `exhaustive`.
     pub budget: Option<Budget>,
     /// `--shard K/N`: measure only this shard's share of the variants (see `cluster::shard`); a
     /// sharded run never writes best.csv (its winner is partial until `tune merge`).
     pub shard: Option<crate::model::slice::Slice>,
-    /// A search (random, anneal, genetic) measures first, for each stored winner of this op in
+    /// A search (random, model, anneal, genetic) measures first, for each stored winner of this op in
     /// the run's best.csv, the configuration of this space nearest to it ([`super::search::warm_start`]).
     pub warm_start: bool,
 }
@@ -106,7 +107,7 @@ impl Default for TuneOptions {
             confirm_rounds: 50,
             progress: true,
             keep_best: false,
-            pruned_rows: true,
+            pruned_rows: false,
             strategy: "auto".into(),
             budget: None,
             shard: None,

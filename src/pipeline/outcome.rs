@@ -51,6 +51,9 @@ pub struct TuneOutcome {
     pub remeasured: Option<Remeasured>,
     /// What the search did, when a strategy chose the configurations measured.
     pub search: Option<String>,
+    /// Where the search's model first ranked the winner among the live configurations:
+    /// (rank from 1, of how many), for a strategy with a model (`model`).
+    pub model_rank: Option<(usize, usize)>,
 }
 
 /// How sure the run is of its winner.

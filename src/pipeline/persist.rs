@@ -38,6 +38,7 @@ pub(super) fn rank(m: Measurements) -> Ranked {
         setup,
         work_dir,
         mut outcome,
+        search,
         ..
     } = built;
     let Ledger {
@@ -53,6 +54,15 @@ pub(super) fn rank(m: Measurements) -> Ranked {
         n_baselines,
         work,
     );
+    // How good the search's model was: where it first ranked the winner.
+    let winner = outcome.best.and_then(|at| {
+        let (&id, _) = task_record.iter().find(|(_, &i)| i == at)?;
+        crate::model::task::TaskId::from_number(id).candidate()
+    });
+    outcome.model_rank = search
+        .as_ref()
+        .zip(winner)
+        .and_then(|(s, c)| s.first_rank(c));
     Ranked {
         outcome,
         info,

@@ -62,15 +62,20 @@ pub(super) struct Setup {
     pub layout: BufferLayout,
     pub cache_dir: Option<PathBuf>,
     pub compiler: Compiler,
+    /// Pruned candidates get records ([`TuneOptions::pruned_rows`]).
+    pub pruned_rows: bool,
     /// Seconds from the start of the run to here.
     pub setup_s: f64,
 }
 
 impl Setup {
-    /// Whether a candidate gets a row: pruned ones (with their reason) and the live ones this
-    /// run owns; with `--shard`, the other shards' live ones get none.
+    /// Whether a candidate gets a record: pruned ones (with their reason) with `--pruned-rows`,
+    /// and the live ones this run owns; with `--shard`, the other shards' live ones get none.
     pub fn shown(&self, c: &Candidate) -> bool {
-        c.pruned.is_some() || self.live.binary_search(&c.index).is_ok()
+        match c.pruned {
+            Some(_) => self.pruned_rows,
+            None => self.live.binary_search(&c.index).is_ok(),
+        }
     }
 }
 
@@ -161,6 +166,7 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
         layout,
         cache_dir,
         compiler,
+        pruned_rows: opts.pruned_rows,
         setup_s,
     })
 }

@@ -309,20 +309,16 @@ pub(super) fn settle(m: Measured) -> Measured {
         eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");
     }
     outcome.interrupted = crate::isolate::worker::interrupted();
-    if outcome.interrupted {
-        for rec in records
-            .iter_mut()
-            .filter(|r| r.status == Status::Failed && r.error == "not run")
-        {
-            rec.error = "not run: interrupted (Ctrl-C)".into();
-        }
-    }
-    if let Some(e) = &m.fatal {
-        for rec in records
-            .iter_mut()
-            .filter(|r| r.status == Status::Failed && r.error == "not run")
-        {
-            rec.error = format!("not run: {e}");
+    // Why what never ran did not: the stop, the failure that ended the rounds, or (for a
+    // source the stop kept from compiling) the stop too.
+    let why = match (&m.fatal, outcome.interrupted) {
+        (Some(e), _) => Some(e.to_string()),
+        (None, true) => Some("interrupted (Ctrl-C)".to_string()),
+        (None, false) => None,
+    };
+    if let Some(why) = why {
+        for rec in records.iter_mut().filter(|r| r.status == Status::NotRun) {
+            rec.error = why.clone();
         }
     }
     m

@@ -13,13 +13,20 @@ use crate::store::results::{self, BestRow};
 use std::collections::HashMap;
 use std::time::Instant;
 
-/// With `--strategy auto`, spaces up to this many live configurations are timed whole;
-/// larger ones are searched.
-pub const AUTO_EXHAUSTIVE_MAX: usize = 1024;
-/// The strategy `--strategy auto` searches with above [`AUTO_EXHAUSTIVE_MAX`].
-pub const AUTO_SEARCH: &str = "anneal";
-/// The variant budget of a search when none is given.
+/// The strategy `--strategy auto` searches with; spaces no larger than its default budget
+/// are timed whole.
+pub const AUTO_SEARCH: &str = "model";
+/// The variant budget of a search other than `model` when none is given.
 pub const DEFAULT_BUDGET: usize = 256;
+
+/// The variant budget of strategy `name` when none is given: the `model` search is built to
+/// answer in few compiles ([`crate::search::model::MODEL_BUDGET`]); the others need more.
+pub fn default_budget(name: &str) -> usize {
+    match name {
+        "model" => crate::search::model::MODEL_BUDGET,
+        _ => DEFAULT_BUDGET,
+    }
+}
 /// Configurations per search round: enough to keep 16 compile workers busy while the
 /// strategy still learns from every round.
 pub const SEARCH_BATCH: usize = 16;
@@ -76,9 +83,12 @@ pub fn warm_start(
         let nearest = live
             .iter()
             .map(|&i| {
-                let values = &candidates[i].config.values;
-                let differ: Vec<usize> = (0..values.len())
-                    .filter(|&k| wanted.get(values[k].0.as_str()) != Some(&values[k].1))
+                let differ: Vec<usize> = candidates[i]
+                    .config
+                    .values()
+                    .enumerate()
+                    .filter(|(_, (n, v))| wanted.get(n) != Some(*v))
+                    .map(|(k, _)| k)
                     .collect();
                 let first = differ.first().copied().unwrap_or(usize::MAX);
                 (differ.len(), std::cmp::Reverse(first), i)
@@ -97,12 +107,9 @@ pub fn warm_start(
 /// stands for ([`warm_start`]).
 pub const WARM_START_NEAR: usize = 2;
 
-/// The search of a run, or `None` when every live configuration is measured (and with
-/// `--compile-only`).
+/// The search of a run, or `None` when every live configuration is measured (or, with
+/// `--compile-only`, compiled).
 pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>> {
-    if opts.compile_only {
-        return Ok(None);
-    }
     let (op, shape, candidates, live) = (&setup.op, &setup.shape, &setup.candidates, &setup.live);
     let gpu = setup.device.as_ref().map(|d| d.name.as_str());
     // Read only when a search will use it, and quietly: a damaged database is reported
@@ -146,12 +153,14 @@ impl Search {
         let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
         let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
-            ("auto", None) if live <= AUTO_EXHAUSTIVE_MAX => return Ok(None),
+            ("auto", None) if live <= default_budget(AUTO_SEARCH) => return Ok(None),
             ("auto", _) => AUTO_SEARCH,
             ("exhaustive", None) => return Ok(None),
             (other, _) => other,
         };
-        let budget = opts.budget.unwrap_or(Budget::Variants(DEFAULT_BUDGET));
+        let budget = opts
+            .budget
+            .unwrap_or(Budget::Variants(default_budget(name)));
         let hint = match budget {
             Budget::Variants(n) => Some(n),
             Budget::Seconds(_) => None,
@@ -167,7 +176,7 @@ impl Search {
         // exhaustive sweep with a budget stays the in-order reference: no warm start.
         let room = match budget {
             Budget::Variants(n) => (n / 4).max(1),
-            Budget::Seconds(_) => DEFAULT_BUDGET / 4,
+            Budget::Seconds(_) => default_budget(name) / 4,
         };
         let seeds = if opts.warm_start && name != "exhaustive" {
             seeds()
@@ -243,6 +252,13 @@ impl Search {
             Budget::Variants(b) => b.min(self.live).saturating_sub(self.asked),
             Budget::Seconds(_) => 0,
         }
+    }
+
+    /// Where the strategy's model first ranked `candidate` among the live configurations, as
+    /// (rank from 1, of how many); `None` without a model or before its first fit.
+    pub(super) fn first_rank(&self, candidate: usize) -> Option<(usize, usize)> {
+        let p = *self.point_of.get(&candidate)?;
+        self.strategy.first_rank(p).map(|(r, n)| (r + 1, n))
     }
 
     pub(super) fn skipped_reason(&self) -> String {

@@ -110,17 +110,20 @@ fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
         let key = |r: &Record| r.stats.map(|x| x.median_ms).unwrap_or(f64::INFINITY);
         key(a).total_cmp(&key(b))
     });
-    let (failed, pruned, skipped) = (
+    let (failed, pruned, skipped, not_run) = (
         count(&o.records, Status::Failed),
-        count(&o.records, Status::Pruned),
+        o.prune_reasons.iter().map(|(_, n)| n).sum::<usize>(),
         count(&o.records, Status::Skipped),
+        count(&o.records, Status::NotRun),
     );
-    let total = ok.len() + failed + pruned + skipped;
-    let not_searched = if skipped > 0 {
-        format!(", {skipped} not searched")
-    } else {
-        String::new()
-    };
+    let total = ok.len() + failed + pruned + skipped + not_run;
+    let mut not_searched = String::new();
+    if skipped > 0 {
+        not_searched += &format!(", {skipped} not searched");
+    }
+    if not_run > 0 {
+        not_searched += &format!(", {not_run} not run");
+    }
     let _ = writeln!(
         s,
         "\nTop {} of {} verified configurations ({total} in the space: {failed} failed, {pruned} pruned{not_searched}):",
@@ -128,7 +131,11 @@ fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
         ok.len()
     );
     if let Some(search) = &o.search {
-        let _ = writeln!(s, "Search: {search}.");
+        let rank = match o.model_rank {
+            Some((r, n)) => format!("; its model's first fit ranked the winner {r} of {n}"),
+            None => String::new(),
+        };
+        let _ = writeln!(s, "Search: {search}{rank}.");
     }
     let names = &o.param_names;
     let mut header = format!("  {:>4}", "rank");
@@ -458,12 +465,25 @@ fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     let mut s = String::new();
     let ok = count(&o.records, Status::Ok);
     let failed = count(&o.records, Status::Failed);
-    let pruned = count(&o.records, Status::Pruned);
+    let pruned: usize = o.prune_reasons.iter().map(|(_, n)| n).sum();
+    let mut rest = String::new();
+    for (status, what) in [
+        (Status::Skipped, "not proposed"),
+        (Status::NotRun, "not compiled (interrupted)"),
+    ] {
+        let n = count(&o.records, status);
+        if n > 0 {
+            rest += &format!(", {n} {what}");
+        }
+    }
     let _ = writeln!(
         s,
-        "compile-only for {}: {ok} variants compiled ({} unique sources, {} from cache), {failed} failed, {pruned} pruned, in {:.2} s",
+        "compile-only for {}: {ok} variants compiled ({} unique sources, {} from cache), {failed} failed, {pruned} pruned{rest}, in {:.2} s",
         o.arch, o.compiled, o.from_cache, o.phases.compile_s
     );
+    if let Some(search) = &o.search {
+        let _ = writeln!(s, "Search: {search}.");
+    }
     for r in o.records.iter().filter(|r| r.status == Status::Failed) {
         let err: String = r
             .error

@@ -17,7 +17,7 @@ pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
 pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
 pub use super::rounds::REMEASURE_PAUSE;
 pub use super::search::{
-    warm_start, AUTO_EXHAUSTIVE_MAX, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
+    default_budget, warm_start, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
 };
 
 /// Runs the whole pipeline for one op and shape.
@@ -27,7 +27,7 @@ pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
     let setup = plan::device(opts, plan, t0)?;
     let built = build::build(opts, setup)?;
     let Some(dev) = built.setup.device.clone() else {
-        return Ok(build::compile_only(built, t0));
+        return build::compile_only(opts, built, t0);
     };
     let staged = job::job(opts, built, &dev)?;
     let measured = rounds::settle(rounds::rounds(opts, staged)?);

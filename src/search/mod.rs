@@ -21,6 +21,7 @@
 //! here the space is a sparse set of discrete points, the tuner evaluates batches in
 //! parallel, and the no-repeat rule has to hold across every move.
 
+pub mod model;
 pub mod replay;
 
 use crate::error::{Error, Result};
@@ -103,13 +104,13 @@ impl SearchSpace {
     ) -> Result<(SearchSpace, Vec<usize>)> {
         let names: Vec<String> = candidates
             .first()
-            .map(|c| c.config.values.iter().map(|(n, _)| n.clone()).collect())
+            .map(|c| c.config.values().map(|(n, _)| n.to_string()).collect())
             .unwrap_or_default();
         let rows: Vec<Vec<String>> = live
             .iter()
             .map(|&i| {
-                let values = &candidates[i].config.values;
-                values.iter().map(|(_, v)| v.to_string()).collect()
+                let values = candidates[i].config.values();
+                values.map(|(_, v)| v.to_string()).collect()
             })
             .collect();
         let which = live.iter().map(|&i| candidates[i].index).collect();
@@ -180,6 +181,11 @@ pub trait Strategy {
     /// as if the strategy had asked for it (an annealing start, a genetic parent). False when
     /// it was asked already. Call before the first `ask`.
     fn take(&mut self, point: usize) -> bool;
+    /// Where a ranking strategy first placed `point`, as (rank from 0, points ranked): how
+    /// good its model was, told for the run's winner. `None` for strategies without one.
+    fn first_rank(&self, _point: usize) -> Option<(usize, usize)> {
+        None
+    }
 }
 
 /// How much searching a run may do.
@@ -266,6 +272,11 @@ pub const REGISTRY: &[StrategyInfo] = &[
                 rng: Rng::new(seed),
             })
         },
+    },
+    StrategyInfo {
+        name: "model",
+        about: "an all-pairs set of configurations, then the ones a model fitted to the measurements ranks fastest, within --budget",
+        build: |space, _, horizon| Box::new(model::Model::new(space, horizon)),
     },
     StrategyInfo {
         name: "anneal",
@@ -1041,7 +1052,7 @@ mod tests {
         assert_eq!(names, STRATEGIES);
         let err = lookup("simplex").err().expect("unknown").to_string();
         assert!(
-            err.contains("simplex") && err.contains("exhaustive, random, anneal, genetic"),
+            err.contains("simplex") && err.contains("exhaustive, random, model, anneal, genetic"),
             "{err}"
         );
         assert!(REGISTRY.iter().all(|s| !s.about.is_empty()));
@@ -1303,7 +1314,7 @@ mod tests {
             Ok(_) => panic!("accepted an unknown strategy"),
         };
         assert!(
-            e.contains("'hillclimb'") && e.contains("exhaustive, random, anneal, genetic"),
+            e.contains("'hillclimb'") && e.contains("exhaustive, random, model, anneal, genetic"),
             "{e}"
         );
     }

@@ -61,8 +61,8 @@ impl Renderer {
     /// as text so the tuner can record it against this variant and go on.
     pub fn render(&self, candidate: &Candidate) -> std::result::Result<String, String> {
         let mut ctx = self.element();
-        for (name, value) in &candidate.config.values {
-            ctx.insert(name.clone(), value);
+        for (name, value) in candidate.config.values() {
+            ctx.insert(name.to_string(), value);
         }
         for name in &candidate.define_names {
             if let Some(value) = candidate.vars.get(name) {

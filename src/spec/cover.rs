@@ -5,7 +5,9 @@
 //! It is what CI compiles instead of whole cartesian products: a template bug that needs one
 //! value, or two values together, shows in the covering set as it would in the whole space,
 //! at a few hundred compiles instead of thousands. (Pairs no runnable configuration holds,
-//! because the constraints forbid them, need no covering.)
+//! because the constraints forbid them, need no covering.) For the same reason it is the
+//! first round of the `model` search: every value and every pair of values measured once is
+//! what a model of main effects and pairwise interactions needs to rank the rest.
 //!
 //! Greedy set cover with lazy gains: the configuration that covers the most uncovered pairs
 //! is taken first. Gains only shrink as pairs get covered, so a stale gain is an upper bound
@@ -19,28 +21,37 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 /// chosen. Deterministic: ties go to the lower position.
 pub fn pairwise(candidates: &[Candidate]) -> Vec<usize> {
     let rows: Vec<(usize, Vec<u32>)> = encode(candidates);
-    let mut uncovered: HashSet<(u32, u32)> = rows.iter().flat_map(|(_, r)| pairs(r)).collect();
+    let ids: Vec<Vec<u32>> = rows.iter().map(|(_, r)| r.clone()).collect();
+    pairwise_rows(&ids).into_iter().map(|k| rows[k].0).collect()
+}
+
+/// Positions (into `rows`) of an all-pairs covering set of `rows`, each row one id per
+/// (parameter, value), unique across parameters. The greedy choice takes the row covering
+/// the most uncovered pairs; gains only shrink, so a popped gain that still beats the next
+/// one is exact (lazy evaluation). Deterministic: ties go to the lower position.
+pub fn pairwise_rows(rows: &[Vec<u32>]) -> Vec<usize> {
+    let mut uncovered: HashSet<(u32, u32)> = rows.iter().flat_map(|r| pairs(r)).collect();
     // Max-heap of (gain, lower position first).
     let mut heap: BinaryHeap<(usize, std::cmp::Reverse<usize>)> = rows
         .iter()
         .enumerate()
-        .map(|(i, (_, r))| (pairs(r).count(), std::cmp::Reverse(i)))
+        .map(|(i, r)| (pairs(r).count(), std::cmp::Reverse(i)))
         .collect();
     let mut chosen = Vec::new();
     while !uncovered.is_empty() {
         let Some((_, std::cmp::Reverse(i))) = heap.pop() else {
             break;
         };
-        let gain = pairs(&rows[i].1).filter(|p| uncovered.contains(p)).count();
+        let gain = pairs(&rows[i]).filter(|p| uncovered.contains(p)).count();
         if gain == 0 {
             continue;
         }
         let next = heap.peek().map_or(0, |&(g, _)| g);
         if gain >= next {
-            for p in pairs(&rows[i].1) {
+            for p in pairs(&rows[i]) {
                 uncovered.remove(&p);
             }
-            chosen.push(rows[i].0);
+            chosen.push(i);
         } else {
             heap.push((gain, std::cmp::Reverse(i)));
         }
@@ -58,8 +69,7 @@ fn encode(candidates: &[Candidate]) -> Vec<(usize, Vec<u32>)> {
         .map(|(pos, c)| {
             let row = c
                 .config
-                .values
-                .iter()
+                .values()
                 .enumerate()
                 .map(|(slot, (_, v))| {
                     let next = ids.len() as u32;
@@ -94,7 +104,7 @@ mod tests {
     }
 
     fn value_pairs(c: &Candidate) -> Vec<String> {
-        let v = &c.config.values;
+        let v: Vec<(&str, &crate::spec::expr::Value)> = c.config.values().collect();
         let mut out = Vec::new();
         for a in 0..v.len() {
             for b in a + 1..v.len() {

@@ -15,6 +15,9 @@ pub enum Status {
     Pruned,
     /// Valid, but a search strategy did not propose it within its budget.
     Skipped,
+    /// Proposed, but never compiled or run: the run was stopped (Ctrl-C) or its GPU path
+    /// failed first; `error` says which.
+    NotRun,
 }
 
 impl Status {
@@ -24,6 +27,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Pruned => "pruned",
             Status::Skipped => "skipped",
+            Status::NotRun => "not_run",
         }
     }
 
@@ -33,6 +37,7 @@ impl Status {
             "failed" => Some(Status::Failed),
             "pruned" => Some(Status::Pruned),
             "skipped" => Some(Status::Skipped),
+            "not_run" => Some(Status::NotRun),
             _ => None,
         }
     }
