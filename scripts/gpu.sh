@@ -14,8 +14,10 @@
 #                                        replaced)
 #   bash scripts/gpu.sh bench            GPU machine: the tuning-time table of docs/benchmarks.md
 #                                        (whole-process wall time, empty and warm cubin cache,
-#                                        phases, winner as % of the roof), then the stored
-#                                        winners of results/best.csv as % of their roof
+#                                        phases, the model's first rank of the winner, winner
+#                                        as % of the roof; for sgemm, Triton's autotune in the
+#                                        same run: scripts/peers/triton_sgemm.py), then the
+#                                        stored winners of results/best.csv as % of their roof
 #
 # Logs and tables go to $OUT (default: gpu-out/, git-ignored).
 set -uo pipefail
@@ -86,7 +88,8 @@ bench)
   mkdir -p "$OUT"
   cache=$(mktemp -d)
   md="$OUT/benchmarks.md"
-  # row LABEL ARGS...: one whole `tune` process, its wall time, phases and winner.
+  # row LABEL ARGS...: one whole `tune` process, its wall time, phases, winner and the rank
+  # the search's model first gave the winner.
   row() {
     local label=$1; shift
     local t0 text rc ms
@@ -95,14 +98,24 @@ bench)
     rc=$?
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     printf '== %s: tune %s\n%s\nexit %s wall_ms %s\n' "$label" "$*" "$text" "$rc" "$ms" >> "$OUT/bench.log"
-    local phases best
+    local phases best rank
     phases=$(echo "$text" | sed -n 's/^Time: .*(\(.*\))$/\1/p')
-    best=$(echo "$text" | grep -m1 '^Best' | sed 's/^Best: //' | cut -c1-200)
-    echo "| \`$*\` | $label | $((ms / 1000)).$(printf %03d $((ms % 1000))) | $phases | $best |"
+    best=$(echo "$text" | grep -m1 '^Best' | sed 's/^Best: //' | cut -c1-160)
+    rank=$(echo "$text" | sed -n 's/.*first fit ranked the winner \([0-9]* of [0-9]*\).*/\1/p')
+    echo "| \`$*\` | $label | $((ms / 1000)).$(printf %03d $((ms % 1000))) | $phases | ${rank:--} | $best |"
+  }
+  # peer SHAPE: Triton's autotune on the same SGEMM, one whole process, empty Triton cache.
+  peer() {
+    local t0 text ms
+    t0=$(date +%s%N)
+    text=$(TRITON_CACHE_DIR=$(mktemp -d) timeout 300 python3 scripts/peers/triton_sgemm.py "$1" 2>>"$OUT/bench-stderr.log")
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "$text" >> "$OUT/bench.log"
+    echo "| \`triton_sgemm.py $1\` | Triton autotune, empty cache | $((ms / 1000)).$(printf %03d $((ms % 1000))) | | | $text |"
   }
   {
-    echo "| command | cache | wall s | phases | best |"
-    echo "|---|---|---|---|---|"
+    echo "| command | cache | wall s | phases | model rank of winner | best |"
+    echo "|---|---|---|---|---|---|"
     for args in "--op transpose --shape 1000x1000" \
                 "--op transpose --shape 8x1000000 --dtype f16" \
                 "--op transpose --shape 4097x33" \
@@ -111,11 +124,12 @@ bench)
                 "--op sgemm --shape 1000x1000x1000" \
                 "--op sgemm --shape 32x8192x8192" \
                 "--op sgemm --shape 128x128x128"; do
-      rm -rf "$cache"; mkdir -p "$cache"
+      rm -rf "$cache" "$OUT/bench-runs"; mkdir -p "$cache"
       # shellcheck disable=SC2086
       row cold $args
       # shellcheck disable=SC2086
       row warm $args
+      case "$args" in *sgemm*) peer "${args##* }" ;; esac
     done
     echo
     echo "| op | shape | dtype | % of roof | roof | parameters |"

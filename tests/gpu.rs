@@ -100,7 +100,9 @@ fn every_variant_verifies_on_multiple_and_odd_shapes() {
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
     for shape in ["1000x1000", "1024x1024", "999x1001", "33x4097"] {
         let out = tempfile::tempdir().unwrap();
-        let o = tune(&options(shape, out.path())).unwrap();
+        let mut opts = options(shape, out.path());
+        opts.strategy = "exhaustive".into();
+        let o = tune(&opts).unwrap();
         assert_none_failed(&o, shape);
         let ok = variants(&o).filter(|r| r.status == Status::Ok).count();
         assert!(ok >= 200, "{shape}: only {ok} variants verified");
@@ -137,6 +139,7 @@ fn every_variant_verifies_in_f64_and_f16() {
             let out = tempfile::tempdir().unwrap();
             let mut opts = options(shape, out.path());
             opts.dtype = Some(dtype.into());
+            opts.strategy = "exhaustive".into();
             let o = tune(&opts).unwrap();
             assert_none_failed(&o, &format!("{dtype} {shape}"));
             let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();

@@ -177,20 +177,17 @@ impl Strategy for Model {
             return out;
         }
         let mut order: Vec<usize> = (0..self.points.len()).collect();
-        match self.predict() {
-            Some(pred) => {
-                order.sort_by(|&a, &b| pred[a].total_cmp(&pred[b]).then(a.cmp(&b)));
-                if self.first_rank.is_none() {
-                    let mut rank = vec![0; order.len()];
-                    for (r, &p) in order.iter().enumerate() {
-                        rank[p] = r;
-                    }
-                    self.first_rank = Some(rank);
+        // Nothing measured yet (a compile-only run, or every cover point pending): the space's
+        // own order.
+        if let Some(pred) = self.predict() {
+            order.sort_by(|&a, &b| pred[a].total_cmp(&pred[b]).then(a.cmp(&b)));
+            if self.first_rank.is_none() {
+                let mut rank = vec![0; order.len()];
+                for (r, &p) in order.iter().enumerate() {
+                    rank[p] = r;
                 }
+                self.first_rank = Some(rank);
             }
-            // Nothing measured yet (a compile-only run, or every cover point pending): the
-            // space's own order.
-            None => {}
         }
         for p in order {
             if out.len() == n {
