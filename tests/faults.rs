@@ -215,8 +215,10 @@ fn is_final_name(name: &str) -> bool {
         .is_some_and(|n| n.len() == 4 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-const EMIT_ARGS: [&str; 5] = [
+const EMIT_ARGS: [&str; 7] = [
     "--compile-only",
+    "--strategy",
+    "exhaustive",
     "--shape",
     "2000x2000",
     "--no-cache",

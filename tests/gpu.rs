@@ -194,6 +194,7 @@ fn verify_in_every_dtype(shapes: &[&str], params: &[&str], min_ok: usize, only: 
             let mut opts = options(shape, out.path());
             opts.dtype = Some(dtype.into());
             opts.params = params.iter().map(|p| p.to_string()).collect();
+            opts.strategy = "exhaustive".into();
             let o = tune(&opts).unwrap();
             let what = format!("{dtype} {shape}");
             assert_none_failed(&o, &what);

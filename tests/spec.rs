@@ -57,6 +57,8 @@ fn the_example_compiles_in_every_variant() {
                 "--shape",
                 shape,
                 "--compile-only",
+                "--strategy",
+                "exhaustive",
                 "--no-cache",
             ],
         );

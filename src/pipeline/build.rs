@@ -152,7 +152,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
             builds.extend(prep.build(&env(opts, &setup, work_dir.path()), &next)?);
         }
         outcome.phases.compile_s += t.elapsed().as_secs_f64();
-        outcome.search = Some(s.summary());
+        outcome.search = Some(s.summary("compiled"));
     }
     outcome.compiled = prep.compiled.len();
     outcome.from_cache = prep.cache_hits();

@@ -251,7 +251,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     tally.pb.finish_and_clear();
     built.outcome.compiled = built.prep.compiled.len();
     built.outcome.from_cache = built.prep.cache_hits();
-    built.outcome.search = built.search.as_ref().map(Search::summary);
+    built.outcome.search = built.search.as_ref().map(|s| s.summary("measured"));
     Ok(Measured {
         built,
         info,

@@ -269,9 +269,10 @@ impl Search {
         )
     }
 
-    pub(super) fn summary(&self) -> String {
+    /// What the search did; `done` is what happened to its proposals (measured, compiled).
+    pub(super) fn summary(&self, done: &str) -> String {
         format!(
-            "{}: {} of {} valid configurations measured ({}, {:.1} s)",
+            "{}: {} of {} valid configurations {done} ({}, {:.1} s)",
             self.name,
             self.asked,
             self.live,
