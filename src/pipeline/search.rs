@@ -222,11 +222,15 @@ impl Search {
     }
 
     /// The next round's candidate indices; empty when the budget or the strategy is spent.
+    /// A round is [`SEARCH_BATCH`] points, or more when the strategy's next proposals do not
+    /// depend on measurements (the stored winners and a fixed first set): those compile
+    /// together instead of in rounds that wait for the GPU.
     pub(super) fn ask(&mut self) -> Vec<usize> {
+        let batch = SEARCH_BATCH.max(self.first.len() + self.strategy.unconditional());
         let n = match self.budget {
-            Budget::Variants(b) => b.saturating_sub(self.asked).min(SEARCH_BATCH),
+            Budget::Variants(b) => b.saturating_sub(self.asked).min(batch),
             Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => 0,
-            Budget::Seconds(_) => SEARCH_BATCH,
+            Budget::Seconds(_) => batch,
         };
         if n == 0 {
             return Vec::new();

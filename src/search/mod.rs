@@ -186,6 +186,11 @@ pub trait Strategy {
     fn first_rank(&self, _point: usize) -> Option<(usize, usize)> {
         None
     }
+    /// How many of its next proposals do not depend on what it is told (a fixed first round):
+    /// the tuner asks for them in one round, so they compile together.
+    fn unconditional(&self) -> usize {
+        0
+    }
 }
 
 /// How much searching a run may do.

@@ -252,6 +252,10 @@ impl Strategy for Model {
         point < self.points.len() && self.asked.insert(point)
     }
 
+    fn unconditional(&self) -> usize {
+        self.cover.len()
+    }
+
     fn first_rank(&self, point: usize) -> Option<(usize, usize)> {
         let rank = self.first_rank.as_ref()?;
         Some((rank.get(point).copied()?, rank.len()))
