@@ -77,7 +77,7 @@ retune)
   for item in $todo; do
     IFS=: read -r op shape dtype <<< "$item"
     t0=$(date +%s%N)
-    "$bin/tune" --op "$op" --shape "$shape" --dtype "$dtype" $keep --no-pruned-rows \
+    "$bin/tune" --op "$op" --shape "$shape" --dtype "$dtype" $keep \
       --out "$OUT/runs" > "$OUT/runs/$op-$shape-$dtype.log" 2>&1
     rc=$?
     echo "$op $shape $dtype: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(grep -m1 '^Best' "$OUT/runs/$op-$shape-$dtype.log" | cut -c1-160)"
