@@ -476,7 +476,7 @@ pub(super) fn pre_launches(c: &Candidate) -> Vec<PreLaunch> {
 /// proposed it (`skipped` says why).
 fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> Record {
     let (status, error) = match (&c.pruned, build.map(|b| &b.cubin)) {
-        (Some(reason), _) => (Status::Pruned, reason.clone()),
+        (Some(reason), _) => (Status::Pruned, reason.to_string()),
         (None, Some(Some(Err(e)))) => (Status::Failed, e.clone()),
         (None, Some(None)) => (Status::NotRun, "interrupted (Ctrl-C)".into()),
         (None, Some(Some(Ok(_)))) => (Status::Ok, String::new()),

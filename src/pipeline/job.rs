@@ -305,7 +305,7 @@ fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) 
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
-        rec.error = c.pruned.clone().unwrap_or_default();
+        rec.error = c.pruned.as_deref().unwrap_or_default().to_string();
         if c.pruned.is_none() {
             rec.status = Status::Skipped;
             rec.error = search.map(Search::skipped_reason).unwrap_or_default();

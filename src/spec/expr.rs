@@ -68,11 +68,13 @@ impl fmt::Display for Value {
 /// Named values that expressions can read, plus the helper functions we add (`ceil_div`).
 /// Each value is kept twice, ours and evalexpr's, so that an expression reads the variables
 /// in place: building evalexpr's own context (every variable copied) for each of the many
-/// evaluations a space needs would cost more than the evaluations themselves.
+/// evaluations a space needs would cost more than the evaluations themselves. Names are
+/// shared (`Arc<str>`), so a copy of a set of variables allocates no name: every valid
+/// configuration of a space holds one, with the same names.
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
-    values: BTreeMap<String, Value>,
-    evals: HashMap<String, EValue>,
+    values: BTreeMap<std::sync::Arc<str>, Value>,
+    evals: HashMap<std::sync::Arc<str>, EValue>,
 }
 
 /// evalexpr's view of [`Vars`]: variables by reference, `ceil_div`, then the builtins.
@@ -146,13 +148,16 @@ impl Vars {
         match self.values.get_mut(name) {
             Some(slot) => *slot = value.clone(),
             None => {
-                self.values.insert(name.to_string(), value.clone());
+                let name: std::sync::Arc<str> = name.into();
+                self.values.insert(name.clone(), value.clone());
+                self.evals.insert(name, value.to_evalexpr());
+                return;
             }
         }
         match self.evals.get_mut(name) {
             Some(slot) => *slot = value.to_evalexpr(),
             None => {
-                self.evals.insert(name.to_string(), value.to_evalexpr());
+                self.evals.insert(name.into(), value.to_evalexpr());
             }
         }
     }

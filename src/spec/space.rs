@@ -70,7 +70,7 @@ pub struct Candidate {
     /// The spec's prologue kernels this configuration runs first (those whose `when`
     /// holds), with their launch geometry, in order.
     pub prologue: Vec<(String, LaunchDims)>,
-    pub pruned: Option<String>,
+    pub pruned: Option<std::sync::Arc<str>>,
 }
 
 /// Values from `--param NAME=v1,v2,...`, replacing the spec's defaults for NAME.
@@ -267,6 +267,9 @@ pub fn enumerate(
     let define_names: Vec<String> = op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::with_capacity(total);
     let mut digits = vec![0usize; axes.len()];
+    // The first valid configuration's variables: every later one copies them (shared names)
+    // and overwrites the values.
+    let mut template: Option<Vars> = None;
     for index in 0..total {
         if index > 0 {
             // The odometer: the last parameter turns fastest.
@@ -291,12 +294,15 @@ pub fn enumerate(
                 pruned: Some(reason),
             },
             None => {
-                let mut vars = base.clone();
+                let mut vars = template.as_ref().unwrap_or(&base).clone();
                 for (name, value) in config.values() {
                     vars.set(name, value);
                 }
                 for (k, name) in define_names.iter().enumerate() {
                     vars.set(name, memo.define(k, &digits));
+                }
+                if template.is_none() {
+                    template = Some(vars.clone());
                 }
                 launch_and_prologue(
                     op,
@@ -357,6 +363,11 @@ impl<T> Memoized<T> {
 struct Memo {
     defines: Vec<(String, Memoized<Value>)>,
     constraints: Vec<Memoized<bool>>,
+    /// The variables of the last miss, overwritten in place at the next (a fresh copy of the
+    /// base per miss was most of the enumeration's time).
+    scratch: Option<Vars>,
+    /// Each constraint's reason, shared by every point it prunes.
+    reasons: Vec<std::sync::Arc<str>>,
 }
 
 impl Memo {
@@ -399,6 +410,13 @@ impl Memo {
         Ok(Memo {
             defines,
             constraints,
+            scratch: None,
+            reasons: op
+                .spec
+                .constraints
+                .iter()
+                .map(|c| c.reason().into())
+                .collect(),
         })
     }
 
@@ -418,7 +436,7 @@ impl Memo {
         base: &Vars,
         axes: &[(String, Vec<Value>)],
         digits: &[usize],
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<std::sync::Arc<str>>> {
         for k in 0..self.defines.len() {
             let at = self.defines[k].1.at(digits);
             if self.defines[k].1.table[at].is_none() {
@@ -427,8 +445,9 @@ impl Memo {
                 let value = vars.eval(
                     &d.expr,
                     &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
-                )?;
-                self.defines[k].1.table[at] = Some(value);
+                );
+                self.scratch = Some(vars);
+                self.defines[k].1.table[at] = Some(value?);
             }
         }
         for (i, spec) in op.spec.constraints.iter().enumerate() {
@@ -440,28 +459,33 @@ impl Memo {
                     let ok = vars.eval_bool(
                         &spec.expr,
                         &Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr))),
-                    )?;
+                    );
+                    self.scratch = Some(vars);
+                    let ok = ok?;
                     self.constraints[i].table[at] = Some(ok);
                     ok
                 }
             };
             if !ok {
-                return Ok(Some(spec.reason()));
+                return Ok(Some(self.reasons[i].clone()));
             }
         }
         Ok(None)
     }
 
     /// The variables an expression sees at `digits`: shape and limits, the parameters, and
-    /// the first `defines` defines (only these, as in spec order). Built on a memo miss only.
+    /// the first `defines` defines, written over the last miss's variables (hand them back in
+    /// `scratch`). Later defines may linger there from that miss, but an expression that reads
+    /// a define after its own fails at the space's first point, where every define and
+    /// constraint is evaluated in spec order before any has a value.
     fn vars_before(
-        &self,
+        &mut self,
         base: &Vars,
         axes: &[(String, Vec<Value>)],
         digits: &[usize],
         defines: usize,
     ) -> Vars {
-        let mut vars = base.clone();
+        let mut vars = self.scratch.take().unwrap_or_else(|| base.clone());
         for ((name, values), &d) in axes.iter().zip(digits) {
             vars.set(name, &values[d]);
         }
@@ -490,7 +514,7 @@ fn launch_and_prologue(
     )? {
         Ok(dims) => candidate.launch = Some(dims),
         Err(why) => {
-            candidate.pruned = Some(why);
+            candidate.pruned = Some(why.into());
             return Ok(candidate);
         }
     }
@@ -506,16 +530,16 @@ fn launch_and_prologue(
         }
         if let Some((first, _)) = candidate.prologue.first() {
             // The exports (header entries, Rust API) carry one kernel to launch first.
-            candidate.pruned = Some(format!(
+            candidate.pruned = Some(std::sync::Arc::from(format!(
                 "two prologue kernels apply ({first}, {}); at most one may",
                 p.kernel
-            ));
+            )));
             return Ok(candidate);
         }
         match eval_launch(&candidate.vars, &p.block, &p.grid, None, limits, &at)? {
             Ok(dims) => candidate.prologue.push((p.kernel.clone(), dims)),
             Err(why) => {
-                candidate.pruned = Some(format!("prologue {}: {why}", p.kernel));
+                candidate.pruned = Some(format!("prologue {}: {why}", p.kernel).into());
                 return Ok(candidate);
             }
         }
@@ -528,7 +552,7 @@ pub fn prune_summary(candidates: &[Candidate]) -> Vec<(String, usize)> {
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
     for c in candidates {
         if let Some(reason) = &c.pruned {
-            *counts.entry(reason.clone()).or_default() += 1;
+            *counts.entry(reason.to_string()).or_default() += 1;
         }
     }
     let mut list: Vec<(String, usize)> = counts.into_iter().collect();
@@ -594,7 +618,7 @@ mod tests {
                     define_names: op.spec.defines.iter().map(|(n, _)| n.clone()).collect(),
                     launch: None,
                     prologue: Vec::new(),
-                    pruned: pruned.clone(),
+                    pruned: pruned.clone().map(std::sync::Arc::from),
                 };
                 match pruned {
                     Some(_) => candidate,
