@@ -117,6 +117,7 @@ pub fn compile_parallel(
             Err(e) => {
                 for c in &children {
                     kill(c);
+                    let _ = c.lock().expect("child lock").wait();
                 }
                 return Err(Error::io("cannot start compile worker", exe, e));
             }

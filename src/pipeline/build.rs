@@ -154,8 +154,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
         outcome.phases.compile_s += t.elapsed().as_secs_f64();
         outcome.search = Some(s.summary("compiled"));
     }
-    outcome.compiled = prep.compiled.len();
-    outcome.from_cache = prep.cache_hits();
+    prep.count_into(&mut outcome);
     outcome.interrupted = crate::isolate::worker::interrupted();
     let skipped = search
         .as_ref()
@@ -344,6 +343,13 @@ impl Prepared {
         self.compiled.iter().filter(|c| c.from_cache).count()
     }
 
+    /// Writes how many unique sources were compiled, and how many came from the cache, into
+    /// `outcome` (after the last round).
+    pub(super) fn count_into(&self, outcome: &mut TuneOutcome) {
+        outcome.compiled = self.compiled.len();
+        outcome.from_cache = self.cache_hits();
+    }
+
     /// Renders and compiles the candidates `subset` (indices into `env.candidates`).
     pub(super) fn build(&mut self, env: &BuildEnv, subset: &[usize]) -> Result<Vec<Build>> {
         let first_new = self.sources.len();
@@ -472,27 +478,40 @@ pub(super) fn pre_launches(c: &Candidate) -> Vec<PreLaunch> {
         .collect()
 }
 
+/// A configuration's record before anything ran: pruned with the reason, or, when live,
+/// skipped with `skipped` (why a search left it out) until a round takes it.
+pub(super) fn shown_record(c: &Candidate, skipped: &str) -> Record {
+    let params = c
+        .config
+        .values()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
+    match &c.pruned {
+        Some(reason) => {
+            rec.status = Status::Pruned;
+            rec.error = reason.to_string();
+        }
+        None => {
+            rec.status = Status::Skipped;
+            rec.error = skipped.to_string();
+        }
+    }
+    rec
+}
+
 /// A configuration's record after a compile-only run; `build` is `None` when the search never
 /// proposed it (`skipped` says why).
 fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> Record {
-    let (status, error) = match (&c.pruned, build.map(|b| &b.cubin)) {
-        (Some(reason), _) => (Status::Pruned, reason.to_string()),
-        (None, Some(Some(Err(e)))) => (Status::Failed, e.clone()),
-        (None, Some(None)) => (Status::NotRun, "interrupted (Ctrl-C)".into()),
-        (None, Some(Some(Ok(_)))) => (Status::Ok, String::new()),
-        (None, None) => (Status::Skipped, skipped.to_string()),
+    let mut rec = shown_record(c, skipped);
+    let Some(build) = build.filter(|_| c.pruned.is_none()) else {
+        return rec;
     };
-    Record {
-        status,
-        error,
-        compile_ms: build.map(|b| b.compile_ms),
-        ..Record::new(
-            "variant",
-            &format!("v{:04}", c.index),
-            c.config
-                .values()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
+    (rec.status, rec.error) = match &build.cubin {
+        Some(Err(e)) => (Status::Failed, e.clone()),
+        None => (Status::NotRun, "interrupted (Ctrl-C)".into()),
+        Some(Ok(_)) => (Status::Ok, String::new()),
+    };
+    rec.compile_ms = Some(build.compile_ms);
+    rec
 }

@@ -298,18 +298,9 @@ fn reference_kernel(
 /// A record for every shown configuration: pruned ones with their reason, live ones
 /// "skipped" until a round submits them (a search leaves the ones it never proposed skipped).
 fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) {
+    let skipped = search.map(Search::skipped_reason).unwrap_or_default();
     for c in setup.candidates.iter().filter(|c| setup.shown(c)) {
-        let params = c
-            .config
-            .values()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
-        rec.error = c.pruned.as_deref().unwrap_or_default().to_string();
-        if c.pruned.is_none() {
-            rec.status = Status::Skipped;
-            rec.error = search.map(Search::skipped_reason).unwrap_or_default();
-        }
+        let rec = super::build::shown_record(c, &skipped);
         ledger
             .task_record
             .insert(TaskId::variant(c.index).number(), ledger.records.len());

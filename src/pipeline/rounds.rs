@@ -249,8 +249,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         pb.set_length(pb.position() + job.tasks.len() as u64 + s.remaining() as u64);
     }
     tally.pb.finish_and_clear();
-    built.outcome.compiled = built.prep.compiled.len();
-    built.outcome.from_cache = built.prep.cache_hits();
+    built.prep.count_into(&mut built.outcome);
     built.outcome.search = built.search.as_ref().map(|s| s.summary("measured"));
     Ok(Measured {
         built,

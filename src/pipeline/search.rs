@@ -16,16 +16,12 @@ use std::time::Instant;
 /// The strategy `--strategy auto` searches with; spaces no larger than its default budget
 /// are timed whole.
 pub const AUTO_SEARCH: &str = "model";
-/// The variant budget of a search other than `model` when none is given.
-pub const DEFAULT_BUDGET: usize = 256;
+pub use crate::search::DEFAULT_BUDGET;
 
-/// The variant budget of strategy `name` when none is given: the `model` search is built to
-/// answer in few compiles ([`crate::search::model::MODEL_BUDGET`]); the others need more.
+/// The variant budget of strategy `name` when none is given, from its registry entry (the
+/// `model` search is built to answer in few compiles; the others need more).
 pub fn default_budget(name: &str) -> usize {
-    match name {
-        "model" => crate::search::model::MODEL_BUDGET,
-        _ => DEFAULT_BUDGET,
-    }
+    crate::search::lookup(name).map_or(DEFAULT_BUDGET, |s| s.budget)
 }
 /// Configurations per search round: enough to keep 16 compile workers busy while the
 /// strategy still learns from every round.

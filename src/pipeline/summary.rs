@@ -112,7 +112,7 @@ fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
     });
     let (failed, pruned, skipped, not_run) = (
         count(&o.records, Status::Failed),
-        o.prune_reasons.iter().map(|(_, n)| n).sum::<usize>(),
+        pruned_count(o),
         count(&o.records, Status::Skipped),
         count(&o.records, Status::NotRun),
     );
@@ -461,11 +461,16 @@ fn warmup_line(warmups: &[(String, crate::measure::clocks::Warmup)]) -> Option<S
     Some(line)
 }
 
+/// How many configurations constraints pruned (counted by reason, with or without records).
+fn pruned_count(o: &TuneOutcome) -> usize {
+    o.prune_reasons.iter().map(|(_, n)| n).sum()
+}
+
 fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     let mut s = String::new();
     let ok = count(&o.records, Status::Ok);
     let failed = count(&o.records, Status::Failed);
-    let pruned: usize = o.prune_reasons.iter().map(|(_, n)| n).sum();
+    let pruned = pruned_count(o);
     let mut rest = String::new();
     for (status, what) in [
         (Status::Skipped, "not proposed"),

@@ -252,14 +252,20 @@ pub fn parse_budget(text: &str) -> Result<Budget> {
 pub struct StrategyInfo {
     pub name: &'static str,
     pub about: &'static str,
+    /// The variant budget of a run that gives none.
+    pub budget: usize,
     build: fn(&SearchSpace, u64, usize) -> Box<dyn Strategy>,
 }
+
+/// The variant budget of a search that gives none, except where its entry says otherwise.
+pub const DEFAULT_BUDGET: usize = 256;
 
 /// Every strategy [`strategy`] builds, in the order the CLI lists them.
 pub const REGISTRY: &[StrategyInfo] = &[
     StrategyInfo {
         name: "exhaustive",
         about: "times every valid configuration, in the space's order",
+        budget: DEFAULT_BUDGET,
         build: |space, _, _| {
             Box::new(Exhaustive {
                 next: 0,
@@ -271,6 +277,7 @@ pub const REGISTRY: &[StrategyInfo] = &[
     StrategyInfo {
         name: "random",
         about: "measures --budget configurations drawn at random, each once",
+        budget: DEFAULT_BUDGET,
         build: |space, seed, _| {
             Box::new(RandomSearch {
                 pool: Pool::new(space.len()),
@@ -281,16 +288,19 @@ pub const REGISTRY: &[StrategyInfo] = &[
     StrategyInfo {
         name: "model",
         about: "an all-pairs set of configurations, then the ones a model fitted to the measurements ranks fastest, within --budget",
+        budget: model::MODEL_BUDGET,
         build: |space, _, horizon| Box::new(model::Model::new(space, horizon)),
     },
     StrategyInfo {
         name: "anneal",
         about: "simulated annealing over neighbouring configurations, within --budget",
+        budget: DEFAULT_BUDGET,
         build: |space, seed, horizon| Box::new(Anneal::new(space, seed, horizon)),
     },
     StrategyInfo {
         name: "genetic",
         about: "a genetic search (selection, crossover, mutation), within --budget",
+        budget: DEFAULT_BUDGET,
         build: |space, seed, horizon| Box::new(Genetic::new(space, seed, horizon)),
     },
 ];

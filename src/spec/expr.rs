@@ -146,18 +146,15 @@ impl Vars {
         // Overwrites in place when the name is there: the space sets every parameter anew at
         // each point it evaluates.
         match self.values.get_mut(name) {
-            Some(slot) => *slot = value.clone(),
+            Some(slot) => {
+                *slot = value.clone();
+                let eval = self.evals.get_mut(name).expect("both maps hold every name");
+                *eval = value.to_evalexpr();
+            }
             None => {
                 let name: std::sync::Arc<str> = name.into();
                 self.values.insert(name.clone(), value.clone());
                 self.evals.insert(name, value.to_evalexpr());
-                return;
-            }
-        }
-        match self.evals.get_mut(name) {
-            Some(slot) => *slot = value.to_evalexpr(),
-            None => {
-                self.evals.insert(name.into(), value.to_evalexpr());
             }
         }
     }

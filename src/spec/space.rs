@@ -10,10 +10,53 @@ use crate::spec::expr::{Lazy, Site, Value, Vars};
 use crate::spec::ops::{Op, ParamSpec};
 
 /// The parameters of one space and the values each takes, shared by its configurations.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Axes {
     pub names: Vec<String>,
     pub values: Vec<Vec<Value>>,
+}
+
+impl Axes {
+    /// The op's parameters with their default values, or the last `--param` override's.
+    fn of(op: &Op, overrides: &[ParamOverride]) -> Result<Axes> {
+        let mut axes = Axes {
+            names: Vec::new(),
+            values: Vec::new(),
+        };
+        for p in &op.spec.params {
+            let values = overrides
+                .iter()
+                .rev()
+                .find(|o| o.name == p.name)
+                .map(|o| o.values.clone())
+                .unwrap_or_else(|| p.default_values());
+            if values.len() > usize::from(u16::MAX) {
+                return Err(Error::Usage(format!(
+                    "{}: {} values; a parameter takes at most {}",
+                    p.name,
+                    values.len(),
+                    u16::MAX
+                )));
+            }
+            axes.names.push(p.name.clone());
+            axes.values.push(values);
+        }
+        Ok(axes)
+    }
+
+    /// The number of points: the product of the value counts.
+    fn points(&self) -> usize {
+        self.values.iter().map(Vec::len).product()
+    }
+
+    /// Each parameter's name and its value at `digits`.
+    fn at<'a>(&'a self, digits: &'a [usize]) -> impl Iterator<Item = (&'a str, &'a Value)> {
+        self.names
+            .iter()
+            .zip(&self.values)
+            .zip(digits)
+            .map(|((n, vs), &d)| (n.as_str(), &vs[d]))
+    }
 }
 
 /// One point of the space: an index into each parameter's values. The names and values live
@@ -43,11 +86,6 @@ impl Config {
             .zip(&self.axes.values)
             .zip(self.digits.iter())
             .map(|((n, vs), &d)| (n.as_str(), &vs[usize::from(d)]))
-    }
-
-    /// The value of parameter `name`.
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.values().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     /// `TILE_DIM=32 BLOCK_ROWS=8 ...`, the form printed in tables.
@@ -236,52 +274,28 @@ pub fn enumerate(
     limits: &DeviceLimits,
     overrides: &[ParamOverride],
 ) -> Result<Vec<Candidate>> {
-    let axes: Vec<(String, Vec<Value>)> = op
-        .spec
-        .params
-        .iter()
-        .map(|p| {
-            let values = overrides
-                .iter()
-                .rev()
-                .find(|o| o.name == p.name)
-                .map(|o| o.values.clone())
-                .unwrap_or_else(|| p.default_values());
-            (p.name.clone(), values)
-        })
-        .collect();
-    let total: usize = axes.iter().map(|(_, v)| v.len()).product();
-    if let Some((name, values)) = axes.iter().find(|(_, v)| v.len() > usize::from(u16::MAX)) {
-        return Err(Error::Usage(format!(
-            "{name}: {} values; a parameter takes at most {}",
-            values.len(),
-            u16::MAX
-        )));
-    }
-    let shared = std::sync::Arc::new(Axes {
-        names: axes.iter().map(|(n, _)| n.clone()).collect(),
-        values: axes.iter().map(|(_, v)| v.clone()).collect(),
-    });
+    let axes = std::sync::Arc::new(Axes::of(op, overrides)?);
+    let total = axes.points();
     let base = base_vars(op, shape, limits);
     let mut memo = Memo::new(op, &axes)?;
     let define_names: Vec<String> = op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::with_capacity(total);
-    let mut digits = vec![0usize; axes.len()];
+    let mut digits = vec![0usize; axes.names.len()];
     // The first valid configuration's variables: every later one copies them (shared names)
     // and overwrites the values.
     let mut template: Option<Vars> = None;
     for index in 0..total {
         if index > 0 {
             // The odometer: the last parameter turns fastest.
-            for slot in (0..axes.len()).rev() {
+            for slot in (0..digits.len()).rev() {
                 digits[slot] += 1;
-                if digits[slot] < axes[slot].1.len() {
+                if digits[slot] < axes.values[slot].len() {
                     break;
                 }
                 digits[slot] = 0;
             }
         }
-        let config = Config::new(shared.clone(), &digits);
+        let config = Config::new(axes.clone(), &digits);
         let pruned = memo.judge(op, &base, &axes, &digits)?;
         let candidate = match pruned {
             Some(reason) => Candidate {
@@ -334,12 +348,12 @@ struct Memoized<T> {
 }
 
 impl<T> Memoized<T> {
-    fn new(expr: &str, inputs: Vec<usize>, axes: &[(String, Vec<Value>)]) -> Self {
+    fn new(expr: &str, inputs: Vec<usize>, axes: &Axes) -> Self {
         let mut strides = Vec::with_capacity(inputs.len());
         let mut size = 1usize;
         for &slot in &inputs {
             strides.push(size);
-            size *= axes[slot].1.len();
+            size *= axes.values[slot].len();
         }
         Memoized {
             expr: expr.to_string(),
@@ -371,9 +385,9 @@ struct Memo {
 }
 
 impl Memo {
-    fn new(op: &Op, axes: &[(String, Vec<Value>)]) -> Result<Memo> {
-        let slot_of = |name: &str| axes.iter().position(|(n, _)| n == name);
-        let all: Vec<usize> = (0..axes.len()).collect();
+    fn new(op: &Op, axes: &Axes) -> Result<Memo> {
+        let slot_of = |name: &str| axes.names.iter().position(|n| n == name);
+        let all: Vec<usize> = (0..axes.names.len()).collect();
         // The parameters an expression reads, through the defines before it. An expression
         // that does not parse reads "everything": its first evaluation reports the error.
         let reads = |expr: &str, defines: &[(String, Memoized<Value>)]| -> Vec<usize> {
@@ -434,7 +448,7 @@ impl Memo {
         &mut self,
         op: &Op,
         base: &Vars,
-        axes: &[(String, Vec<Value>)],
+        axes: &Axes,
         digits: &[usize],
     ) -> Result<Option<std::sync::Arc<str>>> {
         for k in 0..self.defines.len() {
@@ -478,16 +492,10 @@ impl Memo {
     /// `scratch`). Later defines may linger there from that miss, but an expression that reads
     /// a define after its own fails at the space's first point, where every define and
     /// constraint is evaluated in spec order before any has a value.
-    fn vars_before(
-        &mut self,
-        base: &Vars,
-        axes: &[(String, Vec<Value>)],
-        digits: &[usize],
-        defines: usize,
-    ) -> Vars {
+    fn vars_before(&mut self, base: &Vars, axes: &Axes, digits: &[usize], defines: usize) -> Vars {
         let mut vars = self.scratch.take().unwrap_or_else(|| base.clone());
-        for ((name, values), &d) in axes.iter().zip(digits) {
-            vars.set(name, &values[d]);
+        for (name, value) in axes.at(digits) {
+            vars.set(name, value);
         }
         for (k, (name, _)) in self.defines.iter().enumerate().take(defines) {
             vars.set(name, self.define(k, digits));
@@ -568,23 +576,14 @@ mod tests {
     /// own (every define in spec order, then the constraints until one fails).
     fn one_by_one(op: &Op, shape: &Shape, overrides: &[ParamOverride]) -> Vec<Candidate> {
         let limits = DeviceLimits::SM90_DEFAULT;
-        let axes: Vec<(String, Vec<Value>)> = op
-            .spec
-            .params
+        let shared = std::sync::Arc::new(Axes::of(op, overrides).unwrap());
+        let axes: Vec<(String, Vec<Value>)> = shared
+            .names
             .iter()
-            .map(|p| {
-                let o = overrides.iter().rev().find(|o| o.name == p.name);
-                (
-                    p.name.clone(),
-                    o.map_or_else(|| p.default_values(), |o| o.values.clone()),
-                )
-            })
+            .cloned()
+            .zip(shared.values.iter().cloned())
             .collect();
-        let total: usize = axes.iter().map(|(_, v)| v.len()).product();
-        let shared = std::sync::Arc::new(Axes {
-            names: axes.iter().map(|(n, _)| n.clone()).collect(),
-            values: axes.iter().map(|(_, v)| v.clone()).collect(),
-        });
+        let total = shared.points();
         (0..total)
             .map(|index| {
                 let mut rest = index;
