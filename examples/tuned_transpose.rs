@@ -303,7 +303,16 @@ fn time_entry(gpu: &Gpu, timer: &Timer, p: &Prepared) -> Result<f64> {
     if unit != "GB/s" {
         return Err(Error::Usage(format!("the metric is {unit}, not GB/s")));
     }
-    let bytes = p.tuned.candidate.vars.eval_int(bytes_expr, "metric")? as f64;
+    let base = cuda_autotune::spec::space::base_vars(
+        &p.tuned.op,
+        &p.tuned.shape,
+        &cuda_autotune::spec::space::DeviceLimits::SM90_DEFAULT,
+    );
+    let bytes = p
+        .tuned
+        .candidate
+        .vars(&base)
+        .eval_int(bytes_expr, "metric")? as f64;
     Ok(bytes / (stats.median_ms * 1e-3) / 1e9)
 }
 

@@ -134,7 +134,7 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
             .candidate
             .define_names
             .iter()
-            .all(|d| at.vars.get(d) == tuned.candidate.vars.get(d))
+            .all(|d| at.var(d) == tuned.candidate.var(d))
 }
 
 fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
@@ -445,7 +445,7 @@ fn same_kernel_everywhere(
         candidate
             .define_names
             .iter()
-            .map(|d| c.vars.get(d).cloned())
+            .map(|d| c.var(d).cloned())
             .collect()
     };
     let overrides = overrides_of(candidate);

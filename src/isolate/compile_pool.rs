@@ -1,5 +1,5 @@
 //! The compile pool: NVRTC serializes compiles inside one process, so compiles run in child
-//! processes (`tune __compile-worker`), one per core, fed from one queue.
+//! processes (`tune __compile-worker`), one per core, fed from one queue for the whole run.
 
 use super::protocol::COMPILE_WORKER_ARG;
 use crate::cuda::compile::Compiler;
@@ -7,9 +7,9 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 
 use super::interrupt::interrupted;
 
@@ -82,109 +82,244 @@ pub fn compile_worker_main(args: &[String]) -> i32 {
     0
 }
 
-/// Compiles the `.cu` files in `paths` with `workers` child processes pulling from one
-/// queue; each success leaves `X.cubin` beside `X.cu`. `progress` is called per file.
+/// A source handed to the pool: the caller's tag (given back with the reply) and its path.
+type Item = (usize, PathBuf);
+
+/// One worker's current process (`None` between a death and the next start).
+type Slot = Arc<Mutex<Option<Child>>>;
+
+/// Every worker's slot.
+type Slots = Arc<Mutex<Vec<Slot>>>;
+
+/// A reply: the tag, and what compiling gave (`None`: never compiled, the run was stopped).
+pub type Reply = (usize, Option<CompileReply>);
+
+/// Compile worker processes that live as long as the pool, fed from one queue: a search
+/// compiles round after round, and starting a worker (a process that loads NVRTC) for every
+/// round would cost each round that much again. Sources are submitted one at a time and
+/// their replies arrive as each finishes ([`CompilePool::recv`]), so the caller can run what
+/// compiled while the rest compiles.
 ///
-/// A stop request (Ctrl-C, [`super::interrupt::interrupted`]) kills the workers within a
-/// poll interval ([`STOP_POLL`]) instead of letting the queue drain: a source never compiled
-/// has `None`, what finished before keeps its reply.
-pub fn compile_parallel(
-    exe: &Path,
-    arch: &str,
-    cache: Option<&Path>,
-    paths: &[PathBuf],
-    workers: usize,
-    progress: &(dyn Fn() + Sync),
-) -> Result<Vec<Option<CompileReply>>> {
-    let queue = Mutex::new((0..paths.len()).collect::<std::collections::VecDeque<usize>>());
-    let replies = Mutex::new(vec![None::<CompileReply>; paths.len()]);
-    let cache_arg = cache
-        .map(|c| c.display().to_string())
-        .unwrap_or_else(|| "-".into());
-    let workers = workers.clamp(1, paths.len().max(1));
-    let mut children = Vec::with_capacity(workers);
-    for _ in 0..workers {
-        use std::os::unix::process::CommandExt;
-        let spawned = Command::new(exe)
-            .args([COMPILE_WORKER_ARG, arch, &cache_arg])
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn();
-        match spawned {
-            Ok(child) => children.push(Mutex::new(child)),
-            Err(e) => {
-                for c in &children {
-                    kill(c);
-                    let _ = c.lock().expect("child lock").wait();
-                }
-                return Err(Error::io("cannot start compile worker", exe, e));
-            }
-        }
-    }
-    let running = AtomicUsize::new(children.len());
-    std::thread::scope(|scope| {
-        for child in &children {
-            let (queue, replies, running) = (&queue, &replies, &running);
-            scope.spawn(move || {
-                let (mut stdin, mut stdout) = {
-                    let mut c = child.lock().expect("child lock");
-                    (
-                        c.stdin.take().expect("piped"),
-                        BufReader::new(c.stdout.take().expect("piped")),
-                    )
-                };
-                while !interrupted() {
-                    let Some(i) = queue.lock().expect("queue lock").pop_front() else {
-                        break;
-                    };
-                    let mut line = String::new();
-                    let answered = writeln!(stdin, "{}", paths[i].display()).is_ok()
-                        && stdin.flush().is_ok()
-                        && stdout.read_line(&mut line).map(|n| n > 0).unwrap_or(false);
-                    if !answered && interrupted() {
-                        break; // killed by the stop: not compiled, not a failure
-                    }
-                    let reply = if answered {
-                        serde_json::from_str(&line).unwrap_or_else(|e| {
-                            failed(format!("bad reply from compile worker: {e}"))
-                        })
-                    } else {
-                        failed("compile worker died (NVRTC crashed?)".into())
-                    };
-                    replies.lock().expect("replies lock")[i] = Some(reply);
-                    progress();
-                    if !answered {
-                        break;
-                    }
-                }
-                drop(stdin);
-                let _ = child.lock().expect("child lock").wait();
-                running.fetch_sub(1, Ordering::SeqCst);
-            });
-        }
+/// Every submitted source gets exactly one reply: a worker that dies (NVRTC crashed) fails
+/// its source and is started again for the next one. A stop request (Ctrl-C,
+/// [`super::interrupt::interrupted`]) kills the workers within [`STOP_POLL`]; what they
+/// were compiling, and everything still queued, is answered `None`.
+pub struct CompilePool {
+    exe: PathBuf,
+    args: [String; 2],
+    /// The most workers the pool starts; it starts them as sources queue up.
+    max_workers: usize,
+    queue: Option<mpsc::Sender<Item>>,
+    shared_queue: Arc<Mutex<mpsc::Receiver<Item>>>,
+    replies_tx: mpsc::Sender<Reply>,
+    replies: mpsc::Receiver<Reply>,
+    /// Each worker's current process, for the stop watch and for dropping the pool.
+    slots: Slots,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    in_flight: usize,
+    closed: Arc<AtomicBool>,
+    watch: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CompilePool {
+    /// A pool of up to `workers` processes `exe __compile-worker ARCH CACHE`; none is started
+    /// before the first [`CompilePool::submit`].
+    pub fn new(exe: &Path, arch: &str, cache: Option<&Path>, workers: usize) -> CompilePool {
+        let cache_arg = cache
+            .map(|c| c.display().to_string())
+            .unwrap_or_else(|| "-".into());
+        let (tx, rx) = mpsc::channel();
+        let (replies_tx, replies) = mpsc::channel();
+        let slots: Slots = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
         // The stop watch: workers block in a compile, so a stop must kill them to be prompt.
-        scope.spawn(|| {
-            while running.load(Ordering::SeqCst) > 0 {
-                if interrupted() {
-                    // Again each poll: a worker whose lock was held at the first try.
-                    for c in &children {
-                        kill(c);
+        let watch = {
+            let (slots, closed) = (slots.clone(), closed.clone());
+            std::thread::spawn(move || {
+                while !closed.load(Ordering::SeqCst) {
+                    if interrupted() {
+                        // Again each poll: a worker started or held at the first try.
+                        kill_all(&slots);
                     }
+                    std::thread::sleep(STOP_POLL);
                 }
-                std::thread::sleep(STOP_POLL);
-            }
-        });
-    });
-    let mut out = replies.into_inner().expect("replies lock");
-    if !interrupted() {
-        // A worker that died left its queue share unanswered: those are failures.
-        for r in out.iter_mut().filter(|r| r.is_none()) {
-            *r = Some(failed("not compiled: its worker died earlier".into()));
+            })
+        };
+        CompilePool {
+            exe: exe.to_path_buf(),
+            args: [arch.to_string(), cache_arg],
+            max_workers: workers.max(1),
+            queue: Some(tx),
+            shared_queue: Arc::new(Mutex::new(rx)),
+            replies_tx,
+            replies,
+            slots,
+            threads: Vec::new(),
+            in_flight: 0,
+            closed,
+            watch: Some(watch),
         }
     }
-    Ok(out)
+
+    /// Queues `path` for compiling (its reply carries `tag`), starting a worker when every
+    /// worker has a source already. Fails only when no worker can be started at all.
+    pub fn submit(&mut self, tag: usize, path: PathBuf) -> Result<()> {
+        if self.threads.len() < self.max_workers && self.in_flight >= self.threads.len() {
+            match spawn_worker(&self.exe, &self.args) {
+                Ok(child) => self.add_worker(child),
+                // With workers running, the queue still drains; without any, nothing would.
+                Err(e) if self.threads.is_empty() => {
+                    return Err(Error::io("cannot start compile worker", &self.exe, e))
+                }
+                Err(_) => {}
+            }
+        }
+        self.in_flight += 1;
+        self.queue
+            .as_ref()
+            .expect("open until dropped")
+            .send((tag, path))
+            .expect("the workers hold the queue until the pool is dropped");
+        Ok(())
+    }
+
+    /// Sources submitted and not yet answered by [`CompilePool::recv`].
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The next reply, waiting for it at most `wait` (`None`: until one comes); `None` when
+    /// nothing is in flight or the wait ran out.
+    pub fn recv(&mut self, wait: Option<std::time::Duration>) -> Option<Reply> {
+        if self.in_flight == 0 {
+            return None;
+        }
+        let reply = match wait {
+            None => self.replies.recv().ok(),
+            Some(d) => self.replies.recv_timeout(d).ok(),
+        };
+        if reply.is_some() {
+            self.in_flight -= 1;
+        }
+        reply
+    }
+
+    fn add_worker(&mut self, child: Child) {
+        let slot: Slot = Arc::new(Mutex::new(Some(child)));
+        self.slots.lock().expect("slots lock").push(slot.clone());
+        let (queue, out) = (self.shared_queue.clone(), self.replies_tx.clone());
+        let (exe, args) = (self.exe.clone(), self.args.clone());
+        self.threads.push(std::thread::spawn(move || {
+            serve(&slot, &queue, &out, &|| spawn_worker(&exe, &args))
+        }));
+    }
+}
+
+impl Drop for CompilePool {
+    /// Ends the workers: nothing is waited for (a dropped pool's replies have no reader).
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        kill_all(&self.slots);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(w) = self.watch.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn spawn_worker(exe: &Path, args: &[String; 2]) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    Command::new(exe)
+        .arg(COMPILE_WORKER_ARG)
+        .args(args)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+}
+
+/// One worker's loop: takes a source off the shared queue, has the worker process compile
+/// it and sends the reply; a dead process fails its source and is started again (`spawn`)
+/// for the next one. Ends when the pool drops the queue.
+fn serve(
+    slot: &Mutex<Option<Child>>,
+    queue: &Mutex<mpsc::Receiver<Item>>,
+    out: &mpsc::Sender<Reply>,
+    spawn: &dyn Fn() -> std::io::Result<Child>,
+) {
+    let mut pipes = take_pipes(slot);
+    loop {
+        let item = queue.lock().expect("queue lock").recv();
+        let Ok((tag, path)) = item else { break };
+        if interrupted() {
+            let _ = out.send((tag, None));
+            continue;
+        }
+        if pipes.is_none() {
+            reap(slot);
+            match spawn() {
+                Ok(child) => {
+                    *slot.lock().expect("slot lock") = Some(child);
+                    pipes = take_pipes(slot);
+                }
+                Err(e) => {
+                    let why = format!("compile worker could not be started again: {e}");
+                    let _ = out.send((tag, Some(failed(why))));
+                    continue;
+                }
+            }
+        }
+        let (stdin, stdout) = pipes.as_mut().expect("started above");
+        let mut line = String::new();
+        let answered = writeln!(stdin, "{}", path.display()).is_ok()
+            && stdin.flush().is_ok()
+            && stdout.read_line(&mut line).map(|n| n > 0).unwrap_or(false);
+        let reply = if answered {
+            Some(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| failed(format!("bad reply from compile worker: {e}"))),
+            )
+        } else if interrupted() {
+            None // killed by the stop: not compiled, not a failure
+        } else {
+            Some(failed("compile worker died (NVRTC crashed?)".into()))
+        };
+        if !answered {
+            pipes = None;
+        }
+        let _ = out.send((tag, reply));
+    }
+    drop(pipes);
+    reap(slot);
+}
+
+type Pipes = (ChildStdin, BufReader<ChildStdout>);
+
+fn take_pipes(slot: &Mutex<Option<Child>>) -> Option<Pipes> {
+    let mut guard = slot.lock().expect("slot lock");
+    let c = guard.as_mut()?;
+    Some((c.stdin.take()?, BufReader::new(c.stdout.take()?)))
+}
+
+/// Waits for the worker process of `slot` to end (its stdin is closed or it was killed).
+fn reap(slot: &Mutex<Option<Child>>) {
+    if let Some(mut c) = slot.lock().expect("slot lock").take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Kills every worker process; killing one that has exited does nothing.
+fn kill_all(slots: &Mutex<Vec<Slot>>) {
+    for slot in slots.lock().expect("slots lock").iter() {
+        if let Some(c) = slot.lock().expect("slot lock").as_mut() {
+            let _ = c.kill();
+        }
+    }
 }
 
 /// How often the compile pool checks for a stop request.
@@ -196,13 +331,5 @@ fn failed(log: String) -> CompileReply {
         millis: 0.0,
         from_cache: false,
         log,
-    }
-}
-
-/// Kills a worker unless its thread holds it (taking its pipes, or reaping it); killing one
-/// that has exited does nothing.
-fn kill(child: &Mutex<Child>) {
-    if let Ok(mut c) = child.try_lock() {
-        let _ = c.kill();
     }
 }

@@ -10,7 +10,7 @@
 
 use super::protocol::{failed, Line};
 
-pub use super::compile_pool::{compile_parallel, compile_worker_main, CompileReply};
+pub use super::compile_pool::{compile_worker_main, CompilePool, CompileReply};
 pub use super::interrupt::{interrupted, request_stop};
 pub use super::protocol::{
     ArgDesc, BufferDesc, Job, PreLaunch, ReferenceKernel, Task, TaskResult, Work,

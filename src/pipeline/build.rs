@@ -7,7 +7,7 @@ use super::plan::Setup;
 use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
-use crate::isolate::worker::{compile_parallel, PreLaunch, Task, Work};
+use crate::isolate::worker::{CompilePool, PreLaunch, Task, Work};
 use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
@@ -24,14 +24,16 @@ pub(super) struct Built {
     pub setup: Setup,
     pub search: Option<Search>,
     pub work_dir: tempfile::TempDir,
+    /// The sources so far; the first round's are compiling.
     pub prep: Prepared,
-    /// The first round's candidates, rendered and compiled.
-    pub builds: Vec<Build>,
     pub outcome: TuneOutcome,
+    /// The candidates of the round being built and measured.
+    pub round: Vec<usize>,
 }
 
 /// Picks the first round (every live candidate, or the search's first proposals), renders
-/// and compiles it; identical sources are compiled once.
+/// it and starts compiling it (identical sources once); the GPU stages take each candidate
+/// as its source finishes.
 pub(super) fn build(opts: &TuneOptions, setup: Setup) -> Result<Built> {
     let mut search = super::search::start(opts, &setup)?;
     let t_compile = Instant::now();
@@ -50,7 +52,7 @@ pub(super) fn build(opts: &TuneOptions, setup: Setup) -> Result<Built> {
         None => setup.live.clone(),
         Some(s) => s.ask(),
     };
-    let builds = prep.build(&env(opts, &setup, work_dir.path()), &first_round)?;
+    prep.start(&env(opts, &setup, work_dir.path()), &first_round)?;
     let compile_s = t_compile.elapsed().as_secs_f64();
     let outcome = start_outcome(opts, &setup, &prep, compile_s);
     Ok(Built {
@@ -58,8 +60,8 @@ pub(super) fn build(opts: &TuneOptions, setup: Setup) -> Result<Built> {
         search,
         work_dir,
         prep,
-        builds,
         outcome,
+        round: first_round,
     })
 }
 
@@ -139,21 +141,30 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
         mut search,
         work_dir,
         mut prep,
-        mut builds,
         mut outcome,
+        ..
     } = built;
+    let t = Instant::now();
+    let env = env(opts, &setup, work_dir.path());
+    // Every round is queued at once: without measurements no round waits for another.
     if let Some(s) = search.as_mut() {
-        let t = Instant::now();
         while !crate::isolate::worker::interrupted() {
             let next = s.ask();
             if next.is_empty() {
                 break;
             }
-            builds.extend(prep.build(&env(opts, &setup, work_dir.path()), &next)?);
+            prep.start(&env, &next)?;
         }
-        outcome.phases.compile_s += t.elapsed().as_secs_f64();
-        outcome.search = Some(s.summary("compiled"));
     }
+    let pb = bar(prep.compiling(), "compile", opts.progress);
+    prep.bar = Some(pb.clone());
+    let mut builds = Vec::new();
+    while prep.busy() {
+        builds.extend(prep.wait_ready());
+    }
+    pb.finish_and_clear();
+    outcome.phases.compile_s += t.elapsed().as_secs_f64();
+    outcome.search = search.as_ref().map(|s| s.summary("compiled"));
     prep.count_into(&mut outcome);
     outcome.interrupted = crate::isolate::worker::interrupted();
     let skipped = search
@@ -161,11 +172,12 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
         .map(Search::skipped_reason)
         .unwrap_or_default();
     let by_candidate: HashMap<usize, &Build> = builds.iter().map(|b| (b.candidate, b)).collect();
-    outcome.records = setup
-        .candidates
-        .iter()
-        .filter(|c| setup.shown(c))
-        .map(|c| compile_only_record(c, by_candidate.get(&c.index).copied(), &skipped))
+    outcome.records = (0..setup.candidates.len())
+        .filter(|&at| setup.shown(at))
+        .map(|at| {
+            let c = &setup.candidates[at];
+            compile_only_record(c, by_candidate.get(&at).copied(), &skipped)
+        })
         .collect();
     outcome.phases.total_s = t0.elapsed().as_secs_f64();
     Ok(outcome)
@@ -183,109 +195,48 @@ pub(super) struct CompiledSource {
     from_cache: bool,
 }
 
-/// Compiles every unique source into `dir/sNNNN.cubin`: in parallel worker processes when an
-/// executable is known, else serially in this process.
-fn compile_all(
+/// Reads `source`'s image from the cubin cache into `cubin` when it is there: starting a
+/// worker's compile costs more than reading a small file.
+fn from_cache(
     compiler: &Compiler,
-    opts: &TuneOptions,
-    sources: &[String],
-    first: usize,
-    dir: &Path,
     cache: Option<&Path>,
-) -> Result<Vec<CompiledSource>> {
-    let pb = bar(sources.len(), "compile", opts.progress);
-    let mut paths = Vec::with_capacity(sources.len());
-    for (k, src) in sources.iter().enumerate() {
-        let path = dir.join(format!("s{:04}.cu", first + k));
-        std::fs::write(&path, src).map_err(|e| Error::io("cannot write", &path, e))?;
-        paths.push(path);
-    }
-    let out = match &opts.worker_exe {
-        Some(exe) if sources.len() > 1 && opts.jobs > 1 => {
-            // Cache hits are read here: starting worker processes costs more than reading a
-            // few hundred small files. Only the misses go to the workers.
-            let mut out: Vec<Option<CompiledSource>> = Vec::with_capacity(sources.len());
-            let mut misses = Vec::new();
-            for (k, (src, path)) in sources.iter().zip(&paths).enumerate() {
-                let t = Instant::now();
-                let hit =
-                    cache.and_then(|dir| crate::cuda::compile::read_cache(dir, &compiler.key(src)));
-                match hit {
-                    Some(cubin) => {
-                        let file = path.with_extension("cubin");
-                        std::fs::write(&file, cubin)
-                            .map_err(|e| Error::io("cannot write", &file, e))?;
-                        let millis = t.elapsed().as_secs_f64() * 1e3;
-                        out.push(Some(CompiledSource {
-                            result: Some(Ok(file)),
-                            millis,
-                            from_cache: true,
-                        }));
-                        pb.inc(1);
-                    }
-                    None => {
-                        out.push(None);
-                        misses.push(k);
-                    }
-                }
-            }
-            if !misses.is_empty() {
-                let miss_paths: Vec<PathBuf> = misses.iter().map(|&k| paths[k].clone()).collect();
-                let replies =
-                    compile_parallel(exe, compiler.arch(), cache, &miss_paths, opts.jobs, &|| {
-                        pb.inc(1)
-                    })?;
-                for (&k, r) in misses.iter().zip(replies) {
-                    out[k] = Some(match r {
-                        Some(r) => CompiledSource {
-                            result: Some(if r.ok {
-                                Ok(paths[k].with_extension("cubin"))
-                            } else {
-                                Err(format!("compile: {}", r.log))
-                            }),
-                            millis: r.millis,
-                            from_cache: r.from_cache,
-                        },
-                        None => NOT_COMPILED,
-                    });
-                }
-            }
-            out.into_iter()
-                .map(|c| c.expect("every source is a hit or a compiled miss"))
-                .collect()
-        }
-        _ => {
-            let mut out = Vec::with_capacity(sources.len());
-            for (src, path) in sources.iter().zip(&paths) {
-                if crate::isolate::worker::interrupted() {
-                    out.push(NOT_COMPILED);
-                    continue;
-                }
-                let one = match compiler.compile(src) {
-                    Ok(done) => {
-                        let cubin = path.with_extension("cubin");
-                        std::fs::write(&cubin, &done.cubin)
-                            .map_err(|e| Error::io("cannot write", &cubin, e))?;
-                        CompiledSource {
-                            result: Some(Ok(cubin)),
-                            millis: done.millis,
-                            from_cache: done.from_cache,
-                        }
-                    }
-                    Err(f) => CompiledSource {
-                        result: Some(Err(format!("compile: {}", f.log))),
-                        millis: f.millis,
-                        from_cache: false,
-                    },
-                };
-                out.push(one);
-                pb.inc(1);
-            }
-            out
-        }
+    source: &str,
+    cubin: &Path,
+) -> Result<Option<CompiledSource>> {
+    let t = Instant::now();
+    let Some(bytes) =
+        cache.and_then(|dir| crate::cuda::compile::read_cache(dir, &compiler.key(source)))
+    else {
+        return Ok(None);
     };
-    pb.finish_and_clear();
-    Ok(out)
+    std::fs::write(cubin, bytes).map_err(|e| Error::io("cannot write", cubin, e))?;
+    Ok(Some(CompiledSource {
+        result: Some(Ok(cubin.to_path_buf())),
+        millis: t.elapsed().as_secs_f64() * 1e3,
+        from_cache: true,
+    }))
+}
+
+/// Compiles `source` in this process into `cubin` (no worker executable, or one job).
+fn compile_here(compiler: &Compiler, source: &str, cubin: &Path) -> Result<CompiledSource> {
+    if crate::isolate::worker::interrupted() {
+        return Ok(NOT_COMPILED);
+    }
+    Ok(match compiler.compile(source) {
+        Ok(done) => {
+            std::fs::write(cubin, &done.cubin).map_err(|e| Error::io("cannot write", cubin, e))?;
+            CompiledSource {
+                result: Some(Ok(cubin.to_path_buf())),
+                millis: done.millis,
+                from_cache: done.from_cache,
+            }
+        }
+        Err(f) => CompiledSource {
+            result: Some(Err(format!("compile: {}", f.log))),
+            millis: f.millis,
+            from_cache: false,
+        },
+    })
 }
 
 /// A source the run was stopped before compiling.
@@ -328,30 +279,64 @@ pub(super) struct BuildEnv<'a> {
     cache: Option<&'a Path>,
 }
 
-/// Every source rendered so far in this run (identical sources share one compile) and what
-/// compiling each gave.
+/// Every source rendered so far in this run (identical sources share one compile), what
+/// compiling each gave, and the candidates still waiting for theirs.
+///
+/// Compiles run in a [`CompilePool`] that lives for the whole run: [`Prepared::start`]
+/// queues a round and returns at once, and [`Prepared::ready`] hands out each candidate as
+/// its source finishes, so the GPU measures what compiled while the rest compiles.
 #[derive(Default)]
 pub(super) struct Prepared {
     sources: Vec<String>,
     seen: HashMap<String, usize>,
     source_of: HashMap<usize, std::result::Result<usize, String>>,
-    pub(super) compiled: Vec<CompiledSource>,
+    /// What compiling each source gave; `None` while it compiles.
+    compiled: Vec<Option<CompiledSource>>,
+    /// Where each source's image is written.
+    cubins: Vec<PathBuf>,
+    /// Candidates handed to [`Prepared::start`] and not yet out of [`Prepared::ready`].
+    waiting: Vec<usize>,
+    pool: Option<CompilePool>,
+    /// Ticked once per source the pool finishes (the compile-only run's bar).
+    pub(super) bar: Option<ProgressBar>,
 }
 
 impl Prepared {
     pub(super) fn cache_hits(&self) -> usize {
-        self.compiled.iter().filter(|c| c.from_cache).count()
+        self.compiled
+            .iter()
+            .flatten()
+            .filter(|c| c.from_cache)
+            .count()
     }
 
     /// Writes how many unique sources were compiled, and how many came from the cache, into
     /// `outcome` (after the last round).
     pub(super) fn count_into(&self, outcome: &mut TuneOutcome) {
-        outcome.compiled = self.compiled.len();
+        outcome.compiled = self
+            .compiled
+            .iter()
+            .flatten()
+            .filter(|c| c.result.is_some())
+            .count();
         outcome.from_cache = self.cache_hits();
     }
 
-    /// Renders and compiles the candidates `subset` (indices into `env.candidates`).
-    pub(super) fn build(&mut self, env: &BuildEnv, subset: &[usize]) -> Result<Vec<Build>> {
+    /// Sources queued in the pool and not compiled yet.
+    pub(super) fn compiling(&self) -> usize {
+        self.pool.as_ref().map_or(0, CompilePool::in_flight)
+    }
+
+    /// True while a candidate given to [`Prepared::start`] has not come out of
+    /// [`Prepared::ready`].
+    pub(super) fn busy(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Renders the candidates `subset` (indices into `env.candidates`) and queues their new
+    /// sources: images in the cubin cache are read at once, the rest go to the compile pool
+    /// (or, without a worker executable or with one job, compile here before this returns).
+    pub(super) fn start(&mut self, env: &BuildEnv, subset: &[usize]) -> Result<()> {
         let first_new = self.sources.len();
         for &i in subset {
             let c = &env.candidates[i];
@@ -374,32 +359,100 @@ impl Prepared {
             };
             self.source_of.insert(i, slot);
         }
-        let done = compile_all(
-            env.compiler,
-            env.opts,
-            &self.sources[first_new..],
-            first_new,
-            env.dir,
-            env.cache,
-        )?;
-        self.compiled.extend(done);
-        Ok(subset
-            .iter()
-            .map(|&i| {
-                let (cubin, compile_ms) = match &self.source_of[&i] {
-                    Err(e) => (Some(Err(e.clone())), 0.0),
-                    Ok(k) => {
-                        let c = &self.compiled[*k];
-                        (c.result.clone(), c.millis)
-                    }
-                };
-                Build {
-                    candidate: i,
-                    cubin,
-                    compile_ms,
+        let pooled = env.opts.jobs > 1 && env.opts.worker_exe.is_some();
+        for k in first_new..self.sources.len() {
+            let path = env.dir.join(format!("s{k:04}.cu"));
+            let cubin = path.with_extension("cubin");
+            let src = &self.sources[k];
+            std::fs::write(&path, src).map_err(|e| Error::io("cannot write", &path, e))?;
+            let done = match from_cache(env.compiler, env.cache, src, &cubin)? {
+                Some(hit) => Some(hit),
+                None if pooled => {
+                    let exe = env.opts.worker_exe.as_deref().expect("pooled");
+                    let pool = self.pool.get_or_insert_with(|| {
+                        CompilePool::new(exe, env.compiler.arch(), env.cache, env.opts.jobs)
+                    });
+                    pool.submit(k, path)?;
+                    None
                 }
-            })
-            .collect())
+                None => Some(compile_here(env.compiler, src, &cubin)?),
+            };
+            self.compiled.push(done);
+            self.cubins.push(cubin);
+        }
+        self.waiting.extend_from_slice(subset);
+        Ok(())
+    }
+
+    /// The waiting candidates whose source has finished (compiled, failed, stopped, or never
+    /// rendered), without waiting.
+    pub(super) fn ready(&mut self) -> Vec<Build> {
+        self.take_replies(Some(std::time::Duration::ZERO));
+        self.hand_out()
+    }
+
+    /// [`Prepared::ready`], waiting for the compiler until at least one candidate is ready
+    /// (or none waits).
+    pub(super) fn wait_ready(&mut self) -> Vec<Build> {
+        loop {
+            self.take_replies(Some(std::time::Duration::ZERO));
+            let out = self.hand_out();
+            if !out.is_empty() || self.waiting.is_empty() || self.compiling() == 0 {
+                return out;
+            }
+            self.take_replies(None);
+        }
+    }
+
+    /// Takes the pool's replies in: one, waiting at most `wait` (`None`: until it comes),
+    /// then whatever else has arrived.
+    fn take_replies(&mut self, wait: Option<std::time::Duration>) {
+        let Some(pool) = self.pool.as_mut() else {
+            return;
+        };
+        let mut next = pool.recv(wait);
+        while let Some((k, reply)) = next {
+            let cubin = self.cubins[k].clone();
+            self.compiled[k] = Some(match reply {
+                Some(r) => CompiledSource {
+                    result: Some(if r.ok {
+                        Ok(cubin)
+                    } else {
+                        Err(format!("compile: {}", r.log))
+                    }),
+                    millis: r.millis,
+                    from_cache: r.from_cache,
+                },
+                None => NOT_COMPILED,
+            });
+            if let Some(pb) = &self.bar {
+                pb.inc(1);
+            }
+            next = pool.recv(Some(std::time::Duration::ZERO));
+        }
+    }
+
+    /// Moves the waiting candidates whose source is done out, as builds.
+    fn hand_out(&mut self) -> Vec<Build> {
+        let mut out = Vec::new();
+        let compiled = &self.compiled;
+        let source_of = &self.source_of;
+        self.waiting.retain(|&i| {
+            let (cubin, compile_ms) = match &source_of[&i] {
+                Err(e) => (Some(Err(e.clone())), 0.0),
+                Ok(k) => match &compiled[*k] {
+                    None => return true,
+                    Some(c) => (c.result.clone(), c.millis),
+                },
+            };
+            out.push(Build {
+                candidate: i,
+                cubin,
+                compile_ms,
+            });
+            false
+        });
+        out
     }
 
     /// The GPU task for a built candidate (its record now says "not run"), or `None` with the

@@ -30,7 +30,8 @@ pub(super) struct Ledger {
     pub task_key: HashMap<usize, String>,
 }
 
-/// The run ready to measure: the first round's tasks are in `job`.
+/// The run ready to measure: the baselines' tasks are in `job`; the first round's variants
+/// join as they compile.
 pub(super) struct Staged {
     pub built: Built,
     pub info: RunInfo,
@@ -71,18 +72,6 @@ pub(super) fn job(opts: &TuneOptions, mut built: Built, dev: &DeviceInfo) -> Res
     let n_baselines = ledger.records.len();
     let reference_kernel = reference_kernel(setup, baseline_cubin.as_deref(), dir)?;
     variant_records(setup, built.search.as_ref(), &mut ledger);
-    let env = super::build::env(opts, setup, dir);
-    for build in &built.builds {
-        if let Some(task) = built.prep.task(
-            &env,
-            build,
-            &mut ledger.records,
-            &ledger.task_record,
-            &mut ledger.task_key,
-        ) {
-            tasks.push(task);
-        }
-    }
     let job = job_desc(opts, setup, reference_kernel, checker_path, tasks);
     // The journal: every finished task is appended as it finishes; --resume reuses a matching
     // journal's results instead of measuring again.
@@ -96,7 +85,6 @@ pub(super) fn job(opts: &TuneOptions, mut built: Built, dev: &DeviceInfo) -> Res
         results::Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
     let earlier: HashMap<String, TaskResult> = earlier.into_iter().collect();
     built.outcome.journal_path = Some(journal_path);
-    built.builds.clear();
     Ok(Staged {
         built,
         info,
@@ -299,7 +287,10 @@ fn reference_kernel(
 /// "skipped" until a round submits them (a search leaves the ones it never proposed skipped).
 fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) {
     let skipped = search.map(Search::skipped_reason).unwrap_or_default();
-    for c in setup.candidates.iter().filter(|c| setup.shown(c)) {
+    for c in (0..setup.candidates.len())
+        .filter(|&at| setup.shown(at))
+        .map(|at| &setup.candidates[at])
+    {
         let rec = super::build::shown_record(c, &skipped);
         ledger
             .task_record

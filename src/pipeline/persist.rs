@@ -57,7 +57,7 @@ pub(super) fn rank(m: Measurements) -> Ranked {
     // How good the search's model was: where it first ranked the winner.
     let winner = outcome.best.and_then(|at| {
         let (&id, _) = task_record.iter().find(|(_, &i)| i == at)?;
-        crate::model::task::TaskId::from_number(id).candidate()
+        setup.position(crate::model::task::TaskId::from_number(id).candidate()?)
     });
     outcome.model_rank = search
         .as_ref()

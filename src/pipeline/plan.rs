@@ -21,7 +21,7 @@ pub(super) struct Plan {
     pub overrides: Vec<space::ParamOverride>,
     pub shape: Shape,
     /// The space at [`CHECK_LIMITS`] (it has a live configuration).
-    pub checked: Vec<Candidate>,
+    pub checked: space::Space,
     pub renderer: Renderer,
 }
 
@@ -30,7 +30,7 @@ pub(super) struct Plan {
 pub(super) fn plan(opts: &TuneOptions) -> Result<Plan> {
     let (op, overrides) = check_inputs(opts)?;
     let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
-    let checked = live_space(&op, &shape, &CHECK_LIMITS, &overrides, &opts.params)?;
+    let checked = live_space(&op, &shape, &CHECK_LIMITS, &overrides, opts)?;
     let renderer = Renderer::new(&op)?;
     Ok(Plan {
         op,
@@ -54,9 +54,11 @@ pub(super) struct Setup {
     pub local_gpu: Option<Gpu>,
     pub limits: DeviceLimits,
     pub arch: String,
+    /// The valid configurations (and the pruned ones with `--pruned-rows`), in space order;
+    /// a candidate's position here is not its point index.
     pub candidates: Vec<Candidate>,
     pub prune_reasons: Vec<(String, usize)>,
-    /// The live candidates (indices) this run owns: all, or a shard's share.
+    /// The live candidates (positions in `candidates`) this run owns: all, or a shard's share.
     pub live: Vec<usize>,
     pub base: Vars,
     pub layout: BufferLayout,
@@ -69,13 +71,22 @@ pub(super) struct Setup {
 }
 
 impl Setup {
-    /// Whether a candidate gets a record: pruned ones (with their reason) with `--pruned-rows`,
-    /// and the live ones this run owns; with `--shard`, the other shards' live ones get none.
-    pub fn shown(&self, c: &Candidate) -> bool {
-        match c.pruned {
+    /// Whether the candidate at `at` gets a record: pruned ones (with their reason, kept only
+    /// with `--pruned-rows`), and the live ones this run owns; with `--shard`, the other
+    /// shards' live ones get none.
+    pub fn shown(&self, at: usize) -> bool {
+        match self.candidates[at].pruned {
             Some(_) => self.pruned_rows,
-            None => self.live.binary_search(&c.index).is_ok(),
+            None => self.live.binary_search(&at).is_ok(),
         }
+    }
+
+    /// The position in `candidates` of the configuration with point index `index` (the
+    /// number in its name and task id), when it was kept.
+    pub fn position(&self, index: usize) -> Option<usize> {
+        self.candidates
+            .binary_search_by_key(&index, |c| c.index)
+            .ok()
     }
 }
 
@@ -125,16 +136,17 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
             }
         }
     }
-    let candidates = if limits == CHECK_LIMITS {
+    let space = if limits == CHECK_LIMITS {
         checked
     } else {
-        live_space(&op, &shape, &limits, &overrides, &opts.params)?
+        live_space(&op, &shape, &limits, &overrides, opts)?
     };
-    let prune_reasons = space::prune_summary(&candidates);
+    let (candidates, prune_reasons) = (space.candidates, space.prune_reasons);
     let live: Vec<usize> = candidates
         .iter()
-        .filter(|c| c.pruned.is_none())
-        .map(|c| c.index)
+        .enumerate()
+        .filter(|(_, c)| c.pruned.is_none())
+        .map(|(at, _)| at)
         .collect();
     // --shard K/N: this shard's share of the live variants; the others get no row here.
     let live = crate::model::slice::owned(live, opts.shard.as_ref());
@@ -311,17 +323,17 @@ fn live_space(
     shape: &Shape,
     limits: &DeviceLimits,
     overrides: &[space::ParamOverride],
-    params: &[String],
-) -> Result<Vec<Candidate>> {
-    let candidates = space::enumerate(op, shape, limits, overrides)?;
-    if candidates.iter().all(|c| c.pruned.is_some()) {
+    opts: &TuneOptions,
+) -> Result<space::Space> {
+    let space = space::enumerate_space(op, shape, limits, overrides, opts.pruned_rows)?;
+    if space.candidates.iter().all(|c| c.pruned.is_some()) {
         return Err(Error::EmptySpace(crate::error::empty_space_summary(
-            candidates.len(),
-            params,
-            &space::prune_summary(&candidates),
+            space.points,
+            &opts.params,
+            &space.prune_reasons,
         )));
     }
-    Ok(candidates)
+    Ok(space)
 }
 
 /// Sizes of the op's buffers for this shape, in elements of `elem_bytes` bytes.

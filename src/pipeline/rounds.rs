@@ -152,7 +152,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     let mut idle_worker = built.setup.first_worker.take();
     let mut all_tasks: Vec<Task> = Vec::new();
     let pb = bar(
-        job.tasks.len() + built.search.as_ref().map_or(0, Search::remaining),
+        job.tasks.len() + built.round.len() + built.search.as_ref().map_or(0, Search::remaining),
         "tune",
         opts.progress,
     );
@@ -166,54 +166,70 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         unit,
     };
     let mut fatal = None;
-    // One round per batch of a search; a single round when every live candidate is measured.
+    // Worker processes keep their session from job to job, so what compiled is measured
+    // while the rest compiles; in this process each job opens a context, so a round runs
+    // once all of it has compiled.
+    let stream = gpus.exe.is_some();
+    // The task ids of the round's variants, told to the search once the round is measured.
+    let mut round_ids: Vec<usize> = Vec::new();
     loop {
-        all_tasks.extend(job.tasks.iter().cloned());
-        let round_ids: Vec<usize> = job.tasks.iter().map(|t| t.id).collect();
-        let mut reused = Vec::new();
-        job.tasks.retain(
-            |t| match ledger.task_key.get(&t.id).and_then(|k| earlier.get(k)) {
-                Some(r) => {
-                    reused.push(TaskResult {
-                        id: t.id,
-                        ..r.clone()
-                    });
-                    false
-                }
-                None => true,
-            },
-        );
-        built.outcome.reused += reused.len();
-        for r in reused {
-            tally.take(&mut ledger, &mut built.outcome, r, false);
-        }
-        let run = if job.tasks.is_empty() {
-            Ok((0, idle_worker.take()))
-        } else {
-            gpus.isolation(idle_worker.take()).and_then(|iso| {
-                run_tasks(&job, iso, &mut |r| {
-                    tally.take(&mut ledger, &mut built.outcome, r, true)
-                })
-            })
-        };
-        match run {
-            Ok((restarts, idle)) => {
-                built.outcome.context_restarts += restarts;
-                idle_worker = idle;
+        let t = Instant::now();
+        let builds = if !stream {
+            let mut all = Vec::new();
+            while built.prep.busy() {
+                all.extend(built.prep.wait_ready());
             }
-            Err(e) => {
+            all
+        } else if job.tasks.is_empty() {
+            built.prep.wait_ready()
+        } else {
+            built.prep.ready()
+        };
+        // Time the GPU waited for the compiler.
+        built.outcome.phases.compile_s += t.elapsed().as_secs_f64();
+        let env = env(opts, &built.setup, built.work_dir.path());
+        for b in &builds {
+            if let Some(task) = built.prep.task(
+                &env,
+                b,
+                &mut ledger.records,
+                &ledger.task_record,
+                &mut ledger.task_key,
+            ) {
+                round_ids.push(task.id);
+                job.tasks.push(task);
+            }
+        }
+        if crate::isolate::worker::interrupted() {
+            job.tasks.clear(); // their records say "not run"
+        }
+        if !job.tasks.is_empty() {
+            if let Err(e) = run_job(
+                &mut job,
+                &mut gpus,
+                &mut idle_worker,
+                &mut all_tasks,
+                &earlier,
+                &mut ledger,
+                &mut tally,
+                &mut built.outcome,
+            ) {
                 fatal = Some(e);
                 break;
             }
+            continue;
+        }
+        if built.prep.busy() && built.prep.compiling() > 0 {
+            continue;
         }
         let Some(s) = built.search.as_mut() else {
             break;
         };
-        // Tell the strategy what this round measured, then ask for the next round.
-        for (id, candidate) in round_ids
-            .iter()
-            .filter_map(|&id| TaskId::from_number(id).candidate().map(|c| (id, c)))
-        {
+        // The round is measured: tell the strategy what it measured, then ask for the next.
+        for (id, candidate) in round_ids.drain(..).filter_map(|id| {
+            let index = TaskId::from_number(id).candidate()?;
+            Some((id, built.setup.position(index)?))
+        }) {
             let rec = &ledger.records[ledger.task_record[&id]];
             s.tell(
                 candidate,
@@ -230,23 +246,10 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             break;
         }
         let t = Instant::now();
-        let env = env(opts, &built.setup, built.work_dir.path());
-        let builds = built.prep.build(&env, &next)?;
+        built.prep.start(&env, &next)?;
         built.outcome.phases.compile_s += t.elapsed().as_secs_f64();
-        job.tasks = builds
-            .iter()
-            .filter_map(|b| {
-                built.prep.task(
-                    &env,
-                    b,
-                    &mut ledger.records,
-                    &ledger.task_record,
-                    &mut ledger.task_key,
-                )
-            })
-            .collect();
         let pb = &tally.pb;
-        pb.set_length(pb.position() + job.tasks.len() as u64 + s.remaining() as u64);
+        pb.set_length(pb.position() + next.len() as u64 + s.remaining() as u64);
     }
     tally.pb.finish_and_clear();
     built.prep.count_into(&mut built.outcome);
@@ -265,6 +268,51 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         gpus,
         idle_worker,
     })
+}
+
+/// Runs `job`'s tasks (results in an earlier run's journal are reused instead) and takes
+/// each result in; the job's task list is empty afterwards. A failure of the GPU path is
+/// returned (results so far were taken in).
+#[allow(clippy::too_many_arguments)]
+fn run_job(
+    job: &mut Job,
+    gpus: &mut Gpus,
+    idle_worker: &mut Option<GpuWorker>,
+    all_tasks: &mut Vec<Task>,
+    earlier: &HashMap<String, TaskResult>,
+    ledger: &mut Ledger,
+    tally: &mut Tally,
+    outcome: &mut TuneOutcome,
+) -> Result<()> {
+    all_tasks.extend(job.tasks.iter().cloned());
+    let mut reused = Vec::new();
+    job.tasks.retain(
+        |t| match ledger.task_key.get(&t.id).and_then(|k| earlier.get(k)) {
+            Some(r) => {
+                reused.push(TaskResult {
+                    id: t.id,
+                    ..r.clone()
+                });
+                false
+            }
+            None => true,
+        },
+    );
+    outcome.reused += reused.len();
+    for r in reused {
+        tally.take(ledger, outcome, r, false);
+    }
+    if job.tasks.is_empty() {
+        return Ok(());
+    }
+    let run = gpus
+        .isolation(idle_worker.take())
+        .and_then(|iso| run_tasks(job, iso, &mut |r| tally.take(ledger, outcome, r, true)));
+    job.tasks.clear();
+    let (restarts, idle) = run?;
+    outcome.context_restarts += restarts;
+    *idle_worker = idle;
+    Ok(())
 }
 
 /// Flags the results measured while the GPU throttled or ran far below its steady clock,

@@ -9,7 +9,7 @@ use crate::model::shape::Shape;
 use crate::search::Budget;
 use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
-use crate::store::results::{self, BestRow};
+use crate::store::results::{self, BestRow, Record, Status};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -114,9 +114,78 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
         let stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
             .map(|f| f.rows)
             .unwrap_or_default();
-        warm_start(op, shape, gpu, candidates, live, &stored)
+        let last = gpu
+            .map(|g| {
+                let path = results::run_csv_path_of(
+                    &opts.out_dir,
+                    op.name(),
+                    &shape.to_string(),
+                    op.dtype.name(),
+                    g,
+                );
+                results::read_run_csv(&path).unwrap_or_default()
+            })
+            .unwrap_or_default();
+        Seeds {
+            replay: last_measured(candidates, live, &last),
+            winners: warm_start(op, shape, gpu, candidates, live, &stored),
+        }
     };
     Search::new(opts, op, shape, candidates, live, seeds)
+}
+
+/// What a search measures before its own proposals.
+#[derive(Default)]
+pub struct Seeds {
+    /// The configurations the last run at this shape, on this GPU, into the same folder
+    /// measured, fastest first ([`last_measured`]).
+    pub replay: Vec<usize>,
+    /// The stored winners nearest to this space ([`warm_start`]).
+    pub winners: Vec<usize>,
+}
+
+/// The live candidates (indices) that a run's CSV (`last`, the same op and shape) measured,
+/// fastest first.
+///
+/// Why: a search learns from noisy times, so running the same search again would propose a
+/// different set, and compiling what the first run did not costs most of a re-run. Timing the
+/// last run's configurations again (their images are in the cubin cache) answers a re-run in
+/// the time its GPU work takes, and a larger `--budget` searches on from there.
+pub fn last_measured(candidates: &[Candidate], live: &[usize], last: &[Record]) -> Vec<usize> {
+    let mut measured: Vec<(f64, &Record)> = last
+        .iter()
+        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .filter_map(|r| Some((r.stats?.median_ms, r)))
+        .collect();
+    if measured.is_empty() {
+        return Vec::new();
+    }
+    measured.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let key = |pairs: &mut dyn Iterator<Item = (&str, String)>| {
+        let mut k: Vec<(&str, String)> = pairs.collect();
+        k.sort();
+        k.iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    let by_key: HashMap<String, usize> = live
+        .iter()
+        .map(|&i| {
+            let c = &candidates[i];
+            (
+                key(&mut c.config.values().map(|(n, v)| (n, v.to_string()))),
+                i,
+            )
+        })
+        .collect();
+    measured
+        .iter()
+        .filter_map(|(_, r)| {
+            let k = key(&mut r.params.iter().map(|(n, v)| (n.as_str(), v.clone())));
+            by_key.get(&k).copied()
+        })
+        .collect()
 }
 
 /// A search over the live configurations: asks the strategy for a round at a time and keeps
@@ -143,7 +212,7 @@ impl Search {
         shape: &Shape,
         candidates: &[Candidate],
         live: &[usize],
-        seeds: impl FnOnce() -> Vec<usize>,
+        seeds: impl FnOnce() -> Seeds,
     ) -> Result<Option<Search>> {
         // The space is the live configurations this run owns (all, or a shard's share).
         let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
@@ -177,14 +246,29 @@ impl Search {
         let seeds = if opts.warm_start && name != "exhaustive" {
             seeds()
         } else {
-            Vec::new()
+            Seeds::default()
         };
-        let first: std::collections::VecDeque<usize> = seeds
+        // The last run's configurations may fill the budget; the stored winners get `room`.
+        let whole = match budget {
+            Budget::Variants(n) => n,
+            Budget::Seconds(_) => default_budget(name),
+        };
+        let mut first: std::collections::VecDeque<usize> = seeds
+            .replay
             .iter()
             .filter_map(|c| point_of.get(c).copied())
             .filter(|&p| strategy.take(p))
-            .take(room)
+            .take(whole)
             .collect();
+        let replayed = first.len();
+        first.extend(
+            seeds
+                .winners
+                .iter()
+                .filter_map(|c| point_of.get(c).copied())
+                .filter(|&p| strategy.take(p))
+                .take(room.min(whole - replayed)),
+        );
         let search = Search {
             strategy,
             first,
@@ -196,9 +280,15 @@ impl Search {
             live,
             started: Instant::now(),
         };
-        let warm = match search.first.len() {
-            0 => String::new(),
-            n => format!(", {n} stored winner(s) from best.csv first (--no-warm-start: none)"),
+        let warm = match (replayed, search.first.len() - replayed) {
+            (0, 0) => String::new(),
+            (0, n) => format!(", {n} stored winner(s) from best.csv first (--no-warm-start: none)"),
+            (r, 0) => format!(
+                ", the {r} configurations the last run at this shape measured first (--no-warm-start: a fresh search)"
+            ),
+            (r, n) => format!(
+                ", the {r} configurations the last run at this shape measured and {n} stored winner(s) first (--no-warm-start: a fresh search)"
+            ),
         };
         eprintln!(
             "{} {shape}: {live} valid configurations; searching with {} ({}{warm}); \

@@ -96,7 +96,7 @@ impl SearchSpace {
     }
 
     /// The candidates `live` (positions in `candidates`, e.g. the unpruned ones, or a shard's
-    /// share of them) as a space, and for each point its candidate's `index` (what the tuner
+    /// share of them) as a space, and for each point its candidate's position (what the tuner
     /// needs to go from a proposal to a kernel). Nothing is copied but the value labels.
     pub fn from_candidates(
         candidates: &[Candidate],
@@ -113,8 +113,7 @@ impl SearchSpace {
                 values.map(|(_, v)| v.to_string()).collect()
             })
             .collect();
-        let which = live.iter().map(|&i| candidates[i].index).collect();
-        Ok((SearchSpace::from_rows(names, &rows)?, which))
+        Ok((SearchSpace::from_rows(names, &rows)?, live.to_vec()))
     }
 
     pub fn len(&self) -> usize {

@@ -64,10 +64,8 @@ impl Renderer {
         for (name, value) in candidate.config.values() {
             ctx.insert(name.to_string(), value);
         }
-        for name in &candidate.define_names {
-            if let Some(value) = candidate.vars.get(name) {
-                ctx.insert(name.clone(), value);
-            }
+        for (name, value) in candidate.defines() {
+            ctx.insert(name.to_string(), value);
         }
         self.tera
             .render(&self.variant, &ctx)

@@ -8,6 +8,7 @@ pub use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::Shape;
 use crate::spec::expr::{Lazy, Site, Value, Vars};
 use crate::spec::ops::{Op, ParamSpec};
+use std::collections::HashMap;
 
 /// The parameters of one space and the values each takes, shared by its configurations.
 #[derive(Debug)]
@@ -100,15 +101,51 @@ impl Config {
 pub struct Candidate {
     pub index: usize,
     pub config: Config,
-    /// Shape, limits, parameters and defines: what expressions and templates see.
-    pub vars: Vars,
-    /// Names of the defines (a subset of `vars`), passed to the template.
-    pub define_names: Vec<String>,
+    /// Names of the defines, passed to the template with their values (`defines`); one list
+    /// shared by the space's candidates.
+    pub define_names: std::sync::Arc<[String]>,
+    /// Each define's value at this configuration, in `define_names` order (empty when
+    /// pruned). Only these are kept: the shape and limits are the space's, the parameters
+    /// are in `config`, and a full set of variables per configuration was most of the
+    /// setup's memory.
+    pub defines: Box<[Value]>,
     pub launch: Option<LaunchDims>,
     /// The spec's prologue kernels this configuration runs first (those whose `when`
     /// holds), with their launch geometry, in order.
     pub prologue: Vec<(String, LaunchDims)>,
     pub pruned: Option<std::sync::Arc<str>>,
+}
+
+impl Candidate {
+    /// A define's or a parameter's value at this configuration.
+    pub fn var(&self, name: &str) -> Option<&Value> {
+        match self.define_names.iter().position(|n| n == name) {
+            Some(k) => self.defines.get(k),
+            None => self
+                .config
+                .values()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v),
+        }
+    }
+
+    /// Every variable an expression sees at this configuration: `base` (the space's shape
+    /// and limits, [`base_vars`]), the parameters and the defines.
+    pub fn vars(&self, base: &Vars) -> Vars {
+        let mut vars = base.clone();
+        for (name, value) in self.config.values().chain(self.defines()) {
+            vars.set(name, value);
+        }
+        vars
+    }
+
+    /// The defines with their values, in spec order.
+    pub fn defines(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.define_names
+            .iter()
+            .map(String::as_str)
+            .zip(self.defines.iter())
+    }
 }
 
 /// Values from `--param NAME=v1,v2,...`, replacing the spec's defaults for NAME.
@@ -259,31 +296,56 @@ pub fn eval_launch(
     }))
 }
 
-/// Enumerates the whole space (odometer order over the spec's parameters, first one slowest).
-///
-/// Every point gets a candidate, runnable or pruned with the first constraint (in spec order)
-/// it fails, exactly as if each point were evaluated on its own; but each define and
-/// constraint is evaluated once per combination of the parameters it reads (directly or
-/// through other defines), not once per point: a sgemm space has some 200,000 points and
-/// 40 expressions, while its expressions read only a few parameters each. Pruned candidates
-/// carry their parameters only (no variables, no define names): nothing downstream renders
-/// or launches them.
+/// Enumerates the whole space, pruned configurations included ([`enumerate_space`]).
 pub fn enumerate(
     op: &Op,
     shape: &Shape,
     limits: &DeviceLimits,
     overrides: &[ParamOverride],
 ) -> Result<Vec<Candidate>> {
+    Ok(enumerate_space(op, shape, limits, overrides, true)?.candidates)
+}
+
+/// A space enumerated: the configurations kept, in space order, and how many of its points
+/// each reason pruned.
+pub struct Space {
+    /// The valid configurations, and the pruned ones when asked for (`keep_pruned`).
+    pub candidates: Vec<Candidate>,
+    /// Pruned points per reason, most frequent first (as [`prune_summary`] counts them).
+    pub prune_reasons: Vec<(String, usize)>,
+    /// Every point of the product.
+    pub points: usize,
+}
+
+/// Enumerates the space (odometer order over the spec's parameters, first one slowest).
+///
+/// Every point is judged as if evaluated on its own: valid, or pruned by the first
+/// constraint (in spec order) it fails. But each define and constraint is evaluated once per
+/// combination of the parameters it reads (directly or through other defines), not once per
+/// point: a sgemm space has some 200,000 points and 40 expressions, while its expressions
+/// read only a few parameters each. Pruned points are counted by reason and, unless
+/// `keep_pruned`, never become candidates (most of a space is pruned; a candidate per point
+/// was most of the setup's time and memory). Pruned candidates carry their parameters only
+/// (no variables, no define names): nothing downstream renders or launches them.
+pub fn enumerate_space(
+    op: &Op,
+    shape: &Shape,
+    limits: &DeviceLimits,
+    overrides: &[ParamOverride],
+    keep_pruned: bool,
+) -> Result<Space> {
     let axes = std::sync::Arc::new(Axes::of(op, overrides)?);
     let total = axes.points();
     let base = base_vars(op, shape, limits);
     let mut memo = Memo::new(op, &axes)?;
-    let define_names: Vec<String> = op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
-    let mut out = Vec::with_capacity(total);
+    let define_names: std::sync::Arc<[String]> =
+        op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
+    let mut out = Vec::new();
+    let mut pruned_by: HashMap<std::sync::Arc<str>, usize> = HashMap::new();
     let mut digits = vec![0usize; axes.names.len()];
-    // The first valid configuration's variables: every later one copies them (shared names)
-    // and overwrites the values.
-    let mut template: Option<Vars> = None;
+    // The variables of the valid point at hand (for its launch geometry), overwritten at
+    // the next: every valid point sets every parameter and define.
+    let mut point = base.clone();
     for index in 0..total {
         if index > 0 {
             // The odometer: the last parameter turns fastest.
@@ -295,60 +357,87 @@ pub fn enumerate(
                 digits[slot] = 0;
             }
         }
+        if let Some(reason) = memo.judge(op, &base, &axes, &digits)? {
+            *pruned_by.entry(reason.clone()).or_default() += 1;
+            if keep_pruned {
+                out.push(Candidate {
+                    index,
+                    config: Config::new(axes.clone(), &digits),
+                    define_names: std::sync::Arc::from([]),
+                    defines: Box::new([]),
+                    launch: None,
+                    prologue: Vec::new(),
+                    pruned: Some(reason),
+                });
+            }
+            continue;
+        }
         let config = Config::new(axes.clone(), &digits);
-        let pruned = memo.judge(op, &base, &axes, &digits)?;
-        let candidate = match pruned {
-            Some(reason) => Candidate {
+        for (name, value) in config.values() {
+            point.set(name, value);
+        }
+        for (k, name) in define_names.iter().enumerate() {
+            point.set(name, memo.define(k, &digits));
+        }
+        let c = launch_and_prologue(
+            op,
+            limits,
+            &point,
+            Candidate {
                 index,
                 config,
-                vars: Vars::new(),
-                define_names: Vec::new(),
+                define_names: define_names.clone(),
+                defines: (0..define_names.len())
+                    .map(|k| memo.define(k, &digits).clone())
+                    .collect(),
                 launch: None,
                 prologue: Vec::new(),
-                pruned: Some(reason),
+                pruned: None,
             },
-            None => {
-                let mut vars = template.as_ref().unwrap_or(&base).clone();
-                for (name, value) in config.values() {
-                    vars.set(name, value);
-                }
-                for (k, name) in define_names.iter().enumerate() {
-                    vars.set(name, memo.define(k, &digits));
-                }
-                if template.is_none() {
-                    template = Some(vars.clone());
-                }
-                launch_and_prologue(
-                    op,
-                    limits,
-                    Candidate {
-                        index,
-                        config,
-                        vars,
-                        define_names: define_names.clone(),
-                        launch: None,
-                        prologue: Vec::new(),
-                        pruned: None,
-                    },
-                )?
+        )?;
+        if let Some(reason) = &c.pruned {
+            *pruned_by.entry(reason.clone()).or_default() += 1;
+            if !keep_pruned {
+                continue;
             }
-        };
-        out.push(candidate);
+        }
+        out.push(c);
     }
-    Ok(out)
+    let mut prune_reasons: Vec<(String, usize)> = pruned_by
+        .into_iter()
+        .map(|(reason, n)| (reason.to_string(), n))
+        .collect();
+    prune_reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(Space {
+        candidates: out,
+        prune_reasons,
+        points: total,
+    })
 }
+
+/// The parameter slots an expression reads (through the defines it names), and what it
+/// names itself: parameter slots and define indices (`None`: it does not parse).
+type Reads = (Vec<usize>, Option<(Vec<usize>, Vec<usize>)>);
 
 /// One define or constraint with its values so far, one per combination of the parameters it
 /// reads (`inputs`, slots of the space's axes; `strides` turn their digits into a table index).
 struct Memoized<T> {
     expr: String,
     inputs: Vec<usize>,
+    /// What the expression names itself: parameter slots and earlier defines (indices);
+    /// `None` when it does not parse (then it sees everything, and its evaluation reports
+    /// the error).
+    direct: Option<(Vec<usize>, Vec<usize>)>,
     strides: Vec<usize>,
     table: Vec<Option<T>>,
 }
 
 impl<T> Memoized<T> {
-    fn new(expr: &str, inputs: Vec<usize>, axes: &Axes) -> Self {
+    fn new(
+        expr: &str,
+        (inputs, direct): Reads,
+        axes: &Axes,
+    ) -> Self {
         let mut strides = Vec::with_capacity(inputs.len());
         let mut size = 1usize;
         for &slot in &inputs {
@@ -358,6 +447,7 @@ impl<T> Memoized<T> {
         Memoized {
             expr: expr.to_string(),
             inputs,
+            direct,
             strides,
             table: (0..size).map(|_| None).collect(),
         }
@@ -388,23 +478,26 @@ impl Memo {
     fn new(op: &Op, axes: &Axes) -> Result<Memo> {
         let slot_of = |name: &str| axes.names.iter().position(|n| n == name);
         let all: Vec<usize> = (0..axes.names.len()).collect();
-        // The parameters an expression reads, through the defines before it. An expression
-        // that does not parse reads "everything": its first evaluation reports the error.
-        let reads = |expr: &str, defines: &[(String, Memoized<Value>)]| -> Vec<usize> {
+        // The parameters an expression reads, through the defines before it, and what it
+        // names itself. An expression that does not parse reads "everything": its first
+        // evaluation reports the error.
+        let reads = |expr: &str, defines: &[(String, Memoized<Value>)]| -> Reads {
             let Some(names) = crate::spec::expr::variables(expr) else {
-                return all.clone();
+                return (all.clone(), None);
             };
-            let mut slots: Vec<usize> = Vec::new();
+            let (mut slots, mut params, mut named) = (Vec::new(), Vec::new(), Vec::new());
             for name in names {
                 if let Some(slot) = slot_of(&name) {
                     slots.push(slot);
-                } else if let Some((_, d)) = defines.iter().find(|(n, _)| *n == name) {
-                    slots.extend(&d.inputs);
+                    params.push(slot);
+                } else if let Some(k) = defines.iter().position(|(n, _)| *n == name) {
+                    slots.extend(&defines[k].1.inputs);
+                    named.push(k);
                 }
             }
             slots.sort_unstable();
             slots.dedup();
-            slots
+            (slots, Some((params, named)))
         };
         let mut defines: Vec<(String, Memoized<Value>)> = Vec::new();
         for (name, expr) in &op.spec.defines {
@@ -454,7 +547,7 @@ impl Memo {
         for k in 0..self.defines.len() {
             let at = self.defines[k].1.at(digits);
             if self.defines[k].1.table[at].is_none() {
-                let vars = self.vars_before(base, axes, digits, k);
+                let vars = self.vars_before(base, axes, digits, Which::Define(k));
                 let (name, d) = &self.defines[k];
                 let value = vars.eval(
                     &d.expr,
@@ -469,7 +562,7 @@ impl Memo {
             let ok = match self.constraints[i].table[at] {
                 Some(ok) => ok,
                 None => {
-                    let vars = self.vars_before(base, axes, digits, self.defines.len());
+                    let vars = self.vars_before(base, axes, digits, Which::Constraint(i));
                     let ok = vars.eval_bool(
                         &spec.expr,
                         &Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr))),
@@ -487,21 +580,46 @@ impl Memo {
         Ok(None)
     }
 
-    /// The variables an expression sees at `digits`: shape and limits, the parameters, and
-    /// the first `defines` defines, written over the last miss's variables (hand them back in
-    /// `scratch`). Later defines may linger there from that miss, but an expression that reads
-    /// a define after its own fails at the space's first point, where every define and
-    /// constraint is evaluated in spec order before any has a value.
-    fn vars_before(&mut self, base: &Vars, axes: &Axes, digits: &[usize], defines: usize) -> Vars {
+    /// The variables expression `which` sees at `digits`: shape and limits, and the parameters
+    /// and defines it names (all of them, and the defines before it, when it does not
+    /// parse), written over the last miss's variables (hand them back in `scratch`). Other
+    /// names may linger there from that miss, but the expression does not read them; an
+    /// expression that reads a define after its own finds it unset at the space's first
+    /// point, where every define and constraint is evaluated in spec order before any has a
+    /// value, and fails there.
+    fn vars_before(&mut self, base: &Vars, axes: &Axes, digits: &[usize], which: Which) -> Vars {
         let mut vars = self.scratch.take().unwrap_or_else(|| base.clone());
-        for (name, value) in axes.at(digits) {
-            vars.set(name, value);
-        }
-        for (k, (name, _)) in self.defines.iter().enumerate().take(defines) {
-            vars.set(name, self.define(k, digits));
+        let (direct, defines) = match which {
+            Which::Define(k) => (&self.defines[k].1.direct, k),
+            Which::Constraint(i) => (&self.constraints[i].direct, self.defines.len()),
+        };
+        match direct {
+            Some((params, named)) => {
+                for &slot in params {
+                    vars.set(&axes.names[slot], &axes.values[slot][digits[slot]]);
+                }
+                for &k in named {
+                    vars.set(&self.defines[k].0, self.define(k, digits));
+                }
+            }
+            None => {
+                for (name, value) in axes.at(digits) {
+                    vars.set(name, value);
+                }
+                for (k, (name, _)) in self.defines.iter().enumerate().take(defines) {
+                    vars.set(name, self.define(k, digits));
+                }
+            }
         }
         vars
     }
+}
+
+/// An expression of the memo: a define or a constraint, by index.
+#[derive(Clone, Copy)]
+enum Which {
+    Define(usize),
+    Constraint(usize),
 }
 
 /// The launch geometry and prologue kernels of a configuration that passed every
@@ -509,11 +627,12 @@ impl Memo {
 fn launch_and_prologue(
     op: &Op,
     limits: &DeviceLimits,
+    vars: &Vars,
     mut candidate: Candidate,
 ) -> Result<Candidate> {
     let launch = &op.spec.launch;
     match eval_launch(
-        &candidate.vars,
+        vars,
         &launch.block,
         &launch.grid,
         launch.shared.as_deref(),
@@ -529,10 +648,7 @@ fn launch_and_prologue(
     for (i, p) in op.spec.prologue.iter().enumerate() {
         let at = Lazy(|| format!("{} prologue[{i}]", op.at(&p.kernel)));
         if let Some(when) = &p.when {
-            if !candidate
-                .vars
-                .eval_bool(when, &Lazy(|| format!("{}.when", at.text())))?
-            {
+            if !vars.eval_bool(when, &Lazy(|| format!("{}.when", at.text())))? {
                 continue;
             }
         }
@@ -544,7 +660,7 @@ fn launch_and_prologue(
             )));
             return Ok(candidate);
         }
-        match eval_launch(&candidate.vars, &p.block, &p.grid, None, limits, &at)? {
+        match eval_launch(vars, &p.block, &p.grid, None, limits, &at)? {
             Ok(dims) => candidate.prologue.push((p.kernel.clone(), dims)),
             Err(why) => {
                 candidate.pruned = Some(format!("prologue {}: {why}", p.kernel).into());
@@ -613,15 +729,20 @@ mod tests {
                 let candidate = Candidate {
                     index,
                     config: Config::new(shared.clone(), &digits),
-                    vars,
                     define_names: op.spec.defines.iter().map(|(n, _)| n.clone()).collect(),
+                    defines: op
+                        .spec
+                        .defines
+                        .iter()
+                        .map(|(n, _)| vars.get(n).unwrap().clone())
+                        .collect(),
                     launch: None,
                     prologue: Vec::new(),
                     pruned: pruned.clone().map(std::sync::Arc::from),
                 };
                 match pruned {
                     Some(_) => candidate,
-                    None => launch_and_prologue(op, &limits, candidate).unwrap(),
+                    None => launch_and_prologue(op, &limits, &vars, candidate).unwrap(),
                 }
             })
             .collect()
@@ -645,8 +766,8 @@ mod tests {
                 assert_eq!(f.launch, s.launch, "{at}");
                 assert_eq!(f.prologue, s.prologue, "{at}");
                 assert_eq!(f.define_names, s.define_names, "{at}");
-                for name in &s.define_names {
-                    assert_eq!(f.vars.get(name), s.vars.get(name), "{at}: {name}");
+                for name in s.define_names.iter() {
+                    assert_eq!(f.var(name), s.var(name), "{at}: {name}");
                 }
             }
         }
@@ -696,7 +817,7 @@ mod tests {
     }
 
     fn var(c: &Candidate, name: &str) -> i64 {
-        match c.vars.get(name) {
+        match c.var(name) {
             Some(Value::Int(i)) => *i,
             other => panic!("{name} is not an integer define: {other:?}"),
         }
@@ -727,7 +848,7 @@ mod tests {
                     assert_eq!((th / v) % b, 0, "{}", c.config.label());
                     assert!(var(c, "SMEM_BYTES") <= 48 * 1024);
                     // Vectors at strides that are not multiples of VEC take the realigning path.
-                    let peel = c.vars.get("PEEL") == Some(&Value::Bool(true));
+                    let peel = c.var("PEEL") == Some(&Value::Bool(true));
                     assert_eq!(
                         peel,
                         v > 1 && (rows % v != 0 || cols % v != 0),
@@ -956,7 +1077,7 @@ mod tests {
         let big = one(&DeviceLimits::SM90_DEFAULT, "STAGES=3");
         assert_eq!(big.pruned, None);
         assert_eq!(big.launch.unwrap().shared, 73728);
-        assert_eq!(big.vars.get("DYN_SMEM"), Some(&Value::Int(73728)));
+        assert_eq!(big.var("DYN_SMEM"), Some(&Value::Int(73728)));
         // Two stages fit in 48 KB: static shared memory, nothing at launch.
         let small = one(&DeviceLimits::SM90_DEFAULT, "STAGES=2");
         assert_eq!(small.pruned, None);
@@ -1128,9 +1249,9 @@ mod tests {
         assert_eq!((d.grid, d.block), ((3, 1023 + 1028, 1), (128, 1, 1)));
         // K rounded up to 1028 is a multiple of no BK, so K keeps a partial slice; 1022
         // rounds up to 1024, a multiple of BK=32.
-        assert_eq!(c.vars.get("EVEN_K"), Some(&Value::Bool(false)));
+        assert_eq!(c.var("EVEN_K"), Some(&Value::Bool(false)));
         let c = at("1000x1000x1022", "REPACK=1");
-        assert_eq!(c.vars.get("EVEN_K"), Some(&Value::Bool(true)));
+        assert_eq!(c.var("EVEN_K"), Some(&Value::Bool(true)));
         // K % 4 == 0: A's rows are aligned, only B (64 rows) is copied.
         let c = at("96x66x64", "REPACK=1");
         assert_eq!(c.prologue[0].1.grid, (1, 64, 1));
@@ -1192,7 +1313,7 @@ mod tests {
             assert_eq!(c.pruned, None, "{shape}");
             // Transposed A (BK rows of BM + PAD), as LOAD=regs lays it out: two stages.
             assert_eq!(
-                c.vars.get("SMEM_FLOATS"),
+                c.var("SMEM_FLOATS"),
                 Some(&Value::Int(2 * (32 * 68 + 32 * 128)))
             );
         }

@@ -9,7 +9,7 @@ pub use super::best::*;
 pub use super::files::{slug, write_atomic};
 pub use super::journal::Journal;
 pub use super::record::{Confirmed, Record, RunInfo, Status};
-pub use super::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
+pub use super::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path, run_csv_path_of};
 
 #[cfg(test)]
 mod tests {

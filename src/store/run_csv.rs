@@ -48,16 +48,16 @@ fn opt(v: Option<f64>) -> String {
 /// for any other element type. The name depends on the run alone, not on the op's default,
 /// so `tune merge` and readers of a results folder need no spec to find a file.
 pub fn run_csv_path(dir: &Path, info: &RunInfo) -> PathBuf {
-    let dtype = match info.dtype.as_str() {
+    run_csv_path_of(dir, &info.op, &info.shape, &info.dtype, &info.gpu)
+}
+
+/// [`run_csv_path`] from the run's key alone (before the run has a [`RunInfo`]).
+pub fn run_csv_path_of(dir: &Path, op: &str, shape: &str, dtype: &str, gpu: &str) -> PathBuf {
+    let dtype = match dtype {
         "" | "f32" => String::new(),
         other => format!("_{}", slug(other)),
     };
-    dir.join(format!(
-        "{}_{}{dtype}_{}.csv",
-        info.op,
-        info.shape,
-        slug(&info.gpu)
-    ))
+    dir.join(format!("{op}_{shape}{dtype}_{}.csv", slug(gpu)))
 }
 
 /// Serializes a run's records (parameter columns from the first variant row).
