@@ -492,6 +492,48 @@ fn chunk_reads_are_pruned_where_no_tile_is_sector_aligned() {
     );
 }
 
+/// A compile past `--compile-timeout` is stopped and its variant recorded as not compiled,
+/// not failed; `--compile-timeout 0` waits for every compile. No NVRTC compile of a transpose
+/// takes under 10 ms, so with that limit none compiles, and the run still exits 0.
+#[test]
+fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
+    let tmp = tmp();
+    let pins = common::classic_transpose_pins();
+    let mut args = vec![
+        "--shape",
+        "999x1001",
+        "--no-cache",
+        "--param",
+        "TILE_DIM=16",
+        "--param",
+        "BLOCK_ROWS=4,8",
+        "--param",
+        "PAD=0,1",
+        "--param",
+        "UNROLL=on",
+    ];
+    args.extend(pins.iter().map(String::as_str));
+    let mut limited = args.clone();
+    limited.extend(["--compile-timeout", "0.01", "--jobs", "2"]);
+    let run = compile_only(&tmp, &limited);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let s = summary(&run.stdout);
+    assert_eq!((s.compiled, s.failed), (0, 0), "{}", run.stdout);
+    assert_eq!(
+        count_before(&run.stdout, " past the compile time limit"),
+        12,
+        "2 BLOCK_ROWS x 2 PAD x 3 BOUNDS:\n{}",
+        run.stdout
+    );
+    let mut unlimited = args.clone();
+    unlimited.extend(["--compile-timeout", "0", "--jobs", "2"]);
+    assert_eq!(compiles_cleanly(&tmp, &unlimited).compiled, 12);
+    assert!(
+        input_error_compile_only(&["--shape", "64x64", "--compile-timeout", "-1"])
+            .contains("--compile-timeout must be a positive number of seconds")
+    );
+}
+
 #[test]
 fn emit_writes_one_source_per_compiled_variant() {
     let tmp = tmp();

@@ -7,7 +7,9 @@ use crate::cluster::sweep::SweepOptions;
 use crate::error::Result;
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{default_budget, TuneOptions, AUTO_SEARCH, DEFAULT_WATCHDOG_S};
+use crate::pipeline::tuner::{
+    default_budget, CompileLimit, TuneOptions, AUTO_SEARCH, DEFAULT_WATCHDOG_S,
+};
 use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -345,6 +347,13 @@ pub struct TuneArgs {
     #[arg(long)]
     pub jobs: Option<usize>,
 
+    /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
+    /// as not compiled; 0: no limit. Default: 10x the run's median compile so far, at least
+    /// 1 s (a few configurations of a space, loops fully unrolled over a large tile, take
+    /// 10-40x the typical compile and would hold up their search round).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub compile_timeout: Option<f64>,
+
     /// Seconds one variant may run on the GPU before it is killed and recorded as hung,
     /// on top of 100x the time its launches would take at the fastest speed seen so far.
     #[arg(long, default_value_t = DEFAULT_WATCHDOG_S, allow_negative_numbers = true)]
@@ -356,7 +365,7 @@ pub struct TuneArgs {
     pub in_process: bool,
 
     /// Time every variant with all --reps launches, even those whose first 5 launches are
-    /// all over 1.5x slower than the best so far (by default those stop after 5).
+    /// all over 1.15x slower than the best so far (by default those stop after 5).
     #[arg(long)]
     pub no_adaptive: bool,
 
@@ -470,6 +479,11 @@ impl TuneArgs {
                     .unwrap_or(1)
             }),
             watchdog_s: self.watchdog,
+            compile_limit: match self.compile_timeout {
+                None => CompileLimit::Auto,
+                Some(s) if s == 0.0 => CompileLimit::Off,
+                Some(s) => CompileLimit::Seconds(s),
+            },
             resume: self.resume,
             adaptive: !self.no_adaptive,
             confirm_rounds: self.confirm_rounds,

@@ -85,14 +85,57 @@ pub fn compile_worker_main(args: &[String]) -> i32 {
 /// A source handed to the pool: the caller's tag (given back with the reply) and its path.
 type Item = (usize, PathBuf);
 
-/// One worker's current process (`None` between a death and the next start).
-type Slot = Arc<Mutex<Option<Child>>>;
+/// What became of a source handed to the pool.
+#[derive(Debug, Clone)]
+pub enum PoolReply {
+    /// The worker's answer: compiled, failed, or the worker died on it.
+    Done(CompileReply),
+    /// Stopped by the compile time limit ([`CompileLimit`]) after this many seconds.
+    TimedOut(f64),
+    /// Never compiled: the run was stopped (Ctrl-C).
+    Stopped,
+}
 
-/// Every worker's slot.
-type Slots = Arc<Mutex<Vec<Slot>>>;
+/// A reply: the tag and what became of its source.
+pub type Reply = (usize, PoolReply);
 
-/// A reply: the tag, and what compiling gave (`None`: never compiled, the run was stopped).
-pub type Reply = (usize, Option<CompileReply>);
+/// How long one source may take in NVRTC before its worker is killed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CompileLimit {
+    /// No limit.
+    Off,
+    /// A fixed limit.
+    Seconds(f64),
+    /// [`AUTO_LIMIT_FACTOR`] times the median of the compiles finished so far, at least
+    /// [`AUTO_LIMIT_FLOOR_S`], once [`AUTO_LIMIT_AFTER`] have finished. A few configurations
+    /// of a space (loops fully unrolled over a large tile) take 10-40 times the typical
+    /// compile, and a search round waits for its slowest source.
+    Auto,
+}
+
+/// The automatic limit, in multiples of the median compile so far.
+pub const AUTO_LIMIT_FACTOR: f64 = 10.0;
+/// The automatic limit's floor, in seconds.
+pub const AUTO_LIMIT_FLOOR_S: f64 = 1.0;
+/// Finished compiles before the automatic limit applies.
+pub const AUTO_LIMIT_AFTER: usize = 4;
+
+impl CompileLimit {
+    /// The limit now, given the milliseconds of the compiles finished so far.
+    fn now(self, finished_ms: &[f64]) -> Option<std::time::Duration> {
+        let seconds = match self {
+            CompileLimit::Off => return None,
+            CompileLimit::Seconds(s) => s,
+            CompileLimit::Auto if finished_ms.len() < AUTO_LIMIT_AFTER => return None,
+            CompileLimit::Auto => {
+                let mut ms = finished_ms.to_vec();
+                ms.sort_by(f64::total_cmp);
+                (AUTO_LIMIT_FACTOR * ms[ms.len() / 2] / 1e3).max(AUTO_LIMIT_FLOOR_S)
+            }
+        };
+        Some(std::time::Duration::from_secs_f64(seconds))
+    }
+}
 
 /// Compile worker processes that live as long as the pool, fed from one queue: a search
 /// compiles round after round, and starting a worker (a process that loads NVRTC) for every
@@ -101,9 +144,10 @@ pub type Reply = (usize, Option<CompileReply>);
 /// compiled while the rest compiles.
 ///
 /// Every submitted source gets exactly one reply: a worker that dies (NVRTC crashed) fails
-/// its source and is started again for the next one. A stop request (Ctrl-C,
-/// [`super::interrupt::interrupted`]) kills the workers within [`STOP_POLL`]; what they
-/// were compiling, and everything still queued, is answered `None`.
+/// its source and is started again for the next one; a worker past the [`CompileLimit`] is
+/// killed the same way. A stop request (Ctrl-C, [`super::interrupt::interrupted`]) kills
+/// the workers within [`STOP_POLL`]; what they were compiling, and everything still queued,
+/// is answered [`PoolReply::Stopped`].
 pub struct CompilePool {
     exe: PathBuf,
     args: [String; 2],
@@ -113,33 +157,69 @@ pub struct CompilePool {
     shared_queue: Arc<Mutex<mpsc::Receiver<Item>>>,
     replies_tx: mpsc::Sender<Reply>,
     replies: mpsc::Receiver<Reply>,
-    /// Each worker's current process, for the stop watch and for dropping the pool.
+    /// Each worker's current process, for the watch and for dropping the pool.
     slots: Slots,
+    /// How long each finished compile took (milliseconds), for the automatic limit.
+    finished_ms: Arc<Mutex<Vec<f64>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     in_flight: usize,
     closed: Arc<AtomicBool>,
     watch: Option<std::thread::JoinHandle<()>>,
 }
 
+/// One worker: its process (`None` between a death and the next start), since when it
+/// compiles the source in hand, and whether the limit killed it.
+#[derive(Default)]
+struct Worker {
+    child: Option<Child>,
+    since: Option<std::time::Instant>,
+    timed_out: bool,
+}
+
+type Slot = Arc<Mutex<Worker>>;
+
+/// Every worker's slot.
+type Slots = Arc<Mutex<Vec<Slot>>>;
+
 impl CompilePool {
-    /// A pool of up to `workers` processes `exe __compile-worker ARCH CACHE`; none is started
-    /// before the first [`CompilePool::submit`].
-    pub fn new(exe: &Path, arch: &str, cache: Option<&Path>, workers: usize) -> CompilePool {
+    /// A pool of up to `workers` processes `exe __compile-worker ARCH CACHE`, each compile
+    /// held to `limit`; none is started before the first [`CompilePool::submit`].
+    pub fn new(
+        exe: &Path,
+        arch: &str,
+        cache: Option<&Path>,
+        workers: usize,
+        limit: CompileLimit,
+    ) -> CompilePool {
         let cache_arg = cache
             .map(|c| c.display().to_string())
             .unwrap_or_else(|| "-".into());
         let (tx, rx) = mpsc::channel();
         let (replies_tx, replies) = mpsc::channel();
         let slots: Slots = Arc::default();
+        let finished_ms: Arc<Mutex<Vec<f64>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
-        // The stop watch: workers block in a compile, so a stop must kill them to be prompt.
+        // The watch: workers block in a compile, so a stop or a compile past the limit must
+        // kill them.
         let watch = {
-            let (slots, closed) = (slots.clone(), closed.clone());
+            let (slots, closed, finished_ms) = (slots.clone(), closed.clone(), finished_ms.clone());
             std::thread::spawn(move || {
                 while !closed.load(Ordering::SeqCst) {
+                    let now = limit.now(&finished_ms.lock().expect("times lock"));
                     if interrupted() {
                         // Again each poll: a worker started or held at the first try.
                         kill_all(&slots);
+                    } else if let Some(limit) = now {
+                        for slot in slots.lock().expect("slots lock").iter() {
+                            let mut w = slot.lock().expect("slot lock");
+                            if w.since.is_some_and(|t| t.elapsed() > limit) {
+                                w.timed_out = true;
+                                w.since = None;
+                                if let Some(c) = w.child.as_mut() {
+                                    let _ = c.kill();
+                                }
+                            }
+                        }
                     }
                     std::thread::sleep(STOP_POLL);
                 }
@@ -154,6 +234,7 @@ impl CompilePool {
             replies_tx,
             replies,
             slots,
+            finished_ms,
             threads: Vec::new(),
             in_flight: 0,
             closed,
@@ -205,12 +286,18 @@ impl CompilePool {
     }
 
     fn add_worker(&mut self, child: Child) {
-        let slot: Slot = Arc::new(Mutex::new(Some(child)));
+        let slot: Slot = Arc::new(Mutex::new(Worker {
+            child: Some(child),
+            ..Worker::default()
+        }));
         self.slots.lock().expect("slots lock").push(slot.clone());
         let (queue, out) = (self.shared_queue.clone(), self.replies_tx.clone());
         let (exe, args) = (self.exe.clone(), self.args.clone());
+        let finished_ms = self.finished_ms.clone();
         self.threads.push(std::thread::spawn(move || {
-            serve(&slot, &queue, &out, &|| spawn_worker(&exe, &args))
+            serve(&slot, &queue, &out, &finished_ms, &|| {
+                spawn_worker(&exe, &args)
+            })
         }));
     }
 }
@@ -243,12 +330,13 @@ fn spawn_worker(exe: &Path, args: &[String; 2]) -> std::io::Result<Child> {
 }
 
 /// One worker's loop: takes a source off the shared queue, has the worker process compile
-/// it and sends the reply; a dead process fails its source and is started again (`spawn`)
-/// for the next one. Ends when the pool drops the queue.
+/// it and sends the reply; a dead or killed process is started again (`spawn`) for the
+/// next one. Ends when the pool drops the queue.
 fn serve(
-    slot: &Mutex<Option<Child>>,
+    slot: &Mutex<Worker>,
     queue: &Mutex<mpsc::Receiver<Item>>,
     out: &mpsc::Sender<Reply>,
+    finished_ms: &Mutex<Vec<f64>>,
     spawn: &dyn Fn() -> std::io::Result<Child>,
 ) {
     let mut pipes = take_pipes(slot);
@@ -256,39 +344,55 @@ fn serve(
         let item = queue.lock().expect("queue lock").recv();
         let Ok((tag, path)) = item else { break };
         if interrupted() {
-            let _ = out.send((tag, None));
+            let _ = out.send((tag, PoolReply::Stopped));
             continue;
         }
         if pipes.is_none() {
             reap(slot);
             match spawn() {
                 Ok(child) => {
-                    *slot.lock().expect("slot lock") = Some(child);
+                    slot.lock().expect("slot lock").child = Some(child);
                     pipes = take_pipes(slot);
                 }
                 Err(e) => {
                     let why = format!("compile worker could not be started again: {e}");
-                    let _ = out.send((tag, Some(failed(why))));
+                    let _ = out.send((tag, PoolReply::Done(failed(why))));
                     continue;
                 }
             }
         }
         let (stdin, stdout) = pipes.as_mut().expect("started above");
+        let started = std::time::Instant::now();
+        {
+            let mut w = slot.lock().expect("slot lock");
+            w.since = Some(started);
+            w.timed_out = false;
+        }
         let mut line = String::new();
         let answered = writeln!(stdin, "{}", path.display()).is_ok()
             && stdin.flush().is_ok()
             && stdout.read_line(&mut line).map(|n| n > 0).unwrap_or(false);
-        let reply = if answered {
-            Some(
-                serde_json::from_str(&line)
-                    .unwrap_or_else(|e| failed(format!("bad reply from compile worker: {e}"))),
-            )
-        } else if interrupted() {
-            None // killed by the stop: not compiled, not a failure
-        } else {
-            Some(failed("compile worker died (NVRTC crashed?)".into()))
+        let timed_out = {
+            let mut w = slot.lock().expect("slot lock");
+            w.since = None;
+            std::mem::take(&mut w.timed_out)
         };
-        if !answered {
+        let reply = if answered {
+            let r: CompileReply = serde_json::from_str(&line)
+                .unwrap_or_else(|e| failed(format!("bad reply from compile worker: {e}")));
+            if !r.from_cache {
+                finished_ms.lock().expect("times lock").push(r.millis);
+            }
+            PoolReply::Done(r)
+        } else if interrupted() {
+            PoolReply::Stopped // killed by the stop: not compiled, not a failure
+        } else if timed_out {
+            PoolReply::TimedOut(started.elapsed().as_secs_f64())
+        } else {
+            PoolReply::Done(failed("compile worker died (NVRTC crashed?)".into()))
+        };
+        // A worker killed by the limit as it answered is gone all the same.
+        if !answered || timed_out {
             pipes = None;
         }
         let _ = out.send((tag, reply));
@@ -299,15 +403,15 @@ fn serve(
 
 type Pipes = (ChildStdin, BufReader<ChildStdout>);
 
-fn take_pipes(slot: &Mutex<Option<Child>>) -> Option<Pipes> {
+fn take_pipes(slot: &Mutex<Worker>) -> Option<Pipes> {
     let mut guard = slot.lock().expect("slot lock");
-    let c = guard.as_mut()?;
+    let c = guard.child.as_mut()?;
     Some((c.stdin.take()?, BufReader::new(c.stdout.take()?)))
 }
 
 /// Waits for the worker process of `slot` to end (its stdin is closed or it was killed).
-fn reap(slot: &Mutex<Option<Child>>) {
-    if let Some(mut c) = slot.lock().expect("slot lock").take() {
+fn reap(slot: &Mutex<Worker>) {
+    if let Some(mut c) = slot.lock().expect("slot lock").child.take() {
         let _ = c.kill();
         let _ = c.wait();
     }
@@ -316,7 +420,7 @@ fn reap(slot: &Mutex<Option<Child>>) {
 /// Kills every worker process; killing one that has exited does nothing.
 fn kill_all(slots: &Mutex<Vec<Slot>>) {
     for slot in slots.lock().expect("slots lock").iter() {
-        if let Some(c) = slot.lock().expect("slot lock").as_mut() {
+        if let Some(c) = slot.lock().expect("slot lock").child.as_mut() {
             let _ = c.kill();
         }
     }
@@ -331,5 +435,32 @@ fn failed(log: String) -> CompileReply {
         millis: 0.0,
         from_cache: false,
         log,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The automatic limit waits for a few compiles, then is ten times their median with a
+    /// floor; a fixed limit holds from the start; `Off` never limits.
+    #[test]
+    fn the_automatic_limit_follows_the_median_compile() {
+        let auto = CompileLimit::Auto;
+        assert_eq!(auto.now(&[300.0, 200.0, 400.0]), None);
+        assert_eq!(
+            auto.now(&[300.0, 200.0, 400.0, 9000.0]),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(
+            auto.now(&[20.0, 30.0, 40.0, 50.0]),
+            Some(Duration::from_secs_f64(AUTO_LIMIT_FLOOR_S))
+        );
+        assert_eq!(
+            CompileLimit::Seconds(2.5).now(&[]),
+            Some(Duration::from_secs_f64(2.5))
+        );
+        assert_eq!(CompileLimit::Off.now(&[1.0; 10]), None);
     }
 }

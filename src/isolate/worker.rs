@@ -10,7 +10,9 @@
 
 use super::protocol::{failed, Line};
 
-pub use super::compile_pool::{compile_worker_main, CompilePool, CompileReply};
+pub use super::compile_pool::{
+    compile_worker_main, CompileLimit, CompilePool, CompileReply, PoolReply,
+};
 pub use super::interrupt::{interrupted, request_stop};
 pub use super::protocol::{
     ArgDesc, BufferDesc, Job, PreLaunch, ReferenceKernel, Task, TaskResult, Work,

@@ -7,7 +7,7 @@ use super::plan::Setup;
 use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
-use crate::isolate::worker::{CompilePool, PreLaunch, Task, Work};
+use crate::isolate::worker::{CompilePool, PoolReply, PreLaunch, Task, Work};
 use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
@@ -189,10 +189,12 @@ type CubinResult = std::result::Result<PathBuf, String>;
 /// One unique source after compiling.
 #[derive(Clone)]
 pub(super) struct CompiledSource {
-    /// `None`: never compiled (the run was stopped first).
+    /// `None`: never compiled (the run was stopped first, or NVRTC ran past the limit).
     result: Option<CubinResult>,
     millis: f64,
     from_cache: bool,
+    /// Why there is no result, when it is not the stop.
+    not_compiled: Option<String>,
 }
 
 /// Reads `source`'s image from the cubin cache into `cubin` when it is there: starting a
@@ -214,6 +216,7 @@ fn from_cache(
         result: Some(Ok(cubin.to_path_buf())),
         millis: t.elapsed().as_secs_f64() * 1e3,
         from_cache: true,
+        not_compiled: None,
     }))
 }
 
@@ -229,12 +232,14 @@ fn compile_here(compiler: &Compiler, source: &str, cubin: &Path) -> Result<Compi
                 result: Some(Ok(cubin.to_path_buf())),
                 millis: done.millis,
                 from_cache: done.from_cache,
+                not_compiled: None,
             }
         }
         Err(f) => CompiledSource {
             result: Some(Err(format!("compile: {}", f.log))),
             millis: f.millis,
             from_cache: false,
+            not_compiled: None,
         },
     })
 }
@@ -244,14 +249,21 @@ const NOT_COMPILED: CompiledSource = CompiledSource {
     result: None,
     millis: 0.0,
     from_cache: false,
+    not_compiled: None,
 };
+
+/// The start of the reason a source past the compile time limit has no image (the stop
+/// leaves these reasons as they are).
+pub(super) const PAST_LIMIT: &str = "not compiled: NVRTC ran past the compile time limit";
 
 /// The result of rendering and compiling one live candidate.
 pub(super) struct Build {
     pub(super) candidate: usize,
-    /// `None`: not compiled (the run was stopped first).
+    /// `None`: not compiled (the run was stopped first, or NVRTC ran past the limit).
     cubin: Option<CubinResult>,
     compile_ms: f64,
+    /// Why there is no image, when it is not the stop.
+    not_compiled: Option<String>,
 }
 
 pub(super) fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
@@ -327,6 +339,11 @@ impl Prepared {
         self.pool.as_ref().map_or(0, CompilePool::in_flight)
     }
 
+    /// Candidates given to [`Prepared::start`] that have not come out of [`Prepared::ready`].
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// True while a candidate given to [`Prepared::start`] has not come out of
     /// [`Prepared::ready`].
     pub(super) fn busy(&self) -> bool {
@@ -370,7 +387,13 @@ impl Prepared {
                 None if pooled => {
                     let exe = env.opts.worker_exe.as_deref().expect("pooled");
                     let pool = self.pool.get_or_insert_with(|| {
-                        CompilePool::new(exe, env.compiler.arch(), env.cache, env.opts.jobs)
+                        CompilePool::new(
+                            exe,
+                            env.compiler.arch(),
+                            env.cache,
+                            env.opts.jobs,
+                            env.opts.compile_limit,
+                        )
                     });
                     pool.submit(k, path)?;
                     None
@@ -414,7 +437,7 @@ impl Prepared {
         while let Some((k, reply)) = next {
             let cubin = self.cubins[k].clone();
             self.compiled[k] = Some(match reply {
-                Some(r) => CompiledSource {
+                PoolReply::Done(r) => CompiledSource {
                     result: Some(if r.ok {
                         Ok(cubin)
                     } else {
@@ -422,8 +445,16 @@ impl Prepared {
                     }),
                     millis: r.millis,
                     from_cache: r.from_cache,
+                    not_compiled: None,
                 },
-                None => NOT_COMPILED,
+                PoolReply::TimedOut(seconds) => CompiledSource {
+                    millis: seconds * 1e3,
+                    not_compiled: Some(format!(
+                        "{PAST_LIMIT} ({seconds:.1} s; --compile-timeout sets it)"
+                    )),
+                    ..NOT_COMPILED
+                },
+                PoolReply::Stopped => NOT_COMPILED,
             });
             if let Some(pb) = &self.bar {
                 pb.inc(1);
@@ -438,17 +469,18 @@ impl Prepared {
         let compiled = &self.compiled;
         let source_of = &self.source_of;
         self.waiting.retain(|&i| {
-            let (cubin, compile_ms) = match &source_of[&i] {
-                Err(e) => (Some(Err(e.clone())), 0.0),
+            let (cubin, compile_ms, not_compiled) = match &source_of[&i] {
+                Err(e) => (Some(Err(e.clone())), 0.0, None),
                 Ok(k) => match &compiled[*k] {
                     None => return true,
-                    Some(c) => (c.result.clone(), c.millis),
+                    Some(c) => (c.result.clone(), c.millis, c.not_compiled.clone()),
                 },
             };
             out.push(Build {
                 candidate: i,
                 cubin,
                 compile_ms,
+                not_compiled,
             });
             false
         });
@@ -477,7 +509,10 @@ impl Prepared {
             }
             None => {
                 rec.status = Status::NotRun;
-                rec.error = "not compiled".into();
+                rec.error = build
+                    .not_compiled
+                    .clone()
+                    .unwrap_or_else(|| "not compiled".into());
                 return None;
             }
             Some(Ok(path)) => path,
@@ -562,7 +597,13 @@ fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> R
     };
     (rec.status, rec.error) = match &build.cubin {
         Some(Err(e)) => (Status::Failed, e.clone()),
-        None => (Status::NotRun, "interrupted (Ctrl-C)".into()),
+        None => (
+            Status::NotRun,
+            build
+                .not_compiled
+                .clone()
+                .unwrap_or_else(|| "interrupted (Ctrl-C)".into()),
+        ),
         Some(Ok(_)) => (Status::Ok, String::new()),
     };
     rec.compile_ms = Some(build.compile_ms);

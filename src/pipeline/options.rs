@@ -36,6 +36,8 @@ pub struct TuneOptions {
     pub worker_exe: Option<PathBuf>,
     /// Compile worker processes.
     pub jobs: usize,
+    /// How long one source may take in NVRTC (compile workers only).
+    pub compile_limit: crate::isolate::worker::CompileLimit,
     /// Seconds a GPU task may take before its worker is killed and it is recorded as hung.
     pub watchdog_s: f64,
     /// Reuse the results in a matching journal from an earlier, unfinished run.
@@ -98,6 +100,7 @@ impl Default for TuneOptions {
             rtol: None,
             seed: 1,
             worker_exe: None,
+            compile_limit: crate::isolate::worker::CompileLimit::Auto,
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),

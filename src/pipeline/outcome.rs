@@ -8,6 +8,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phases {
     pub setup_s: f64,
+    /// Compiling, as far as nothing else ran meanwhile: a GPU run measures what compiled
+    /// while the rest compiles, so this is the time its GPU waited for the compiler.
     pub compile_s: f64,
     pub verify_s: f64,
     pub timing_s: f64,

@@ -240,6 +240,13 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
             opts.watchdog_s
         )));
     }
+    if let crate::isolate::worker::CompileLimit::Seconds(s) = opts.compile_limit {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(Error::Usage(format!(
+                "--compile-timeout must be a positive number of seconds (0: no limit), not {s}"
+            )));
+        }
+    }
     // `auto` is the tuner's own rule; any other name must be a strategy of the registry.
     if opts.strategy != "auto" {
         crate::search::lookup(&opts.strategy)?;

@@ -170,9 +170,17 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     // while the rest compiles; in this process each job opens a context, so a round runs
     // once all of it has compiled.
     let stream = gpus.exe.is_some();
-    // The task ids of the round's variants, told to the search once the round is measured.
+    // The task ids of the variants measured since the search last heard, told to it before
+    // it proposes the next round.
     let mut round_ids: Vec<usize> = Vec::new();
+    // Set once the search proposes nothing more (its budget is spent).
+    let mut search_done = built.search.is_none();
     loop {
+        // The next round may start while a few sources of this one still compile: a round
+        // would otherwise wait for its slowest compile.
+        let may_ask = !search_done
+            && !crate::isolate::worker::interrupted()
+            && built.prep.waiting() <= STRAGGLERS;
         let t = Instant::now();
         let builds = if !stream {
             let mut all = Vec::new();
@@ -180,7 +188,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
                 all.extend(built.prep.wait_ready());
             }
             all
-        } else if job.tasks.is_empty() {
+        } else if job.tasks.is_empty() && !may_ask {
             built.prep.wait_ready()
         } else {
             built.prep.ready()
@@ -219,13 +227,14 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             }
             continue;
         }
-        if built.prep.busy() && built.prep.compiling() > 0 {
-            continue;
-        }
-        let Some(s) = built.search.as_mut() else {
+        if !may_ask {
+            if built.prep.busy() && built.prep.compiling() > 0 {
+                continue;
+            }
             break;
-        };
-        // The round is measured: tell the strategy what it measured, then ask for the next.
+        }
+        let s = built.search.as_mut().expect("a search until it is done");
+        // Tell the strategy what was measured, then ask for the next round.
         for (id, candidate) in round_ids.drain(..).filter_map(|id| {
             let index = TaskId::from_number(id).candidate()?;
             Some((id, built.setup.position(index)?))
@@ -238,16 +247,19 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
                     .map(|st| st.median_ms),
             );
         }
-        if crate::isolate::worker::interrupted() {
-            break;
-        }
         let next = s.ask();
         if next.is_empty() {
-            break;
+            search_done = true;
+            continue;
         }
         let t = Instant::now();
-        built.prep.start(&env, &next)?;
+        let started = built.prep.start(&env, &next);
         built.outcome.phases.compile_s += t.elapsed().as_secs_f64();
+        if let Err(e) = started {
+            // What was measured stays; the round that could not start is not run.
+            fatal = Some(e);
+            break;
+        }
         let pb = &tally.pb;
         pb.set_length(pb.position() + next.len() as u64 + s.remaining() as u64);
     }
@@ -364,12 +376,18 @@ pub(super) fn settle(m: Measured) -> Measured {
         (None, false) => None,
     };
     if let Some(why) = why {
-        for rec in records.iter_mut().filter(|r| r.status == Status::NotRun) {
+        for rec in records.iter_mut().filter(|r| {
+            r.status == Status::NotRun && !r.error.starts_with(super::build::PAST_LIMIT)
+        }) {
             rec.error = why.clone();
         }
     }
     m
 }
+
+/// How many sources of a search round may still be compiling when the next round is asked
+/// for (the GPU has measured the rest): a round's slowest compiles then overlap the next.
+pub const STRAGGLERS: usize = 4;
 
 /// How long the GPU rests before throttled results are timed again.
 pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);

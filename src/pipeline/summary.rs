@@ -98,6 +98,14 @@ fn write_baselines(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
     }
 }
 
+/// Variants not compiled because NVRTC ran past the compile time limit.
+fn past_limit(o: &TuneOutcome) -> usize {
+    o.records
+        .iter()
+        .filter(|r| r.status == Status::NotRun && r.error.starts_with(super::build::PAST_LIMIT))
+        .count()
+}
+
 /// The counts of the space and the table of the `top` fastest verified configurations.
 fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
     let unit = &info.unit;
@@ -121,8 +129,12 @@ fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
     if skipped > 0 {
         not_searched += &format!(", {skipped} not searched");
     }
-    if not_run > 0 {
-        not_searched += &format!(", {not_run} not run");
+    let past = past_limit(o);
+    if not_run > past {
+        not_searched += &format!(", {} not run", not_run - past);
+    }
+    if past > 0 {
+        not_searched += &format!(", {past} past the compile time limit");
     }
     let _ = writeln!(
         s,
@@ -328,7 +340,7 @@ fn write_run_notes(s: &mut String, o: &TuneOutcome) {
     let p = o.phases;
     let _ = writeln!(
         s,
-        "Time: {:.2} s total (setup {:.2} s, compile {:.2} s for {} unique sources, {} from cache; verify {:.2} s; timing {:.2} s)",
+        "Time: {:.2} s total (setup {:.2} s, waiting for the compiler {:.2} s for {} unique sources, {} from cache; verify {:.2} s; timing {:.2} s)",
         p.total_s, p.setup_s, p.compile_s, o.compiled, o.from_cache, p.verify_s, p.timing_s
     );
 }
@@ -472,11 +484,15 @@ fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     let failed = count(&o.records, Status::Failed);
     let pruned = pruned_count(o);
     let mut rest = String::new();
-    for (status, what) in [
-        (Status::Skipped, "not proposed"),
-        (Status::NotRun, "not compiled (interrupted)"),
+    let past = past_limit(o);
+    for (n, what) in [
+        (count(&o.records, Status::Skipped), "not proposed"),
+        (
+            count(&o.records, Status::NotRun) - past,
+            "not compiled (interrupted)",
+        ),
+        (past, "past the compile time limit"),
     ] {
-        let n = count(&o.records, status);
         if n > 0 {
             rest += &format!(", {n} {what}");
         }

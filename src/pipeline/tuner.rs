@@ -19,6 +19,7 @@ pub use super::rounds::REMEASURE_PAUSE;
 pub use super::search::{
     default_budget, warm_start, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
 };
+pub use crate::isolate::worker::CompileLimit;
 
 /// Runs the whole pipeline for one op and shape.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {

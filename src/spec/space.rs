@@ -433,11 +433,7 @@ struct Memoized<T> {
 }
 
 impl<T> Memoized<T> {
-    fn new(
-        expr: &str,
-        (inputs, direct): Reads,
-        axes: &Axes,
-    ) -> Self {
+    fn new(expr: &str, (inputs, direct): Reads, axes: &Axes) -> Self {
         let mut strides = Vec::with_capacity(inputs.len());
         let mut size = 1usize;
         for &slot in &inputs {
