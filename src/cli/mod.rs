@@ -481,7 +481,7 @@ impl TuneArgs {
             watchdog_s: self.watchdog,
             compile_limit: match self.compile_timeout {
                 None => CompileLimit::Auto,
-                Some(s) if s == 0.0 => CompileLimit::Off,
+                Some(0.0) => CompileLimit::Off,
                 Some(s) => CompileLimit::Seconds(s),
             },
             resume: self.resume,
