@@ -128,6 +128,13 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             .unwrap_or_default();
         Seeds {
             replay: last_measured(candidates, live, &last),
+            tried: last
+                .iter()
+                .filter(|r| {
+                    r.kind == "variant"
+                        && matches!(r.status, Status::Ok | Status::Failed | Status::NotRun)
+                })
+                .count(),
             winners: warm_start(op, shape, gpu, candidates, live, &stored),
         }
     };
@@ -140,6 +147,10 @@ pub struct Seeds {
     /// The configurations the last run at this shape, on this GPU, into the same folder
     /// measured, fastest first ([`last_measured`]).
     pub replay: Vec<usize>,
+    /// How many configurations that run tried (measured, failed or not compiled): a re-run
+    /// spends as much of its budget as that run did before it searches on, so it does not
+    /// try again what failed or ran past the compile time limit.
+    pub tried: usize,
     /// The stored winners nearest to this space ([`warm_start`]).
     pub winners: Vec<usize>,
 }
@@ -200,6 +211,9 @@ pub(super) struct Search {
     candidate_of: Vec<usize>,
     point_of: HashMap<usize, usize>,
     asked: usize,
+    /// Budget the last run at this shape spent on configurations this run does not measure
+    /// again ([`Seeds::tried`]).
+    carried: usize,
     live: usize,
     started: Instant,
 }
@@ -277,6 +291,11 @@ impl Search {
             candidate_of,
             point_of,
             asked: 0,
+            carried: if replayed > 0 {
+                seeds.tried.saturating_sub(replayed)
+            } else {
+                0
+            },
             live,
             started: Instant::now(),
         };
@@ -314,7 +333,7 @@ impl Search {
     pub(super) fn ask(&mut self) -> Vec<usize> {
         let batch = SEARCH_BATCH.max(self.first.len() + self.strategy.unconditional());
         let n = match self.budget {
-            Budget::Variants(b) => b.saturating_sub(self.asked).min(batch),
+            Budget::Variants(b) => b.saturating_sub(self.asked + self.carried).min(batch),
             Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => 0,
             Budget::Seconds(_) => batch,
         };
@@ -339,7 +358,7 @@ impl Search {
     /// Variants still to come, as far as the budget says (for the progress bar).
     pub(super) fn remaining(&self) -> usize {
         match self.budget {
-            Budget::Variants(b) => b.min(self.live).saturating_sub(self.asked),
+            Budget::Variants(b) => b.min(self.live).saturating_sub(self.asked + self.carried),
             Budget::Seconds(_) => 0,
         }
     }
@@ -377,6 +396,55 @@ mod tests {
     use super::*;
     use crate::spec::space::{self, DeviceLimits};
     use std::path::Path;
+
+    /// A re-run's replay: the last run's measured configurations, fastest first, by their
+    /// parameters (whatever their position); failed rows, baselines and configurations that
+    /// are not live here give nothing.
+    #[test]
+    fn the_last_runs_measured_configurations_come_fastest_first() {
+        let op = Op::load("transpose", None).unwrap();
+        let shape = Shape::parse("1000x1000", &op.spec.dims).unwrap();
+        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let live: Vec<usize> = (0..candidates.len())
+            .filter(|&at| candidates[at].pruned.is_none())
+            .collect();
+        let row = |at: usize, status: Status, ms: Option<f64>| {
+            let c = &candidates[at];
+            let params = c
+                .config
+                .values()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+            let mut r = Record::new("variant", &format!("v{:04}", c.index), params);
+            r.status = status;
+            r.stats = ms.map(|median_ms| crate::measure::bench::Stats {
+                median_ms,
+                min_ms: median_ms,
+                max_ms: median_ms,
+                spread_pct: 0.0,
+                samples: 5,
+            });
+            r
+        };
+        let pruned = (0..candidates.len())
+            .find(|&at| candidates[at].pruned.is_some())
+            .unwrap();
+        let mut baseline = row(live[9], Status::Ok, Some(0.001));
+        baseline.kind = "baseline".into();
+        let last = vec![
+            row(live[3], Status::Ok, Some(0.030)),
+            row(live[7], Status::Failed, None),
+            baseline,
+            row(live[5], Status::Ok, Some(0.010)),
+            row(pruned, Status::Ok, Some(0.005)),
+            row(live[1], Status::Ok, Some(0.020)),
+        ];
+        assert_eq!(
+            last_measured(&candidates, &live, &last),
+            vec![live[5], live[1], live[3]]
+        );
+        assert!(last_measured(&candidates, &live, &[]).is_empty());
+    }
 
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
     /// (REPACK=0 WINDOWS=0, which needs aligned rows) stands for its tile with WINDOWS=1 (as
