@@ -117,8 +117,10 @@ pub enum CompileLimit {
 pub const AUTO_LIMIT_FACTOR: f64 = 10.0;
 /// The automatic limit's floor, in seconds.
 pub const AUTO_LIMIT_FLOOR_S: f64 = 1.0;
-/// Finished compiles before the automatic limit applies.
-pub const AUTO_LIMIT_AFTER: usize = 4;
+/// Finished compiles before the automatic limit applies: the first to finish are the quick
+/// ones (a sgemm round's short compiles end first while its long ones still run), so a
+/// median of a few would cut ordinary compiles.
+pub const AUTO_LIMIT_AFTER: usize = 16;
 
 impl CompileLimit {
     /// The limit now, given the milliseconds of the compiles finished so far.
@@ -448,13 +450,18 @@ mod tests {
     #[test]
     fn the_automatic_limit_follows_the_median_compile() {
         let auto = CompileLimit::Auto;
-        assert_eq!(auto.now(&[300.0, 200.0, 400.0]), None);
+        let mut ms: Vec<f64> = (0..AUTO_LIMIT_AFTER - 1)
+            .map(|i| 300.0 + i as f64)
+            .collect();
+        assert_eq!(auto.now(&ms), None);
+        ms.push(9000.0);
+        let median = ms[AUTO_LIMIT_AFTER / 2];
         assert_eq!(
-            auto.now(&[300.0, 200.0, 400.0, 9000.0]),
-            Some(Duration::from_secs(4))
+            auto.now(&ms),
+            Some(Duration::from_secs_f64(AUTO_LIMIT_FACTOR * median / 1e3))
         );
         assert_eq!(
-            auto.now(&[20.0, 30.0, 40.0, 50.0]),
+            auto.now(&[20.0; AUTO_LIMIT_AFTER]),
             Some(Duration::from_secs_f64(AUTO_LIMIT_FLOOR_S))
         );
         assert_eq!(
