@@ -15,9 +15,10 @@
 #   bash scripts/gpu.sh bench            GPU machine: the tuning-time table of docs/benchmarks.md
 #                                        (whole-process wall time, empty and warm cubin cache,
 #                                        phases, the model's first rank of the winner, winner
-#                                        as % of the roof; for sgemm, Triton's autotune in the
-#                                        same run: scripts/peers/triton_sgemm.py), then the
-#                                        stored winners of results/best.csv as % of their roof
+#                                        as % of the roof; for sgemm also the search without
+#                                        stored winners, and Triton's autotune in the same run:
+#                                        scripts/peers/triton_sgemm.py), then the stored
+#                                        winners of results/best.csv as % of their roof
 #
 # Logs and tables go to $OUT (default: gpu-out/, git-ignored).
 set -uo pipefail
@@ -129,7 +130,14 @@ bench)
       row cold $args
       # shellcheck disable=SC2086
       row warm $args
-      case "$args" in *sgemm*) peer "${args##* }" ;; esac
+      case "$args" in
+        *sgemm*)
+          # The search alone: no stored winner of any shape to start from.
+          rm -rf "$cache" "$OUT/bench-runs"; mkdir -p "$cache"
+          # shellcheck disable=SC2086
+          row "cold, --no-warm-start" $args --no-warm-start
+          peer "${args##* }" ;;
+      esac
     done
     echo
     echo "| op | shape | dtype | % of roof | roof | parameters |"

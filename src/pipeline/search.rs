@@ -111,9 +111,17 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
     // Read only when a search will use it, and quietly: a damaged database is reported
     // where the run writes to it; here it only means fewer or no stored winners.
     let seeds = || {
-        let stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
+        let mut stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
             .map(|f| f.rows)
             .unwrap_or_default();
+        // Then the shipped winners of a built-in op, for the keys the folder lacks.
+        if op.is_builtin() {
+            for row in results::shipped_best() {
+                if !stored.iter().any(|s| s.key() == row.key()) {
+                    stored.push(row);
+                }
+            }
+        }
         let last = gpu
             .map(|g| {
                 let path = results::run_csv_path_of(
@@ -301,7 +309,9 @@ impl Search {
         };
         let warm = match (replayed, search.first.len() - replayed) {
             (0, 0) => String::new(),
-            (0, n) => format!(", {n} stored winner(s) from best.csv first (--no-warm-start: none)"),
+            (0, n) => format!(
+                ", {n} stored winner(s) first, from best.csv and the shipped database (--no-warm-start: none)"
+            ),
             (r, 0) => format!(
                 ", the {r} configurations the last run at this shape measured first (--no-warm-start: a fresh search)"
             ),

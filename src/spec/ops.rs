@@ -458,6 +458,15 @@ impl Op {
         &self.spec.name
     }
 
+    /// Whether this is a built-in op as shipped (its spec is the built-in one), so the
+    /// shipped winners are configurations of its space.
+    pub fn is_builtin(&self) -> bool {
+        let file = format!("{}.toml", self.name());
+        BUILTIN_FILES
+            .iter()
+            .any(|(f, text)| *f == file && *text == self.spec_text)
+    }
+
     /// `NAME=value` for each parameter that `given` (parameter names) lacks and whose spec
     /// says what configurations recorded before it existed had (`missing`): what completes a
     /// stored configuration of an older version of the op.
@@ -719,7 +728,27 @@ mod tests {
             let op = Op::load(name, None).unwrap();
             assert_eq!(op.name(), *name);
             assert!(op.template.contains("__global__"));
+            assert!(op.is_builtin(), "{name}");
         }
+    }
+
+    /// Only the shipped spec is built in: the same op from a folder with an edited spec is
+    /// not (the shipped winners need not be configurations of its space).
+    #[test]
+    fn an_edited_copy_of_a_builtin_op_is_not_builtin() {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, text) in BUILTIN_FILES {
+            std::fs::write(dir.path().join(file), text).unwrap();
+        }
+        assert!(Op::load("transpose", Some(dir.path()))
+            .unwrap()
+            .is_builtin());
+        let spec = dir.path().join("transpose.toml");
+        let edited = std::fs::read_to_string(&spec).unwrap() + "\n# edited\n";
+        std::fs::write(&spec, edited).unwrap();
+        assert!(!Op::load("transpose", Some(dir.path()))
+            .unwrap()
+            .is_builtin());
     }
 
     #[test]

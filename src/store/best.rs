@@ -49,7 +49,8 @@ pub struct BestRow {
 }
 
 impl BestRow {
-    fn key(&self) -> (&str, &str, &str, &str) {
+    /// What identifies a row: op, shape, element type and GPU (one row per key).
+    pub fn key(&self) -> (&str, &str, &str, &str) {
         (&self.op, &self.shape, &self.dtype, &self.gpu)
     }
 
@@ -173,6 +174,21 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BestFile::default()),
         Err(e) => return Err(Error::io("cannot read", path, e)),
     };
+    parse_best_checked(&bytes, path)
+}
+
+/// The winners this build ships (`results/best.csv` when it was built): the built-in ops
+/// tuned on the GPUs the project measured. A search on one of those GPUs starts from them
+/// when its own database lacks their shapes.
+pub fn shipped_best() -> Vec<BestRow> {
+    const SHIPPED: &[u8] = include_bytes!("../../results/best.csv");
+    parse_best_checked(SHIPPED, Path::new("results/best.csv (built in)"))
+        .map(|f| f.rows)
+        .unwrap_or_default()
+}
+
+/// [`read_best_checked`] of the bytes of a best.csv; `path` names it in messages.
+fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
     let mut out = BestFile::default();
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(out);
@@ -189,7 +205,7 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
     let mut r = csv::ReaderBuilder::new()
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(bytes.as_slice());
+        .from_reader(bytes);
     let header = r.byte_headers().map_err(read_err)?.clone();
     let records = r
         .byte_records()
