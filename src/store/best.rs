@@ -216,7 +216,7 @@ fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
         .filter(|c| !header.iter().any(|h| h == c.as_bytes()))
         .collect();
     if !missing.is_empty() {
-        let line = header.position().map_or(1, |p| line_of(&bytes, p));
+        let line = header.position().map_or(1, |p| line_of(bytes, p));
         out.bad.push(bad(
             line,
             format!(
@@ -230,7 +230,7 @@ fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
     let mut first_of: std::collections::HashMap<(String, String, String, String), u64> =
         Default::default();
     for rec in records {
-        let line = rec.position().map_or(0, |p| line_of(&bytes, p));
+        let line = rec.position().map_or(0, |p| line_of(bytes, p));
         if rec.len() != header.len() {
             out.bad.push(bad(
                 line,
