@@ -348,9 +348,10 @@ pub struct TuneArgs {
     pub jobs: Option<usize>,
 
     /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
-    /// as not compiled; 0: no limit. Default: 10x the median of the run's compiles, at least
-    /// 1 s, once 16 have finished (a few configurations of a space, loops fully unrolled
-    /// over a large tile, take 10-40x the typical compile and would hold up their round).
+    /// as not compiled; 0: no limit. Default: 15x the run's median compile, at least 1 s,
+    /// once more than half of the compiles started have finished (a few configurations of a
+    /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
+    /// would hold up their round).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub compile_timeout: Option<f64>,
 

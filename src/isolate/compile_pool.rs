@@ -106,33 +106,38 @@ pub enum CompileLimit {
     Off,
     /// A fixed limit.
     Seconds(f64),
-    /// [`AUTO_LIMIT_FACTOR`] times the median of the compiles finished so far, at least
-    /// [`AUTO_LIMIT_FLOOR_S`], once [`AUTO_LIMIT_AFTER`] have finished. A few configurations
-    /// of a space (loops fully unrolled over a large tile) take 10-40 times the typical
-    /// compile, and a search round waits for its slowest source.
+    /// [`AUTO_LIMIT_FACTOR`] times the run's median compile, at least [`AUTO_LIMIT_FLOOR_S`]:
+    /// a few configurations of a space (loops fully unrolled over a large tile) take 10-40
+    /// times the typical compile, and a search round waits for its slowest source. The
+    /// median counts the compiles still running as longer than any finished one (the first
+    /// to finish are the short ones), so there is no limit until more than half of the
+    /// compiles started have finished, and at least [`AUTO_LIMIT_AFTER`].
     Auto,
 }
 
-/// The automatic limit, in multiples of the median compile so far.
-pub const AUTO_LIMIT_FACTOR: f64 = 10.0;
+/// The automatic limit, in multiples of the median compile.
+pub const AUTO_LIMIT_FACTOR: f64 = 15.0;
 /// The automatic limit's floor, in seconds.
 pub const AUTO_LIMIT_FLOOR_S: f64 = 1.0;
-/// Finished compiles before the automatic limit applies: the first to finish are the quick
-/// ones (a sgemm round's short compiles end first while its long ones still run), so a
-/// median of a few would cut ordinary compiles.
-pub const AUTO_LIMIT_AFTER: usize = 16;
+/// Finished compiles before the automatic limit applies.
+pub const AUTO_LIMIT_AFTER: usize = 8;
 
 impl CompileLimit {
-    /// The limit now, given the milliseconds of the compiles finished so far.
-    fn now(self, finished_ms: &[f64]) -> Option<std::time::Duration> {
+    /// The limit now, given the milliseconds of the compiles finished so far and how many
+    /// are running.
+    fn now(self, finished_ms: &[f64], running: usize) -> Option<std::time::Duration> {
         let seconds = match self {
             CompileLimit::Off => return None,
             CompileLimit::Seconds(s) => s,
-            CompileLimit::Auto if finished_ms.len() < AUTO_LIMIT_AFTER => return None,
             CompileLimit::Auto => {
+                // The running ones sort after every finished one.
+                let middle = (finished_ms.len() + running) / 2;
+                if finished_ms.len() < AUTO_LIMIT_AFTER || middle >= finished_ms.len() {
+                    return None;
+                }
                 let mut ms = finished_ms.to_vec();
                 ms.sort_by(f64::total_cmp);
-                (AUTO_LIMIT_FACTOR * ms[ms.len() / 2] / 1e3).max(AUTO_LIMIT_FLOOR_S)
+                (AUTO_LIMIT_FACTOR * ms[middle] / 1e3).max(AUTO_LIMIT_FLOOR_S)
             }
         };
         Some(std::time::Duration::from_secs_f64(seconds))
@@ -207,7 +212,13 @@ impl CompilePool {
             let (slots, closed, finished_ms) = (slots.clone(), closed.clone(), finished_ms.clone());
             std::thread::spawn(move || {
                 while !closed.load(Ordering::SeqCst) {
-                    let now = limit.now(&finished_ms.lock().expect("times lock"));
+                    let running = slots
+                        .lock()
+                        .expect("slots lock")
+                        .iter()
+                        .filter(|w| w.lock().expect("slot lock").since.is_some())
+                        .count();
+                    let now = limit.now(&finished_ms.lock().expect("times lock"), running);
                     if interrupted() {
                         // Again each poll: a worker started or held at the first try.
                         kill_all(&slots);
@@ -445,29 +456,29 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// The automatic limit waits for a few compiles, then is ten times their median with a
-    /// floor; a fixed limit holds from the start; `Off` never limits.
+    /// The automatic limit waits until more than half of the compiles started (and at least
+    /// a few) have finished, the running ones counted as the longest; then it is 15 times
+    /// the median, with a floor. A fixed limit holds from the start; `Off` never limits.
     #[test]
     fn the_automatic_limit_follows_the_median_compile() {
         let auto = CompileLimit::Auto;
-        let mut ms: Vec<f64> = (0..AUTO_LIMIT_AFTER - 1)
-            .map(|i| 300.0 + i as f64)
-            .collect();
-        assert_eq!(auto.now(&ms), None);
-        ms.push(9000.0);
-        let median = ms[AUTO_LIMIT_AFTER / 2];
+        let ms: Vec<f64> = (0..10).map(|i| 100.0 * (i + 1) as f64).collect();
+        assert_eq!(auto.now(&ms[..AUTO_LIMIT_AFTER - 1], 0), None);
+        // 10 finished and 10 running: the median is a running one.
+        assert_eq!(auto.now(&ms, 10), None);
+        // 10 finished and 6 running: the 9th of 16 is the 900 ms compile.
         assert_eq!(
-            auto.now(&ms),
-            Some(Duration::from_secs_f64(AUTO_LIMIT_FACTOR * median / 1e3))
+            auto.now(&ms, 6),
+            Some(Duration::from_secs_f64(AUTO_LIMIT_FACTOR * 0.9))
         );
         assert_eq!(
-            auto.now(&[20.0; AUTO_LIMIT_AFTER]),
+            auto.now(&[20.0; 10], 0),
             Some(Duration::from_secs_f64(AUTO_LIMIT_FLOOR_S))
         );
         assert_eq!(
-            CompileLimit::Seconds(2.5).now(&[]),
+            CompileLimit::Seconds(2.5).now(&[], 3),
             Some(Duration::from_secs_f64(2.5))
         );
-        assert_eq!(CompileLimit::Off.now(&[1.0; 10]), None);
+        assert_eq!(CompileLimit::Off.now(&[1.0; 10], 0), None);
     }
 }

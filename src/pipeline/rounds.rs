@@ -227,6 +227,11 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             }
             continue;
         }
+        // Again: the builds just taken (say, the last of a round, all failed to compile) may
+        // have emptied the round.
+        let may_ask = !search_done
+            && !crate::isolate::worker::interrupted()
+            && built.prep.waiting() <= STRAGGLERS;
         if !may_ask {
             if built.prep.busy() && built.prep.compiling() > 0 {
                 continue;
