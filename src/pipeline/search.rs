@@ -114,10 +114,13 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
         let mut stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
             .map(|f| f.rows)
             .unwrap_or_default();
-        // Then the shipped winners of a built-in op, for the keys the folder lacks.
+        // Then the shipped winner of a built-in op at this very shape, when the folder has
+        // none: a winner of another shape is a start only as good as the shapes are alike,
+        // and each one measured takes a variant of the budget.
         if op.is_builtin() {
+            let here = shape.to_string();
             for row in results::shipped_best() {
-                if !stored.iter().any(|s| s.key() == row.key()) {
+                if row.shape == here && !stored.iter().any(|s| s.key() == row.key()) {
                     stored.push(row);
                 }
             }
@@ -310,7 +313,7 @@ impl Search {
         let warm = match (replayed, search.first.len() - replayed) {
             (0, 0) => String::new(),
             (0, n) => format!(
-                ", {n} stored winner(s) first, from best.csv and the shipped database (--no-warm-start: none)"
+                ", {n} stored winner(s) first, from best.csv or the shipped database (--no-warm-start: none)"
             ),
             (r, 0) => format!(
                 ", the {r} configurations the last run at this shape measured first (--no-warm-start: a fresh search)"

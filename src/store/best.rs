@@ -178,8 +178,8 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
 }
 
 /// The winners this build ships (`results/best.csv` when it was built): the built-in ops
-/// tuned on the GPUs the project measured. A search on one of those GPUs starts from them
-/// when its own database lacks their shapes.
+/// tuned on the GPUs the project measured. A search of one of those shapes on one of those
+/// GPUs starts from its shipped winner when its own database has none.
 pub fn shipped_best() -> Vec<BestRow> {
     const SHIPPED: &[u8] = include_bytes!("../../results/best.csv");
     parse_best_checked(SHIPPED, Path::new("results/best.csv (built in)"))
