@@ -492,13 +492,9 @@ fn chunk_reads_are_pruned_where_no_tile_is_sector_aligned() {
     );
 }
 
-/// A compile past `--compile-timeout` is stopped and its variant recorded as not compiled,
-/// not failed; `--compile-timeout 0` waits for every compile. No NVRTC compile of a transpose
-/// takes under 10 ms, so with that limit none compiles, and the run still exits 0.
-#[test]
-fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
-    let tmp = tmp();
-    let pins = common::classic_transpose_pins();
+/// A small transpose space on a ragged shape: 16-wide tiles, two BLOCK_ROWS, both PADs,
+/// `unroll` (an `UNROLL=...` setting), the classic kernel's other parameters (`pins`), no cache.
+fn small_transpose<'a>(pins: &'a [String], unroll: &'a str) -> Vec<&'a str> {
     let mut args = vec![
         "--shape",
         "999x1001",
@@ -510,9 +506,20 @@ fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
         "--param",
         "PAD=0,1",
         "--param",
-        "UNROLL=on",
+        unroll,
     ];
     args.extend(pins.iter().map(String::as_str));
+    args
+}
+
+/// A compile past `--compile-timeout` is stopped and its variant recorded as not compiled,
+/// not failed; `--compile-timeout 0` waits for every compile. No NVRTC compile of a transpose
+/// takes under 10 ms, so with that limit none compiles, and the run still exits 0.
+#[test]
+fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
+    let tmp = tmp();
+    let pins = common::classic_transpose_pins();
+    let args = small_transpose(&pins, "UNROLL=on");
     let mut limited = args.clone();
     limited.extend(["--compile-timeout", "0.01", "--jobs", "2"]);
     let run = compile_only(&tmp, &limited);
@@ -541,22 +548,8 @@ fn emit_writes_one_source_per_compiled_variant() {
     let emit = tmp.path().join("gen").join("sources");
     let emit_arg = emit.to_str().expect("a UTF-8 temp path");
     let pins = common::classic_transpose_pins();
-    let mut args = vec![
-        "--shape",
-        "999x1001",
-        "--no-cache",
-        "--param",
-        "TILE_DIM=16",
-        "--param",
-        "BLOCK_ROWS=4,8",
-        "--param",
-        "PAD=0,1",
-        "--param",
-        "UNROLL=off,on",
-        "--emit",
-        emit_arg,
-    ];
-    args.extend(pins.iter().map(String::as_str));
+    let mut args = small_transpose(&pins, "UNROLL=off,on");
+    args.extend(["--emit", emit_arg]);
     let s = compiles_cleanly(&tmp, &args);
     // 2 BLOCK_ROWS x 2 PAD x 2 UNROLL x 3 BOUNDS (none is pruned on a ragged shape).
     assert_eq!(s.compiled, 24, "{s:?}");

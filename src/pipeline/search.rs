@@ -422,13 +422,7 @@ mod tests {
             .filter(|&at| candidates[at].pruned.is_none())
             .collect();
         let row = |at: usize, status: Status, ms: Option<f64>| {
-            let c = &candidates[at];
-            let params = c
-                .config
-                .values()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect();
-            let mut r = Record::new("variant", &format!("v{:04}", c.index), params);
+            let mut r = super::super::build::shown_record(&candidates[at], "");
             r.status = status;
             r.stats = ms.map(|median_ms| crate::measure::bench::Stats {
                 median_ms,
