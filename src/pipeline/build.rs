@@ -1,5 +1,6 @@
 //! The build stage: render the candidates of a round and compile every unique source once
-//! ([`Prepared`]); [`build`] does the first round and starts the run's [`TuneOutcome`].
+//! ([`Prepared`], in a compile pool that lives for the run); [`build`] starts the first round
+//! and the run's [`TuneOutcome`].
 
 use super::options::TuneOptions;
 use super::outcome::{Phases, TuneOutcome};

@@ -1,5 +1,5 @@
 //! The job stage: the run's description ([`RunInfo`]), a record for every baseline and shown
-//! configuration, the GPU job (buffers, reference, the first round's tasks) and the journal.
+//! configuration, the GPU job (buffers, reference, the baselines' tasks) and the journal.
 
 use super::build::{pre_launches, Built};
 use super::options::{TuneOptions, ADAPTIVE_CUTOFF};
@@ -48,8 +48,9 @@ pub(super) struct Staged {
     pub earlier: HashMap<String, TaskResult>,
 }
 
-/// The job: baselines first, then the compiled variants (ids: [`TaskId`]), all sharing the inputs and the expected output. The workers open their
-/// own contexts; this process only read the device's properties.
+/// The job: the baselines' tasks (the variants join as they compile, ids: [`TaskId`]), all
+/// sharing the inputs and the expected output. The workers open their own contexts; this
+/// process only read the device's properties.
 pub(super) fn job(opts: &TuneOptions, mut built: Built, dev: &DeviceInfo) -> Result<Staged> {
     let setup = &built.setup;
     let dir = built.work_dir.path();

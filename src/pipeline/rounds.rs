@@ -1,5 +1,6 @@
-//! The measuring stages: [`rounds`] runs the job on the GPU, one round per batch of a search
-//! (a single round when every live candidate is measured), journaling every result;
+//! The measuring stages: [`rounds`] runs the job on the GPU, each variant as soon as its
+//! source compiles, one round per batch of a search (a single round when every live
+//! candidate is measured), journaling every result;
 //! [`settle`] flags and re-times what was measured while the GPU throttled and marks what
 //! never ran.
 

@@ -1,7 +1,8 @@
 //! The search space of an op for one shape on one device: every combination of parameter
 //! values, each either runnable (with its defines and launch geometry evaluated) or pruned
-//! with the reason. Pruned configurations are kept, not dropped, so the CSV and `--verbose`
-//! can say why a configuration was never measured.
+//! with the reason. Pruned configurations are counted by reason, so the summary and
+//! `--verbose` can say why configurations were never measured, and kept as candidates only
+//! when asked for (`--pruned-rows` gives each a CSV row with its reason).
 
 use crate::error::{Error, Result};
 pub use crate::model::limits::{DeviceLimits, LaunchDims};
