@@ -212,17 +212,10 @@ impl CompilePool {
             let (slots, closed, finished_ms) = (slots.clone(), closed.clone(), finished_ms.clone());
             std::thread::spawn(move || {
                 while !closed.load(Ordering::SeqCst) {
-                    let running = slots
-                        .lock()
-                        .expect("slots lock")
-                        .iter()
-                        .filter(|w| w.lock().expect("slot lock").since.is_some())
-                        .count();
-                    let now = limit.now(&finished_ms.lock().expect("times lock"), running);
                     if interrupted() {
                         // Again each poll: a worker started or held at the first try.
                         kill_all(&slots);
-                    } else if let Some(limit) = now {
+                    } else if let Some(limit) = limit_now(limit, &slots, &finished_ms) {
                         for slot in slots.lock().expect("slots lock").iter() {
                             let mut w = slot.lock().expect("slot lock");
                             if w.since.is_some_and(|t| t.elapsed() > limit) {
@@ -328,6 +321,21 @@ impl Drop for CompilePool {
             let _ = w.join();
         }
     }
+}
+
+/// `limit` now, from the compiles finished so far and the number running.
+fn limit_now(
+    limit: CompileLimit,
+    slots: &Mutex<Vec<Slot>>,
+    finished_ms: &Mutex<Vec<f64>>,
+) -> Option<std::time::Duration> {
+    let running = slots
+        .lock()
+        .expect("slots lock")
+        .iter()
+        .filter(|w| w.lock().expect("slot lock").since.is_some())
+        .count();
+    limit.now(&finished_ms.lock().expect("times lock"), running)
 }
 
 fn spawn_worker(exe: &Path, args: &[String; 2]) -> std::io::Result<Child> {

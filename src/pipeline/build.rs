@@ -28,8 +28,6 @@ pub(super) struct Built {
     /// The sources so far; the first round's are compiling.
     pub prep: Prepared,
     pub outcome: TuneOutcome,
-    /// The candidates of the round being built and measured.
-    pub round: Vec<usize>,
 }
 
 /// Picks the first round (every live candidate, or the search's first proposals), renders
@@ -62,7 +60,6 @@ pub(super) fn build(opts: &TuneOptions, setup: Setup) -> Result<Built> {
         work_dir,
         prep,
         outcome,
-        round: first_round,
     })
 }
 
@@ -383,7 +380,13 @@ impl Prepared {
             let cubin = path.with_extension("cubin");
             let src = &self.sources[k];
             std::fs::write(&path, src).map_err(|e| Error::io("cannot write", &path, e))?;
-            let done = match from_cache(env.compiler, env.cache, src, &cubin)? {
+            // In this process the compiler reads the cache itself; for the pool, hits are read
+            // here and only misses go to a worker.
+            let hit = match pooled {
+                true => from_cache(env.compiler, env.cache, src, &cubin)?,
+                false => None,
+            };
+            let done = match hit {
                 Some(hit) => Some(hit),
                 None if pooled => {
                     let exe = env.opts.worker_exe.as_deref().expect("pooled");

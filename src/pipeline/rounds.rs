@@ -13,7 +13,6 @@ use crate::cuda::gpu::Gpu;
 use crate::error::{Error, Result};
 use crate::isolate::worker::{run_tasks, GpuWorker, Isolation, Job, Task, TaskResult};
 use crate::measure::clocks::ClockSample;
-use crate::model::task::TaskId;
 use crate::spec::ops::one_line;
 use crate::store::results::{self, Record, RunInfo, Status};
 use indicatif::ProgressBar;
@@ -153,7 +152,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     let mut idle_worker = built.setup.first_worker.take();
     let mut all_tasks: Vec<Task> = Vec::new();
     let pb = bar(
-        job.tasks.len() + built.round.len() + built.search.as_ref().map_or(0, Search::remaining),
+        job.tasks.len() + built.prep.waiting() + built.search.as_ref().map_or(0, Search::remaining),
         "tune",
         opts.progress,
     );
@@ -171,17 +170,18 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     // while the rest compiles; in this process each job opens a context, so a round runs
     // once all of it has compiled.
     let stream = gpus.exe.is_some();
-    // The task ids of the variants measured since the search last heard, told to it before
-    // it proposes the next round.
-    let mut round_ids: Vec<usize> = Vec::new();
+    // The variants (task id, candidate) measured since the search last heard, told to it
+    // before it proposes the next round.
+    let mut round: Vec<(usize, usize)> = Vec::new();
     // Set once the search proposes nothing more (its budget is spent).
     let mut search_done = built.search.is_none();
+    // The next round may start while a few sources of this one still compile: a round would
+    // otherwise wait for its slowest compile.
+    let may_ask = |search_done: bool, prep: &super::build::Prepared| {
+        !search_done && !crate::isolate::worker::interrupted() && prep.waiting() <= STRAGGLERS
+    };
     loop {
-        // The next round may start while a few sources of this one still compile: a round
-        // would otherwise wait for its slowest compile.
-        let may_ask = !search_done
-            && !crate::isolate::worker::interrupted()
-            && built.prep.waiting() <= STRAGGLERS;
+        let may_ask_now = may_ask(search_done, &built.prep);
         let t = Instant::now();
         let builds = if !stream {
             let mut all = Vec::new();
@@ -189,7 +189,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
                 all.extend(built.prep.wait_ready());
             }
             all
-        } else if job.tasks.is_empty() && !may_ask {
+        } else if job.tasks.is_empty() && !may_ask_now {
             built.prep.wait_ready()
         } else {
             built.prep.ready()
@@ -205,7 +205,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
                 &ledger.task_record,
                 &mut ledger.task_key,
             ) {
-                round_ids.push(task.id);
+                round.push((task.id, b.candidate));
                 job.tasks.push(task);
             }
         }
@@ -230,10 +230,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         }
         // Again: the builds just taken (say, the last of a round, all failed to compile) may
         // have emptied the round.
-        let may_ask = !search_done
-            && !crate::isolate::worker::interrupted()
-            && built.prep.waiting() <= STRAGGLERS;
-        if !may_ask {
+        if !may_ask(search_done, &built.prep) {
             if built.prep.busy() && built.prep.compiling() > 0 {
                 continue;
             }
@@ -241,10 +238,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         }
         let s = built.search.as_mut().expect("a search until it is done");
         // Tell the strategy what was measured, then ask for the next round.
-        for (id, candidate) in round_ids.drain(..).filter_map(|id| {
-            let index = TaskId::from_number(id).candidate()?;
-            Some((id, built.setup.position(index)?))
-        }) {
+        for (id, candidate) in round.drain(..) {
             let rec = &ledger.records[ledger.task_record[&id]];
             s.tell(
                 candidate,

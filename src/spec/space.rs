@@ -374,11 +374,14 @@ pub fn enumerate_space(
             continue;
         }
         let config = Config::new(axes.clone(), &digits);
-        for (name, value) in config.values() {
+        let defines: Box<[Value]> = (0..define_names.len())
+            .map(|k| memo.define(k, &digits).clone())
+            .collect();
+        for (name, value) in config
+            .values()
+            .chain(define_names.iter().map(String::as_str).zip(defines.iter()))
+        {
             point.set(name, value);
-        }
-        for (k, name) in define_names.iter().enumerate() {
-            point.set(name, memo.define(k, &digits));
         }
         let c = launch_and_prologue(
             op,
@@ -388,9 +391,7 @@ pub fn enumerate_space(
                 index,
                 config,
                 define_names: define_names.clone(),
-                defines: (0..define_names.len())
-                    .map(|k| memo.define(k, &digits).clone())
-                    .collect(),
+                defines,
                 launch: None,
                 prologue: Vec::new(),
                 pruned: None,
@@ -404,14 +405,13 @@ pub fn enumerate_space(
         }
         out.push(c);
     }
-    let mut prune_reasons: Vec<(String, usize)> = pruned_by
-        .into_iter()
-        .map(|(reason, n)| (reason.to_string(), n))
-        .collect();
-    prune_reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(Space {
         candidates: out,
-        prune_reasons,
+        prune_reasons: most_frequent_first(
+            pruned_by
+                .into_iter()
+                .map(|(reason, n)| (reason.to_string(), n)),
+        ),
         points: total,
     })
 }
@@ -670,13 +670,16 @@ fn launch_and_prologue(
 
 /// Counts of pruned configurations per reason, most frequent first.
 pub fn prune_summary(candidates: &[Candidate]) -> Vec<(String, usize)> {
-    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-    for c in candidates {
-        if let Some(reason) = &c.pruned {
-            *counts.entry(reason.to_string()).or_default() += 1;
-        }
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for reason in candidates.iter().filter_map(|c| c.pruned.as_deref()) {
+        *counts.entry(reason).or_default() += 1;
     }
-    let mut list: Vec<(String, usize)> = counts.into_iter().collect();
+    most_frequent_first(counts.into_iter().map(|(r, n)| (r.to_string(), n)))
+}
+
+/// (reason, count) pairs, most frequent first, ties by reason.
+fn most_frequent_first(counts: impl Iterator<Item = (String, usize)>) -> Vec<(String, usize)> {
+    let mut list: Vec<(String, usize)> = counts.collect();
     list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     list
 }
