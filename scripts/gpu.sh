@@ -19,6 +19,10 @@
 #                                        stored winners, and Triton's autotune in the same run:
 #                                        scripts/peers/triton_sgemm.py), then the stored
 #                                        winners of results/best.csv as % of their roof
+#   bash scripts/gpu.sh roof             GPU machine: the shapes-and-GPUs table of
+#                                        docs/benchmarks.md (each row: the default command and
+#                                        `--budget 400`, both from an empty cache and folder:
+#                                        winner as % of the same-run roof, wall time)
 #
 # Logs and tables go to $OUT (default: gpu-out/, git-ignored).
 set -uo pipefail
@@ -144,6 +148,50 @@ bench)
     echo "|---|---|---|---|---|---|"
     tail -n +2 results/best.csv | sort -t, -k1,1 -k3,3 -k2,2V |
       awk -F, '{ printf "| %s | %s | %s | %.1f %% | %s | `%s` |\n", $1, $2, $3, 100 * $10, $11, $6 }'
+  } > "$md"
+  cat "$md"
+  ;;
+roof)
+  mkdir -p "$OUT"
+  md="$OUT/roof.md"
+  # once ARGS...: one whole `tune` process from an empty cache and folder; prints
+  # "PERCENT ROOF|WALL_S|PARAMETERS".
+  once() {
+    local cache t0 text ms
+    cache=$(mktemp -d)
+    rm -rf "$OUT/roof-runs"
+    t0=$(date +%s%N)
+    text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" "$@" --out "$OUT/roof-runs" 2>>"$OUT/roof-stderr.log")
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    printf '== tune %s\n%s\nwall_ms %s\n' "$*" "$text" "$ms" >> "$OUT/roof.log"
+    rm -rf "$cache"
+    echo "$text" | grep -m1 '^Best' |
+      sed -E 's/^Best: (.*)  [0-9.]+ [A-Za-z/]+, ([0-9.]+% of [A-Za-z0-9_]+).*/\2|'"$((ms / 1000)).$(printf %03d $((ms % 1000)))"'|\1/'
+  }
+  {
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
+    echo
+    echo "| command | default: % of roof | wall s | \`--budget 400\`: % of roof | wall s | default winner |"
+    echo "|---|---|---|---|---|---|"
+    for args in "--op transpose --shape 3x1000000" \
+                "--op transpose --shape 8x1000000 --dtype f16" \
+                "--op transpose --shape 1000000x3" \
+                "--op transpose --shape 5x1000000 --dtype f64" \
+                "--op transpose --shape 1000000x8 --dtype f16" \
+                "--op transpose --shape 4x1000000 --dtype bf16" \
+                "--op transpose --shape 999999x7 --dtype f16" \
+                "--op transpose --shape 8191x8191" \
+                "--op transpose --shape 6007x7001" \
+                "--op transpose --shape 1000x1000" \
+                "--op sgemm --shape 4096x4096x4096" \
+                "--op sgemm --shape 999x777x555" \
+                "--op sgemm --shape 1000x1000x1000"; do
+      # shellcheck disable=SC2086
+      IFS='|' read -r dpct dwall dwin <<< "$(once $args)"
+      # shellcheck disable=SC2086
+      IFS='|' read -r wpct wwall _ <<< "$(once $args --budget 400)"
+      echo "| \`$args\` | $dpct | $dwall | $wpct | $wwall | \`$dwin\` |"
+    done
   } > "$md"
   cat "$md"
   ;;

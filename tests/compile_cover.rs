@@ -117,10 +117,18 @@ fn compile_cover(
 }
 
 /// Tile multiples (every bounds mode, vectors everywhere), odd strides (rows start inside a
-/// vector, partial edge tiles, RUNS=sector and chunk), and thin shapes of one partial tile.
-const TRANSPOSE_SHAPES: [&str; 4] = ["256x512", "999x1001", "64x4097", "4096x33"];
+/// vector, partial edge tiles, RUNS=sector and chunk), thin shapes of one partial tile, and
+/// short sides for the slab layout (short rows at an odd stride, short columns at an aligned
+/// one and at an odd one).
+const TRANSPOSE_SHAPES: [&str; 5] = ["256x512", "999x1001", "64x4097", "4096x33", "3001x6"];
 
 const DTYPES: [Option<&str>; 3] = [Some("f32"), Some("f64"), Some("f16")];
+
+/// bf16 renders the f16 kernels with another storage type: one odd shape and one short side.
+#[test]
+fn transpose_cover_compiles_in_bf16() {
+    compile_cover("transpose", &[Some("bf16")], &["999x1001", "5x3001"], &[]);
+}
 
 #[test]
 fn transpose_cover_compiles_in_every_dtype() {

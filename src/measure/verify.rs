@@ -96,6 +96,13 @@ fn fill_chunk(dtype: Dtype, out: &mut [u8], seed: u64) {
                 );
                 slot.copy_from_slice(&v.to_le_bytes());
             }
+            Dtype::Bf16 => {
+                let v = nonzero(
+                    || half::bf16::from_f32(rng.random_range(-1.0f32..=1.0)),
+                    |v| v.to_f32() == 0.0,
+                );
+                slot.copy_from_slice(&v.to_le_bytes());
+            }
         }
     }
 }
@@ -104,6 +111,7 @@ fn fill_chunk(dtype: Dtype, out: &mut [u8], seed: u64) {
 fn value_bytes(dtype: Dtype, v: f64) -> Vec<u8> {
     match dtype {
         Dtype::F16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
+        Dtype::Bf16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
         Dtype::F32 => (v as f32).to_le_bytes().to_vec(),
         Dtype::F64 => v.to_le_bytes().to_vec(),
     }
@@ -541,6 +549,10 @@ mod tests {
                 Dtype::F16 => bytes
                     .chunks_exact(2)
                     .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
+                    .collect(),
+                Dtype::Bf16 => bytes
+                    .chunks_exact(2)
+                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
                     .collect(),
                 Dtype::F32 => f32_values(&bytes).into_iter().map(f64::from).collect(),
                 Dtype::F64 => bytes

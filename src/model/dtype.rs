@@ -14,6 +14,8 @@ use std::fmt;
 pub enum Dtype {
     /// IEEE binary16, moved as 16-bit patterns.
     F16,
+    /// bfloat16 (the upper half of a binary32), moved as 16-bit patterns.
+    Bf16,
     /// IEEE binary32: the type every op was written for first, hence the default.
     #[default]
     F32,
@@ -22,7 +24,7 @@ pub enum Dtype {
 }
 
 /// Every element type, in the order messages list them.
-pub const ALL: [Dtype; 3] = [Dtype::F32, Dtype::F64, Dtype::F16];
+pub const ALL: [Dtype; 4] = [Dtype::F32, Dtype::F64, Dtype::F16, Dtype::Bf16];
 
 impl Dtype {
     /// `f32` → `Dtype::F32`; `None` for a name that is not an element type.
@@ -34,6 +36,7 @@ impl Dtype {
     pub fn name(self) -> &'static str {
         match self {
             Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
             Dtype::F32 => "f32",
             Dtype::F64 => "f64",
         }
@@ -42,19 +45,21 @@ impl Dtype {
     /// Size of one element in bytes (`ELEM_BYTES` in expressions and templates).
     pub fn bytes(self) -> usize {
         match self {
-            Dtype::F16 => 2,
+            Dtype::F16 | Dtype::Bf16 => 2,
             Dtype::F32 => 4,
             Dtype::F64 => 8,
         }
     }
 
-    /// The C type templates name `T`. For f16 this is not CUDA's `__half`: `cuda_fp16.h` is
+    /// The C type templates name `T`. For f16 and bf16 this is not CUDA's `__half` or
+    /// `__nv_bfloat16`: `cuda_fp16.h` is
     /// not shipped with the NVRTC wheel the CPU-only machines compile with (and NVRTC 13 has
     /// no built-in copy), so a 16-bit storage type declared by [`Dtype::c_decl`] stands in.
     /// Data-movement kernels only need the bits.
     pub fn c_type(self) -> &'static str {
         match self {
             Dtype::F16 => "ca_half",
+            Dtype::Bf16 => "ca_bfloat16",
             Dtype::F32 => "float",
             Dtype::F64 => "double",
         }
@@ -67,6 +72,10 @@ impl Dtype {
             Dtype::F16 => {
                 "// f16 as a 16-bit storage type (no cuda_fp16.h needed): the bits of an IEEE half.\n\
                  struct __align__(2) ca_half { unsigned short bits; };"
+            }
+            Dtype::Bf16 => {
+                "// bf16 as a 16-bit storage type (no cuda_bf16.h needed): the bits of a bfloat16.\n\
+                 struct __align__(2) ca_bfloat16 { unsigned short bits; };"
             }
             Dtype::F32 | Dtype::F64 => "",
         }

@@ -656,6 +656,13 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             )));
         }
     }
+    // The GPU comparison decodes 16-bit elements as IEEE halves for the relative error, so a
+    // bf16 output can only be compared bit for bit.
+    if supported.contains(&Dtype::Bf16) && spec.compare != Compare::Exact {
+        return Err(err(
+            "dtypes: bf16 outputs are compared bit for bit only (compare = \"exact\")".into(),
+        ));
+    }
     for b in &spec.buffers {
         match &b.dtype {
             None => {}
