@@ -11,7 +11,8 @@
 #                                        GPU machine: re-tunes the rows of results/best.csv
 #                                        with the default command into $OUT/best.csv (all of
 #                                        them, a faster stored row stays; or the named ones,
-#                                        replaced)
+#                                        replaced; $RETUNE_ARGS: extra `tune` arguments, e.g.
+#                                        "--budget 400")
 #   bash scripts/gpu.sh bench            GPU machine: the tuning-time table of docs/benchmarks.md
 #                                        (whole-process wall time, empty and warm cubin cache,
 #                                        phases, the model's first rank of the winner, winner
@@ -76,13 +77,16 @@ retune)
   else
     todo="$*"
     keep=
-    pattern=$(printf '^%s,|' "$@" | tr : , | sed 's/|$//')
+    # Only this GPU's rows of the named items are replaced.
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" | head -1)
+    pattern=$(printf "^%s,$gpu,|" "$@" | tr : , | sed 's/|$//')
     grep -v -E "$pattern" results/best.csv > "$OUT/runs/best.csv"
   fi
   for item in $todo; do
     IFS=: read -r op shape dtype <<< "$item"
     t0=$(date +%s%N)
-    "$bin/tune" --op "$op" --shape "$shape" --dtype "$dtype" $keep \
+    # shellcheck disable=SC2086
+    "$bin/tune" --op "$op" --shape "$shape" --dtype "$dtype" $keep ${RETUNE_ARGS:-} \
       --out "$OUT/runs" > "$OUT/runs/$op-$shape-$dtype.log" 2>&1
     rc=$?
     echo "$op $shape $dtype: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(grep -m1 '^Best' "$OUT/runs/$op-$shape-$dtype.log" | cut -c1-160)"
