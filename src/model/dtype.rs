@@ -103,11 +103,13 @@ mod tests {
             assert_eq!(Dtype::parse(d.name()), Some(d));
             assert_eq!(d.to_string(), d.name());
         }
-        assert_eq!(Dtype::parse("bf16"), None);
+        assert_eq!(Dtype::parse("bf16"), Some(Dtype::Bf16));
+        assert_eq!(Dtype::parse("f8"), None);
         assert_eq!(Dtype::parse("F32"), None, "names are lower case");
-        assert_eq!(ALL.map(Dtype::bytes), [4, 8, 2], "element sizes in bytes");
+        assert_eq!(ALL.map(Dtype::bytes), [4, 8, 2, 2], "element sizes in bytes");
         assert_eq!(Dtype::default(), Dtype::F32);
         assert!(Dtype::F16.c_decl().contains("ca_half"));
+        assert!(Dtype::Bf16.c_decl().contains("ca_bfloat16"));
         assert!(Dtype::F32.c_decl().is_empty() && Dtype::F64.c_decl().is_empty());
         assert_eq!(names(&[Dtype::F32, Dtype::F16]), "f32, f16");
     }
