@@ -106,7 +106,11 @@ mod tests {
         assert_eq!(Dtype::parse("bf16"), Some(Dtype::Bf16));
         assert_eq!(Dtype::parse("f8"), None);
         assert_eq!(Dtype::parse("F32"), None, "names are lower case");
-        assert_eq!(ALL.map(Dtype::bytes), [4, 8, 2, 2], "element sizes in bytes");
+        assert_eq!(
+            ALL.map(Dtype::bytes),
+            [4, 8, 2, 2],
+            "element sizes in bytes"
+        );
         assert_eq!(Dtype::default(), Dtype::F32);
         assert!(Dtype::F16.c_decl().contains("ca_half"));
         assert!(Dtype::Bf16.c_decl().contains("ca_bfloat16"));
