@@ -224,7 +224,7 @@ pub struct ExportArgs {
     /// Only entries whose GPU name contains this text.
     #[arg(long)]
     pub gpu: Option<String>,
-    /// File to write (csv, json, markdown; default stdout) or folder (cuda, required).
+    /// File to write (csv, json, markdown; default or `-`: stdout) or folder (cuda, required).
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// The tuning database.
@@ -240,7 +240,7 @@ pub struct ReportArgs {
     /// A run CSV written by `tune` (results/OP_SHAPE_GPU.csv).
     #[arg(long)]
     pub csv: PathBuf,
-    /// The HTML file to write.
+    /// The HTML file to write (`-`: stdout).
     #[arg(long, default_value = "report.html")]
     pub output: PathBuf,
 }

@@ -11,6 +11,12 @@
 //! `#undef`-ed at the end. So the files can be compiled one by one and linked into one program
 //! (`-rdc` too), or `#include`d together in one translation unit, without two definitions of
 //! one name.
+//!
+//! The folder may hold a user's own files. [`write_folder`] lists what it wrote in
+//! [`MANIFEST`]; the next export into the folder removes exactly the listed files it does
+//! not write again (the kernels of ops or shapes no longer exported), so a build that globs
+//! `*.cu` never picks up a stale kernel, and it never touches a file no export wrote: it
+//! refuses to overwrite one.
 
 use super::db::{parse_dims, parse_params};
 use super::kernel::{
@@ -19,12 +25,123 @@ use super::kernel::{
 };
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
-use crate::store::results::{slug, BestRow};
+use crate::store::results::{slug, write_atomic, BestRow};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
 
 /// The header's file name.
 pub const HEADER: &str = "cuda_autotune_tuned.h";
+
+/// The file in an export's folder that lists the files the export wrote, one name a line.
+pub const MANIFEST: &str = "cuda_autotune_manifest.txt";
+
+/// What [`write_folder`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderWritten {
+    /// Files of the previous export that this one did not write again, now removed.
+    pub removed: Vec<String>,
+}
+
+/// Writes `files` into `dir` (created if missing) and replaces the previous export there:
+/// the files the folder's [`MANIFEST`] lists and `files` does not name are removed, and the
+/// manifest then lists `files`. Files the manifest does not list are never removed; one that
+/// `files` would overwrite is refused before anything is written (exit 2), since no export
+/// wrote it. A folder exported by a version without manifests is refused the same way.
+pub fn write_folder(dir: &Path, files: &[CudaFile]) -> Result<FolderWritten> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "--output {}: not a folder (--format cuda writes a folder of sources)",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    let earlier = read_manifest(dir)?;
+    let new: BTreeSet<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    let foreign: Vec<&str> = new
+        .iter()
+        .copied()
+        .filter(|n| !earlier.contains(*n))
+        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
+        .collect();
+    if let Some(first) = foreign.first() {
+        return Err(Error::Usage(format!(
+            "{} exists and no earlier export wrote it (it is not listed in {}){}: move it \
+             away, or export into a new or empty folder",
+            dir.join(first).display(),
+            dir.join(MANIFEST).display(),
+            match foreign.len() {
+                1 => String::new(),
+                n => format!("; {} more such file(s)", n - 1),
+            },
+        )));
+    }
+    // Until the last step the manifest lists the old files and the new ones, so an export
+    // stopped half-way still leaves every file it wrote listed for the next one to remove.
+    let both: BTreeSet<&str> = earlier
+        .iter()
+        .map(String::as_str)
+        .chain(new.iter().copied())
+        .collect();
+    write_manifest(dir, &both)?;
+    for f in files {
+        write_atomic(&dir.join(&f.name), f.contents.as_bytes())?;
+    }
+    let mut removed = Vec::new();
+    for name in earlier.iter().filter(|n| !new.contains(n.as_str())) {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed.push(name.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("cannot remove", &path, e)),
+        }
+    }
+    write_manifest(dir, &new)?;
+    Ok(FolderWritten { removed })
+}
+
+/// The file names `dir`'s [`MANIFEST`] lists (none when there is no manifest). A line that is
+/// not the plain name of a file in the folder (`../x`, `a/b`, the manifest itself) is skipped
+/// with a warning, so a hand-edited manifest can never remove anything outside the folder.
+fn read_manifest(dir: &Path) -> Result<BTreeSet<String>> {
+    let path = dir.join(MANIFEST);
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+        Err(e) => return Err(Error::io("cannot read", &path, e)),
+    };
+    let mut names = BTreeSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let name = line.trim();
+        if name.is_empty() || name.starts_with('#') {
+            continue;
+        }
+        let plain = Path::new(name).file_name().and_then(|n| n.to_str()) == Some(name);
+        if !plain || name == MANIFEST || name == "." || name == ".." {
+            eprintln!(
+                "warning: {}:{}: '{name}' is not the name of a file in this folder; ignored",
+                path.display(),
+                i + 1
+            );
+            continue;
+        }
+        names.insert(name.to_string());
+    }
+    Ok(names)
+}
+
+/// Writes `dir`'s [`MANIFEST`] listing `names`.
+fn write_manifest(dir: &Path, names: &BTreeSet<&str>) -> Result<()> {
+    let mut text = String::from(
+        "# The files `tune export --format cuda` wrote into this folder, one per line. The next\n\
+         # export into this folder removes those it does not write again; other files stay.\n",
+    );
+    for name in names {
+        text.push_str(name);
+        text.push('\n');
+    }
+    write_atomic(&dir.join(MANIFEST), text.as_bytes())
+}
 
 /// One file of the export.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -50,9 +50,9 @@ pub use kernel::{
 use crate::error::{Error, Result};
 use crate::model::shape::Shape;
 use crate::spec::ops::Op;
-use crate::store::results::{write_atomic, BestRow};
-use std::io::Write;
-use std::path::PathBuf;
+use crate::store::files::{is_stdout, write_atomic, STDOUT};
+use crate::store::results::BestRow;
+use std::path::{Path, PathBuf};
 
 /// Output formats of `tune export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,8 @@ pub struct ExportOptions {
     pub op: Option<String>,
     /// Only entries whose GPU name contains this text.
     pub gpu: Option<String>,
-    /// File to write (csv, json, markdown; stdout when `None`) or folder (cuda, required).
+    /// File to write (csv, json, markdown; stdout when `None` or `-`) or folder (cuda,
+    /// required).
     pub output: Option<PathBuf>,
     /// The tuning database.
     pub db: PathBuf,
@@ -282,10 +283,7 @@ pub fn best_rows<'a>(
 }
 
 fn print_stdout(bytes: &[u8]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(bytes)
-        .and_then(|_| out.flush())
-        .map_err(|e| Error::io("cannot write", "<stdout>", e))
+    write_atomic(Path::new(STDOUT), bytes)
 }
 
 /// `tune export`: writes the (filtered) database as CSV, JSON or Markdown to stdout or
@@ -319,23 +317,29 @@ pub fn export(args: &ExportOptions) -> Result<()> {
         )));
     }
     let Some(exporter) = exporter(args.format) else {
-        let dir = args.output.as_ref().ok_or_else(|| {
-            Error::Usage("--format cuda writes a folder: pass --output DIR".into())
-        })?;
+        let dir = args
+            .output
+            .as_ref()
+            .filter(|d| !is_stdout(d))
+            .ok_or_else(|| {
+                Error::Usage("--format cuda writes a folder: pass --output DIR".into())
+            })?;
         let rows = with_known_ops(rows, args)?;
         let files = cuda::render(
             &rows,
             args.templates.as_deref(),
             &db.path().display().to_string(),
         )?;
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
-        for f in &files {
-            write_atomic(&dir.join(&f.name), f.contents.as_bytes())?;
-        }
+        let written = cuda::write_folder(dir, &files)?;
         let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
+        let removed = match written.removed.len() {
+            0 => String::new(),
+            n => format!("; removed {n} file(s) of the previous export"),
+        };
         return print_stdout(
             format!(
-                "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {} to {}\n",
+                "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {} to \
+                 {}{removed}\n",
                 rows.len(),
                 kernels - rows.len(),
                 cuda::HEADER,
@@ -415,5 +419,8 @@ pub fn report(args: &ReportOptions) -> Result<()> {
     }
     let html = report::render_html(&args.csv)?;
     write_atomic(&args.output, html.as_bytes())?;
+    if is_stdout(&args.output) {
+        return Ok(());
+    }
     print_stdout(format!("wrote {}\n", args.output.display()).as_bytes())
 }

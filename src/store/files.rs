@@ -1,8 +1,9 @@
-//! Writing result files: names made safe for file names, and writes that never leave a
-//! truncated file.
+//! Writing result files: names made safe for file names, and one way to write a file that
+//! never leaves a truncated file and never replaces what the name is (a link, a device).
 
 use crate::error::{Error, Result};
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// `NVIDIA H100 80GB HBM3` → `nvidia-h100-80gb-hbm3`, for file names.
 pub fn slug(text: &str) -> String {
@@ -17,8 +18,91 @@ pub fn slug(text: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
+/// The name that means standard output where a command takes an output file (`--output -`).
+pub const STDOUT: &str = "-";
+
+/// True when `path` is [`STDOUT`].
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == STDOUT
+}
+
+/// Writes `bytes` to `path`: every result file and every file a user names for output
+/// (`--output`) is written through here. What happens depends on what `path` is:
+///
+/// - absent, or a regular file: written to a temporary file in the same folder, synced, and
+///   renamed over it, so a reader or a crash sees the old contents or the new, never a part.
+///   A replaced file keeps its permissions. Missing folders are created.
+/// - a symbolic link (or a chain of them): the file it points to is written the same way, in
+///   that file's folder, and the link stays a link.
+/// - a character or block device, a FIFO or a socket (`/dev/null`, `/dev/stdout`, a named
+///   pipe): opened and written in place, never replaced; a failed write (`/dev/full`) is an
+///   error.
+/// - [`STDOUT`] (`-`): standard output.
+/// - a folder: an error.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if is_stdout(path) {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|_| out.flush())
+            .map_err(|e| Error::io("cannot write", "<stdout>", e));
+    }
+    // What the name is after every link, as the system resolves it (the links of /proc and
+    // /dev/stdout included).
+    match std::fs::metadata(path) {
+        // Absent, or a link to nothing yet: created where the links point.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let target = resolve_links(path).map_err(|e| Error::io("cannot write", path, e))?;
+            replace(&target, bytes, None)
+        }
+        Err(e) => Err(Error::io("cannot write", path, e)),
+        Ok(m) if m.is_file() => {
+            let is_link = std::fs::symlink_metadata(path).is_ok_and(|l| l.file_type().is_symlink());
+            let target = match is_link {
+                true => {
+                    std::fs::canonicalize(path).map_err(|e| Error::io("cannot write", path, e))?
+                }
+                false => path.to_path_buf(),
+            };
+            replace(&target, bytes, Some(m.permissions()))
+        }
+        Ok(m) if m.is_dir() => Err(Error::Usage(format!(
+            "cannot write {}: it is a folder, not a file",
+            path.display()
+        ))),
+        // Devices, FIFOs and sockets are written, never renamed over.
+        Ok(_) => std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()))
+            .map_err(|e| Error::io("cannot write", path, e)),
+    }
+}
+
+/// Where a chain of symbolic links at `path` that ends at nothing points (`path` itself when
+/// it is not a link). A relative link is read from the link's own folder, as the system does.
+fn resolve_links(path: &Path) -> std::io::Result<PathBuf> {
+    // The system's own limit on links followed in one lookup (Linux's MAXSYMLINKS).
+    const MAX_LINKS: usize = 40;
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&at)?;
+                at = match at.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
+}
+
+/// Writes `bytes` to a temporary file in `path`'s folder and renames it over `path` (a
+/// regular file or nothing); `keep` is the permissions of the file replaced.
+fn replace(path: &Path, bytes: &[u8], keep: Option<std::fs::Permissions>) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -33,9 +117,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{serial}.tmp", std::process::id()));
     let written = (|| {
-        use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
+        if let Some(perm) = keep {
+            f.set_permissions(perm)?;
+        }
         // On disk before the rename: after a power loss the name shows old or new, never short.
         f.sync_all()
     })();
@@ -48,4 +134,82 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn a_regular_file_is_replaced_and_keeps_its_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/out.json");
+        write_atomic(&path, b"one").unwrap();
+        assert_eq!(read(&path), "one");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(read(&path), "two");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // No temporary file is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("sub")).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn a_chain_of_links_stays_and_its_end_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("data/real.csv");
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        std::fs::write(&real, "old").unwrap();
+        // out.csv -> hop.csv -> data/real.csv, both links relative to their own folders.
+        symlink("data/real.csv", dir.path().join("hop.csv")).unwrap();
+        symlink("hop.csv", dir.path().join("out.csv")).unwrap();
+        write_atomic(&dir.path().join("out.csv"), b"new").unwrap();
+        assert_eq!(read(&real), "new");
+        for link in ["out.csv", "hop.csv"] {
+            let m = std::fs::symlink_metadata(dir.path().join(link)).unwrap();
+            assert!(m.file_type().is_symlink(), "{link} is still a link");
+        }
+    }
+
+    #[test]
+    fn a_dangling_link_gets_its_target_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("out.html");
+        symlink(dir.path().join("made/report.html"), &link).unwrap();
+        write_atomic(&link, b"<html>").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(read(&dir.path().join("made/report.html")), "<html>");
+    }
+
+    #[test]
+    fn a_loop_of_links_and_a_folder_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        symlink(&b, &a).unwrap();
+        symlink(&a, &b).unwrap();
+        let e = write_atomic(&a, b"x").unwrap_err().to_string();
+        assert!(
+            e.to_lowercase()
+                .contains("too many levels of symbolic links"),
+            "{e}"
+        );
+        assert!(std::fs::symlink_metadata(&a)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let e = write_atomic(dir.path(), b"x").unwrap_err();
+        assert!(e.to_string().contains("it is a folder"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        assert!(dir.path().is_dir());
+    }
 }

@@ -20,35 +20,97 @@ struct JournalEntry<T> {
     result: T,
 }
 
+/// A journal as `--resume` reads it: the entries of every usable line, in file order, and
+/// the lines that are not usable.
+pub struct JournalRead<T> {
+    pub entries: Vec<(String, T)>,
+    /// `(line number from 1, why)` of each line that is not UTF-8 or not an entry: a line cut
+    /// short by a kill during a write, or damaged.
+    pub bad: Vec<(usize, String)>,
+}
+
+/// At most this many unusable journal lines get a warning line each; the rest are counted on
+/// one more line.
+const WARNED_LINES: usize = 10;
+
+/// Reads the journal at `path` when its first line is `header_line`: every later line that
+/// parses is an entry, whatever lines around it are unusable. `None` when the file cannot be
+/// read or belongs to another run.
+pub fn read_journal<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    header_line: &str,
+) -> Option<JournalRead<T>> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut lines = bytes.split(|b| *b == b'\n');
+    if lines.next()? != header_line.as_bytes() {
+        return None;
+    }
+    let torn = !bytes.ends_with(b"\n");
+    let mut read = JournalRead {
+        entries: Vec::new(),
+        bad: Vec::new(),
+    };
+    let mut lines = lines.enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let number = i + 2;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let last = lines.peek().is_none();
+        let why = match std::str::from_utf8(line) {
+            Err(e) => format!("not UTF-8 (at byte {})", e.valid_up_to() + 1),
+            Ok(text) => match serde_json::from_str::<JournalEntry<T>>(text) {
+                Ok(e) => {
+                    read.entries.push((e.key, e.result));
+                    continue;
+                }
+                Err(_) if last && torn => "cut short (the run stopped while writing it)".into(),
+                // Each line is parsed alone, so serde's "line 1" says nothing.
+                Err(e) => format!(
+                    "not a journal entry: {}",
+                    e.to_string().replace(" at line 1 column ", " at column ")
+                ),
+            },
+        };
+        read.bad.push((number, why));
+    }
+    Some(read)
+}
+
 impl Journal {
     /// `DIR/<op>_<shape>_<gpu>.journal.jsonl`, beside the run CSV.
     pub fn path_for(dir: &Path, info: &RunInfo) -> PathBuf {
         run_csv_path(dir, info).with_extension("journal.jsonl")
     }
 
-    /// Opens the journal: with `resume`, keeps a matching journal and returns its entries;
-    /// otherwise (or when the header differs) starts a new one.
+    /// Opens the journal: with `resume`, keeps a matching journal and returns its entries
+    /// ([`read_journal`]), with a `warning:` line on stderr for each unusable line (their tasks
+    /// run again); otherwise (or when the header differs) starts a new one.
     pub fn open<T: serde::de::DeserializeOwned>(
         path: &Path,
         header: &serde_json::Value,
         resume: bool,
     ) -> Result<(Journal, Vec<(String, T)>)> {
-        use std::io::{BufRead, Write};
+        use std::io::Write;
         let header_line = serde_json::to_string(header).expect("serializable");
         let mut entries = Vec::new();
         let mut reused = false;
-        if resume {
-            if let Ok(f) = std::fs::File::open(path) {
-                let mut lines = std::io::BufReader::new(f).lines().map_while(|l| l.ok());
-                if lines.next().as_deref() == Some(header_line.as_str()) {
-                    reused = true;
-                    // A torn last line (killed mid-write) is skipped, never an error.
-                    entries.extend(
-                        lines
-                            .filter_map(|l| serde_json::from_str::<JournalEntry<T>>(&l).ok())
-                            .map(|e| (e.key, e.result)),
-                    );
-                }
+        if let Some(read) = resume.then(|| read_journal(path, &header_line)).flatten() {
+            reused = true;
+            entries = read.entries;
+            for (line, why) in read.bad.iter().take(WARNED_LINES) {
+                eprintln!(
+                    "warning: {}:{line}: {why}; skipped, its task runs again",
+                    path.display()
+                );
+            }
+            if let Some((first, _)) = read.bad.get(WARNED_LINES) {
+                let rest = read.bad.len() - WARNED_LINES;
+                eprintln!(
+                    "warning: {}: {rest} more unusable line(s) from line {first} on; skipped, \
+                     their tasks run again",
+                    path.display()
+                );
             }
         }
         if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -104,6 +166,33 @@ impl Journal {
 #[cfg(test)]
 mod journal_tests {
     use super::*;
+
+    #[test]
+    fn unusable_lines_are_named_and_every_usable_line_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.journal.jsonl");
+        let mut bytes = b"{\"h\":1}\n{\"key\":\"a\",\"result\":1}\n".to_vec();
+        bytes.extend_from_slice(b"{\"key\":\"\xff\xfe\",\"result\":2}\n");
+        bytes.extend_from_slice(b"{\"key\":\"b\",\"result\":3}\n\n");
+        bytes.extend_from_slice(b"{\"key\":\"c\",\"result\":\"x\"}\n");
+        bytes.extend_from_slice(b"{\"key\":\"d\",\"result\":4}\n{\"key\":\"e\"");
+        std::fs::write(&path, &bytes).unwrap();
+        let read = read_journal::<u32>(&path, "{\"h\":1}").unwrap();
+        let keys: Vec<&str> = read.entries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "d"]);
+        let lines: Vec<usize> = read.bad.iter().map(|(n, _)| *n).collect();
+        assert_eq!(lines, [3, 6, 8]);
+        assert_eq!(read.bad[0].1, "not UTF-8 (at byte 9)");
+        assert!(
+            read.bad[1].1.starts_with("not a journal entry: "),
+            "{}",
+            read.bad[1].1
+        );
+        assert!(!read.bad[1].1.contains("line 1"), "{}", read.bad[1].1);
+        assert!(read.bad[2].1.starts_with("cut short"), "{}", read.bad[2].1);
+        // Another run's journal is not read at all.
+        assert!(read_journal::<u32>(&path, "{\"h\":2}").is_none());
+    }
 
     #[test]
     fn journal_resumes_only_a_matching_run_and_survives_a_torn_line() {
