@@ -187,8 +187,13 @@ const ODD_SHAPES: [&str; 6] = ["7x5", "1x9", "9x1", "33x4097", "4097x33", "999x1
 /// Runs `params` at `shapes` in every element type: none fails, at least `min_ok` verify, and
 /// every one has `NAME=value` of `only`.
 fn verify_in_every_dtype(shapes: &[&str], params: &[&str], min_ok: usize, only: (&str, &str)) {
+    verify_in(&["f32", "f64", "f16"], shapes, params, min_ok, only)
+}
+
+/// As [`verify_in_every_dtype`], in the element types `dtypes`.
+fn verify_in(dtypes: &[&str], shapes: &[&str], params: &[&str], min_ok: usize, only: (&str, &str)) {
     let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
-    for dtype in ["f32", "f64", "f16"] {
+    for &dtype in dtypes {
         for &shape in shapes {
             let out = tempfile::tempdir().unwrap();
             let mut opts = options(shape, out.path());
@@ -241,6 +246,24 @@ fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
         &["RUNS=chunk", "BOUNDS=always,edge"],
         70,
         ("RUNS", "chunk"),
+    );
+}
+
+/// LAYOUT=slab: a short side held in registers. Every slab variant verifies bit for bit in
+/// every element type with the short side as rows and as columns, at long sides that are and
+/// are not multiples of every VEC (rows that start inside a vector), with a partial last warp,
+/// and at a short side of one element.
+#[test]
+fn slab_transpose_variants_verify_at_short_sides_in_every_dtype() {
+    if skip("slab_transpose_variants_verify_at_short_sides_in_every_dtype") {
+        return;
+    }
+    verify_in(
+        &["f32", "f64", "f16", "bf16"],
+        &["3x4096", "7x1001", "1001x5", "4099x17", "1x999", "64x333"],
+        &["LAYOUT=slab"],
+        8,
+        ("LAYOUT", "slab"),
     );
 }
 
