@@ -215,12 +215,58 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
             opts.db.display()
         )));
     }
+    // The filters, too, are checked against the rows of every GPU before the GPU is touched:
+    // a mistyped --op or --shape is bad input wherever it runs.
+    let wanted = |r: &BestRow| {
+        opts.op.as_ref().is_none_or(|op| &r.op == op)
+            && opts.shape.as_ref().is_none_or(|s| &r.shape == s)
+    };
+    if !rows.iter().any(wanted) {
+        let distinct = |values: &mut dyn Iterator<Item = &str>| {
+            let mut out: Vec<&str> = Vec::new();
+            for v in values {
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+            // A database of many shapes would make a line of hundreds of characters.
+            const SHOWN: usize = 12;
+            if out.len() > SHOWN {
+                format!("{}, ... ({} in all)", out[..SHOWN].join(", "), out.len())
+            } else {
+                out.join(", ")
+            }
+        };
+        let what = match (&opts.op, &opts.shape) {
+            (Some(op), Some(s)) if rows.iter().any(|r| &r.op == op) => format!(
+                "op {op} at shape {s} (its stored shapes: {})",
+                distinct(
+                    &mut rows
+                        .iter()
+                        .filter(|r| &r.op == op)
+                        .map(|r| r.shape.as_str())
+                )
+            ),
+            (Some(op), _) => format!(
+                "op {op} (stored ops: {})",
+                distinct(&mut rows.iter().map(|r| r.op.as_str()))
+            ),
+            (None, s) => format!(
+                "shape {} (stored shapes: {})",
+                s.as_deref().unwrap_or_default(),
+                distinct(&mut rows.iter().map(|r| r.shape.as_str()))
+            ),
+        };
+        return Err(Error::Usage(format!(
+            "{} holds no stored winner for {what}",
+            opts.db.display()
+        )));
+    }
     let gpu = retimer.gpu_name()?;
     let selected: Vec<BestRow> = rows
         .into_iter()
         .filter(|r| r.gpu == gpu)
-        .filter(|r| opts.op.as_ref().is_none_or(|op| &r.op == op))
-        .filter(|r| opts.shape.as_ref().is_none_or(|s| &r.shape == s))
+        .filter(wanted)
         .collect();
     if selected.is_empty() {
         return Err(Error::Usage(format!(

@@ -2,7 +2,7 @@
 //! binary prints exactly that line and exits; the exit code tells scripts whether the input
 //! was wrong (2) or the machine could not do the work (1).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything that can stop a tuning run before it produces results.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +86,42 @@ impl Error {
             why: err.to_string(),
         }
     }
+}
+
+/// Why `path`, a file the user named, cannot be read as one: it does not exist, or it is a
+/// folder. `None` when it opens as a file; devices and pipes do (`--shapes <(...)` is a
+/// pipe), and what they hold is judged by the reader like any file's content.
+pub fn not_a_file(path: &Path) -> Option<&'static str> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("no such file"),
+        Ok(m) if m.is_dir() => Some("is a folder, not a file"),
+        _ => None,
+    }
+}
+
+/// `bytes` read from `path` as UTF-8 text; anything else (a binary file, another encoding)
+/// is bad input naming the line of the first byte that is not. `what` names the file's role
+/// in the message (`--shapes`, `op spec`).
+pub fn utf8_text(what: &str, path: &Path, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        Error::Usage(format!(
+            "{what} {}: not UTF-8 text (line {line}, byte {at}); is it the right file?",
+            path.display()
+        ))
+    })
+}
+
+/// Reads a text file the user named. A missing file, a folder or bytes that are not UTF-8
+/// are bad input (exit 2), said as `{what} PATH: why`; a file that exists but cannot be read
+/// (permissions, I/O) is an [`Error::Io`].
+pub fn read_user_text(what: &str, path: &Path) -> Result<String> {
+    if let Some(why) = not_a_file(path) {
+        return Err(Error::Usage(format!("{what} {}: {why}", path.display())));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+    utf8_text(what, path, bytes)
 }
 
 /// About how many characters of prune reasons an [`Error::EmptySpace`] spells out; the

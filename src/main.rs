@@ -6,7 +6,18 @@ use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::cluster::{merge, sweep};
 use cuda_autotune::isolate::worker;
 use cuda_autotune::{check, export};
+use std::io::Write;
 use std::process::ExitCode;
+
+/// `tune params`: the op's parameters, read from its spec, on stdout.
+fn params(opts: &cuda_autotune::pipeline::TuneOptions) -> cuda_autotune::error::Result<()> {
+    let op = cuda_autotune::pipeline::load_op(opts)?;
+    let text = cuda_autotune::spec::describe::params_text(&op);
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| cuda_autotune::error::Error::io("cannot write", "<stdout>", e))
+}
 
 fn main() -> ExitCode {
     // The same binary serves as its own compile and GPU worker processes.
@@ -29,6 +40,7 @@ fn main() -> ExitCode {
             Command::Report(args) => export::report(&args.options()).map(|()| true),
             Command::Check(args) => check::command(&args.options()),
             Command::Merge(args) => merge::command(&args.options()),
+            Command::Params(args) => params(&args.options()).map(|()| true),
         };
         return match done {
             Ok(true) => ExitCode::SUCCESS,

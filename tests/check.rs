@@ -234,15 +234,43 @@ fn a_winner_that_no_longer_verifies_exits_1() {
 fn nothing_to_check_is_bad_input_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let mut mock = Recorded::new(&[]);
-    // No stored winner of this GPU for the filter.
+    // A shape no GPU has a winner for: said before the GPU is asked for its name, with the
+    // shapes that are stored.
     let opts = CheckOptions {
         shape: Some("123x456".into()),
         ..db(tmp.path())
     };
+    mock.gpu = "never asked".into();
     let (text, code) = check(&opts, &mut mock);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("holds no stored winner for NVIDIA H100 80GB HBM3, shape 123x456"),
+        text.contains(
+            "holds no stored winner for shape 123x456 (stored shapes: 1000x1000, 4096x4096, \
+             8192x8192)"
+        ),
+        "{text}"
+    );
+    // So is an op that is not stored.
+    let nosuch = CheckOptions {
+        op: Some("nosuch".into()),
+        ..db(tmp.path())
+    };
+    let (text, code) = check(&nosuch, &mut mock);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("holds no stored winner for op nosuch (stored ops: transpose)"),
+        "{text}"
+    );
+    // A shape stored for another GPU only: no stored winner of this GPU for the filter.
+    let h100_only = CheckOptions {
+        shape: Some("4096x4096".into()),
+        ..db(tmp.path())
+    };
+    mock.gpu = "NVIDIA H200".into();
+    let (text, code) = check(&h100_only, &mut mock);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("holds no stored winner for NVIDIA H200, shape 4096x4096"),
         "{text}"
     );
     // No database at all: said without asking the GPU.

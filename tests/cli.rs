@@ -290,11 +290,13 @@ struct Run {
 /// cannot be loaded: these tests are the proof that every variant compiles and must not
 /// silently pass on a machine without NVRTC.
 fn compile_only(tmp: &TempDir, args: &[&str]) -> Run {
+    let started = std::time::Instant::now();
     let out = tune(tmp)
         .args(["--compile-only", "--arch", "sm_90"])
         .args(args)
         .output()
         .expect("tune runs");
+    let took = started.elapsed();
     let run = Run {
         code: out.status.code(),
         stdout: text(&out.stdout),
@@ -309,6 +311,24 @@ fn compile_only(tmp: &TempDir, args: &[&str]) -> Run {
         );
     }
     assert!(!run.stderr.contains("panicked"), "panic:\n{}", run.stderr);
+    // stderr is a pipe here, not a terminal: the compile phase prints a plain progress line
+    // every 10 s, and none in a run shorter than that. (A run of over 30 s spent at most a
+    // few seconds before its compile phase.)
+    let progress = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("compile: ") && l.contains(" done in "))
+        .count();
+    if took.as_secs_f64() < 9.5 {
+        assert_eq!(progress, 0, "{took:?}:\n{}", run.stderr);
+    }
+    if took.as_secs_f64() > 30.0 {
+        assert!(
+            progress >= 1,
+            "no progress line in {took:?}:\n{}",
+            run.stderr
+        );
+    }
     run
 }
 

@@ -1,11 +1,11 @@
-//! Bad input and the messages about it, as a user without a GPU meets them: each case checks
-//! the exit code the README documents (2: bad input, 1: the machine cannot do the work) and
-//! the one line that says what is wrong, and that hints name only options the command takes.
+//! Bad input and the messages about it, as a user without a GPU meets them, where a case needs
+//! more than the table of tests/bad_input.rs (arguments, exit code, message): the exact text
+//! of a long message, NVRTC's own list of architectures, warnings with line numbers, that
+//! nothing is written, and that hints name only options the command takes.
 //!
 //! The `--arch` test asks NVRTC which architectures it compiles for and fails (it does not
 //! skip) when NVRTC cannot be loaded: run with `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`.
-//! No test needs a GPU; the two that are about a machine without one skip where
-//! /dev/nvidia0 exists.
+//! No test needs a GPU; the one about a machine without one skips where /dev/nvidia0 exists.
 
 use assert_cmd::Command;
 use std::path::Path;
@@ -35,29 +35,6 @@ fn one_error(cmd: &mut Command, code: i32) -> String {
 }
 
 #[test]
-fn a_missing_spec_file_is_bad_input() {
-    let t = tmp();
-    let line = one_error(
-        tune_in(&t).args(["--spec", "no_such_spec.toml", "--shape", "1000"]),
-        2,
-    );
-    assert!(
-        line.contains("--spec no_such_spec.toml: no such file"),
-        "{line}"
-    );
-}
-
-#[test]
-fn a_missing_shapes_file_is_bad_input() {
-    let t = tmp();
-    let line = one_error(tune_in(&t).args(["--shapes", "no_such_shapes.txt"]), 2);
-    assert!(
-        line.contains("--shapes no_such_shapes.txt: no such file"),
-        "{line}"
-    );
-}
-
-#[test]
 fn report_on_the_tuning_database_is_bad_input() {
     let t = tmp();
     let db = repo("tests/fixtures/export/best.csv");
@@ -75,25 +52,6 @@ fn report_on_the_tuning_database_is_bad_input() {
         "{line}"
     );
     assert!(!html.exists(), "no report is written");
-}
-
-#[test]
-fn report_on_an_empty_file_is_bad_input() {
-    let t = tmp();
-    let empty = t.path().join("empty.csv");
-    std::fs::write(&empty, "").unwrap();
-    let line = one_error(
-        tune_cmd(&t)
-            .args(["report", "--csv"])
-            .arg(&empty)
-            .arg("--output")
-            .arg(t.path().join("r.html")),
-        2,
-    );
-    assert!(
-        line.contains("empty.csv") && line.contains("empty"),
-        "{line}"
-    );
 }
 
 /// `--param TILE_DIM=7` leaves no transpose configuration: bad input, said the same way with
@@ -151,39 +109,6 @@ fn an_architecture_nvrtc_does_not_know_is_one_error() {
         assert!(line.contains("invalid --arch sm_50: NVRTC"), "{line}");
         assert!(line.contains("sm_90"), "lists what it compiles for: {line}");
     }
-}
-
-#[test]
-fn zero_compile_jobs_are_rejected() {
-    let t = tmp();
-    let line = one_error(
-        tune_in(&t).args(["--shape", "64x64", "--compile-only", "--jobs", "0"]),
-        2,
-    );
-    assert!(line.contains("--jobs must be at least 1"), "{line}");
-}
-
-#[test]
-fn a_negative_budget_is_rejected_as_a_budget() {
-    let t = tmp();
-    let line = one_error(
-        tune_in(&t).args(["--shape", "64x64", "--strategy", "random", "--budget", "-1"]),
-        2,
-    );
-    assert!(line.contains("invalid budget '-1'"), "{line}");
-}
-
-#[test]
-fn a_negative_watchdog_is_rejected() {
-    let t = tmp();
-    let line = one_error(
-        tune_in(&t).args(["--shape", "64x64", "--watchdog", "-1"]),
-        2,
-    );
-    assert!(
-        line.contains("--watchdog must be a positive number"),
-        "{line}"
-    );
 }
 
 /// A best.csv with `\r\n` line ends (as the tuner writes it) and lines 5 and 9 damaged: the
@@ -264,7 +189,7 @@ fn tune_check_without_a_gpu_hints_only_at_its_own_options() {
 #[test]
 fn every_subcommand_help_has_examples() {
     let t = tmp();
-    for sub in ["best", "export", "report", "check", "merge"] {
+    for sub in ["best", "export", "report", "check", "merge", "params"] {
         let out = tune_cmd(&t).args([sub, "--help"]).output().unwrap();
         let help = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{sub}: {}", text(&out.stderr));

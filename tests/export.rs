@@ -72,7 +72,7 @@ fn best_prints_the_stored_configuration() {
         "7.648 µs",
         "1046.0 GB/s, 97.7 % of the roof (copy_vec4)",
         "2026-11-22T23:25:49Z",
-        "cuda-autotune 0.1.0, driver 13.0, NVRTC 13.0",
+        "cuda-autotune 0.1.0, driver for CUDA 13.0, NVRTC 13.0",
     ] {
         assert!(out.contains(want), "missing '{want}' in:\n{out}");
     }

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 const EXAMPLES: &str = "\
 Examples:
   tune --op transpose --shape 1000x1000
-      tune every default transpose configuration for a 1000x1000 float matrix
+      tune the default transpose space for a 1000x1000 float matrix (a model search over
+      80 of its 630 valid configurations; --strategy exhaustive times them all)
   tune --op transpose --shape 8192x8192 --param TILE_DIM=32,64 --param BOUNDS=none,edge
       narrow the space; --param replaces a parameter's default values
   tune --op transpose --shape 4096x4096 --cache warm --reps 100
@@ -30,10 +31,13 @@ Examples:
   tune --spec examples/vector_add --shape 10000000
       tune your own kernel: a spec (parameters, constraints, launch, buffers) + a Tera template
   tune --op transpose --shape 1000x1000 --compile-only --arch sm_90 --emit gen/
-      render and compile every variant with NVRTC, no GPU needed, and keep the sources
+      render and compile with NVRTC what a GPU run would measure, no GPU needed, and keep
+      the sources
   tune --op transpose --shapes shapes.txt --shard 0/4 --out run/shard-0
       run shard 0 of 4 of a sweep (e.g. a Slurm array task); then, once all are done:
   tune merge run/shard-0 run/shard-1 run/shard-2 run/shard-3 --out results
+  tune params --op sgemm
+      list an op's parameters: default values, accepted values, what each does
 
 Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). Results go to results/<op>_<shape>_<gpu>.csv (every
 configuration, with why it failed or was pruned; <op>_<shape>_<dtype>_<gpu>.csv for a
@@ -79,6 +83,15 @@ Examples:
       another database, on GPU 1, with 100 timed launches
 Needs a GPU: it times the kernels. Exit codes: 0 all pass, 1 a check failed (or no GPU),
 2 bad input.";
+
+const PARAMS_EXAMPLES: &str = "\
+Examples:
+  tune params --op transpose
+      every transpose parameter: its default sweep, what --param accepts, its help
+  tune params --op myop --templates my/templates
+      the parameters of an op of your own templates folder
+  tune params --spec examples/vector_add
+      the parameters of a spec of your own (a .toml or the folder holding it)";
 
 const MERGE_EXAMPLES: &str = "\
 Examples:
@@ -135,6 +148,23 @@ pub enum Command {
     /// nothing.
     #[command(after_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),
+    /// List an op's parameters as its spec declares them: each one's default sweep, the values
+    /// --param accepts, the value rows stored before it existed stand for, and its help.
+    #[command(after_help = PARAMS_EXAMPLES)]
+    Params(ParamsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ParamsArgs {
+    /// The op (built in, or in --templates DIR).
+    #[arg(long, required_unless_present = "spec", conflicts_with = "spec")]
+    pub op: Option<String>,
+    /// Read op specs and templates from DIR instead of the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+    /// A spec of your own (.toml), or a folder holding one spec and its template.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub spec: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -295,7 +325,8 @@ pub struct TuneArgs {
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
 
-    /// Render and compile every variant, then stop (no GPU needed).
+    /// Render and compile what a GPU run would measure (the search's proposals within its
+    /// --budget; every valid variant with --strategy exhaustive), then stop (no GPU needed).
     #[arg(long)]
     pub compile_only: bool,
 
@@ -332,11 +363,11 @@ pub struct TuneArgs {
     pub rtol: Option<f64>,
 
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole_number::<u64, 0>)]
     pub seed: u64,
 
     /// How many of the fastest configurations to print.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = whole_number::<usize, 0>)]
     pub top: usize,
 
     /// Print every failure and the prune reasons.
@@ -344,7 +375,7 @@ pub struct TuneArgs {
     pub verbose: bool,
 
     /// Compile worker processes, at least 1 (default: one per CPU core).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole_number::<usize, 1>)]
     pub jobs: Option<usize>,
 
     /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
@@ -572,6 +603,18 @@ impl CheckArgs {
     }
 }
 
+impl ParamsArgs {
+    /// The options that name the op (the rest are the defaults; nothing is tuned).
+    pub fn options(&self) -> TuneOptions {
+        TuneOptions {
+            op: self.op.clone().unwrap_or_default(),
+            templates: self.templates.clone(),
+            spec: self.spec.clone(),
+            ..TuneOptions::default()
+        }
+    }
+}
+
 impl MergeArgs {
     pub fn options(&self) -> MergeOptions {
         MergeOptions {
@@ -580,6 +623,29 @@ impl MergeArgs {
             partial: self.partial,
         }
     }
+}
+
+/// Parses a whole-number option. The option also takes `-1` as its value
+/// (`allow_negative_numbers`) so that a negative number is said to be out of range, where
+/// clap alone would report an unexpected argument `-1`.
+fn whole_number<T: TryFrom<u64>, const MIN: u64>(text: &str) -> std::result::Result<T, String> {
+    let t = text.trim();
+    let below = || format!("{t} is out of range: a whole number of at least {MIN} is expected");
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    if t.starts_with('-') && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(below());
+    }
+    let too_large = || format!("{t} is out of range: at most {} is accepted", u64::MAX);
+    let n: u64 = t
+        .parse()
+        .map_err(|e: std::num::ParseIntError| match e.kind() {
+            std::num::IntErrorKind::PosOverflow => too_large(),
+            _ => format!("'{t}' is not a whole number"),
+        })?;
+    if n < MIN {
+        return Err(below());
+    }
+    T::try_from(n).map_err(|_| too_large())
 }
 
 /// `--strategy`'s values and their help: `auto` (the tuner's rule), then every strategy of

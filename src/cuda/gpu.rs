@@ -92,7 +92,8 @@ impl DeviceInfo {
         )
     }
 
-    /// `13.0` from the driver's 13000.
+    /// `13.0` from the driver's 13000: the CUDA version the driver supports (what the
+    /// `driver` column of the CSVs holds), not its release number.
     pub fn driver_string(&self) -> String {
         format!(
             "{}.{}",

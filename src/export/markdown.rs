@@ -28,7 +28,7 @@ impl Exporter for MarkdownExporter {
                 .map(|f| format!("{:.1} %", f * 100.0))
                 .unwrap_or_else(|| "-".into());
             s.push_str(&format!(
-                "| {} | {} | {} | {} | `{}` | {} | {:.1} {} | {} | {} | {} | {} | tune {}, driver {}, NVRTC {} |\n",
+                "| {} | {} | {} | {} | `{}` | {} | {:.1} {} | {} | {} | {} | {} | tune {}, driver for CUDA {}, NVRTC {} |\n",
                 cell(&r.op),
                 cell(&r.shape),
                 cell(&r.dtype),

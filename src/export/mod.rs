@@ -5,8 +5,9 @@
 //!
 //! `results/best.csv` (the default `--db`) holds **one row per (op, shape, dtype, GPU)**: the
 //! fastest *verified* configuration of a run of that key, with its parameters (`K=V;K=V`),
-//! median time, throughput, fraction of the same run's roof, L2 state, the tool, driver and
-//! NVRTC versions and when it was tuned. The tuner writes it
+//! median time, throughput, fraction of the same run's roof, L2 state, the tool version, the
+//! CUDA version the driver supports (`driver`: `13.0`, not the driver's release number),
+//! NVRTC's version and when it was tuned. The tuner writes it
 //! ([`crate::store::results::upsert_best`]); nothing here does. The rule: a new tuning run of the
 //! same key **replaces** the row, so the newer run wins even when it measured a slower best
 //! (another L2 state, a narrowed `--param` space, a busier GPU); with `tune --keep-best` the
@@ -181,11 +182,13 @@ fn never_tuned(
             other_dtypes.join(", ")
         ));
     }
-    let elsewhere: Vec<&str> = db
-        .exact(op, dtype, dims, None)
-        .iter()
-        .map(|r| r.gpu.as_str())
-        .collect();
+    // One name per GPU model, however many dtypes it was tuned for.
+    let mut elsewhere: Vec<&str> = Vec::new();
+    for r in db.exact(op, dtype, dims, None) {
+        if !elsewhere.contains(&r.gpu.as_str()) {
+            elsewhere.push(&r.gpu);
+        }
+    }
     if !elsewhere.is_empty() {
         return Error::Usage(format!(
             "{op} {shape} was never tuned{on} in {}; it was tuned on: {} (leave out --gpu to see it)",
@@ -229,7 +232,7 @@ pub fn describe(r: &BestRow) -> String {
          parameters  {}\n  \
          time        {} (median of {} timed launches, L2 {})\n  \
          throughput  {:.1} {}{roof}\n  \
-         tuned       {} with cuda-autotune {}, driver {}, NVRTC {}\n",
+         tuned       {} with cuda-autotune {}, driver for CUDA {}, NVRTC {}\n",
         r.op,
         r.shape,
         r.dtype,
@@ -410,9 +413,9 @@ fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportOptions) -> Result<Ve
 
 /// `tune report`: writes a self-contained HTML report with plots of a run CSV.
 pub fn report(args: &ReportOptions) -> Result<()> {
-    if !args.csv.is_file() {
+    if let Some(why) = crate::error::not_a_file(&args.csv) {
         return Err(Error::Usage(format!(
-            "run CSV {} does not exist: pass one that tune wrote, e.g. --csv \
+            "run CSV {}: {why}; pass one that tune wrote, e.g. --csv \
              results/transpose_1000x1000_<gpu>.csv",
             args.csv.display()
         )));

@@ -23,6 +23,9 @@ impl Shape {
             why,
         };
         let expected = names.join("x");
+        if input.trim().is_empty() {
+            return Err(bad(format!("no shape given (expected {expected})")));
+        }
         let parts: Vec<&str> = input.trim().split(['x', 'X']).collect();
         if parts.len() != names.len() {
             return Err(bad(format!(
@@ -68,15 +71,23 @@ impl Shape {
     }
 }
 
-/// Splits `--shape A,B,C` into shapes, each checked against the op's dimensions.
+/// Splits `--shape A,B,C` into shapes, each checked against the op's dimensions. An empty
+/// entry of a list (`10x10,`) is named as such rather than as a shape without dimensions.
 pub fn parse_list(input: &str, names: &[String]) -> Result<Vec<Shape>> {
-    input.split(',').map(|s| Shape::parse(s, names)).collect()
+    let items: Vec<&str> = input.split(',').collect();
+    if items.len() > 1 && items.iter().any(|s| s.trim().is_empty()) {
+        return Err(Error::Shape {
+            input: input.to_string(),
+            why: "the list has an empty entry (a comma too many?)".into(),
+        });
+    }
+    items.iter().map(|s| Shape::parse(s, names)).collect()
 }
 
 /// Reads `--shapes FILE`: one shape per line, `#` comments and blank lines allowed. Every line
 /// is checked before anything is tuned; a bad line is reported with its number.
 pub fn read_file(path: &std::path::Path, names: &[String]) -> Result<Vec<Shape>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let text = crate::error::read_user_text("--shapes", path)?;
     let mut shapes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();

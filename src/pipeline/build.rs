@@ -5,6 +5,7 @@
 use super::options::TuneOptions;
 use super::outcome::{Phases, TuneOutcome};
 use super::plan::Setup;
+pub(super) use super::progress::bar;
 use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
@@ -14,7 +15,7 @@ use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
 use crate::spec::space::Candidate;
 use crate::store::results::{self, Record, Status};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -262,20 +263,6 @@ pub(super) struct Build {
     compile_ms: f64,
     /// Why there is no image, when it is not the stop.
     not_compiled: Option<String>,
-}
-
-pub(super) fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len as u64);
-    pb.set_style(
-        ProgressStyle::with_template("{prefix:>9} [{bar:32}] {pos}/{len} {elapsed_precise} {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    pb.set_prefix(prefix);
-    pb
 }
 
 /// What building a round needs, bundled so rounds after the first build the same way.

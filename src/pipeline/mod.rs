@@ -1,7 +1,8 @@
 //! The tuning pipeline: spec → space → compile → measure → search → results, and the text
 //! summary it prints. [`tuner::tune`] runs the stages, each in its own file: [`plan`]
 //! (input, device), [`build`], [`job`], [`rounds`] (measuring, settling), [`confirm`] and
-//! [`persist`] (ranking, writing); [`search`] picks what a search measures.
+//! [`persist`] (ranking, writing); [`search`] picks what a search measures; [`progress`]
+//! shows how far a phase is.
 
 mod build;
 mod confirm;
@@ -10,6 +11,7 @@ mod options;
 mod outcome;
 mod persist;
 mod plan;
+mod progress;
 mod rounds;
 mod search;
 pub mod summary;

@@ -193,8 +193,10 @@ pub fn load_op(opts: &TuneOptions) -> Result<Op> {
     if let Some(p) = opts.spec.as_deref().filter(|p| !p.exists()) {
         return Err(missing("--spec", p, "file or folder"));
     }
-    if let Some(p) = opts.template.as_deref().filter(|p| !p.is_file()) {
-        return Err(missing("--template", p, "file"));
+    if let Some(p) = opts.template.as_deref() {
+        if let Some(why) = crate::error::not_a_file(p) {
+            return Err(Error::Usage(format!("--template {}: {why}", p.display())));
+        }
     }
     if let Some(p) = opts.templates.as_deref().filter(|p| !p.is_dir()) {
         return Err(missing("--templates", p, "folder"));
@@ -207,20 +209,40 @@ pub fn load_op(opts: &TuneOptions) -> Result<Op> {
 }
 
 /// The shapes of a sweep: `--shape A,B,C` or `--shapes FILE`, all checked against the op
-/// before anything is tuned. A `--shapes` file that does not exist is bad input.
+/// before anything is tuned. A `--shapes` file that does not exist, is a folder or is not
+/// text is bad input. A shape listed twice (`10x10,10x10`, or `10x10` and `010x10`) is
+/// tuned once, with a note on stderr.
 pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>> {
-    if let Some(f) = file.filter(|f| !f.is_file()) {
-        return Err(Error::Usage(format!(
-            "--shapes {}: no such file",
-            f.display()
-        )));
+    if let Some(f) = file {
+        if let Some(why) = crate::error::not_a_file(f) {
+            return Err(Error::Usage(format!("--shapes {}: {why}", f.display())));
+        }
     }
     let op = load_op(opts)?;
     let shapes = match file {
         Some(f) => crate::model::shape::read_file(f, &op.spec.dims)?,
         None => crate::model::shape::parse_list(&opts.shape, &op.spec.dims)?,
     };
-    Ok(shapes.iter().map(Shape::to_string).collect())
+    let mut once: Vec<String> = Vec::with_capacity(shapes.len());
+    let mut repeated: Vec<String> = Vec::new();
+    for shape in shapes.iter().map(Shape::to_string) {
+        if !once.contains(&shape) {
+            once.push(shape);
+        } else if !repeated.contains(&shape) {
+            repeated.push(shape);
+        }
+    }
+    if !repeated.is_empty() {
+        let from = match file {
+            Some(f) => format!("--shapes {}", f.display()),
+            None => "--shape".to_string(),
+        };
+        eprintln!(
+            "note: {from} lists {} more than once; each shape is tuned once",
+            repeated.join(", ")
+        );
+    }
+    Ok(once)
 }
 
 /// Checks the settings that do not depend on the op: counts and times that must be positive,
@@ -260,12 +282,46 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
 /// the parsed overrides.
 pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {
     check_settings(opts)?;
+    // The folders written into: a file of that name is bad input, said before any work.
+    for (flag, dir) in [
+        ("--out", Some(&opts.out_dir)),
+        ("--emit", opts.emit.as_ref()),
+    ] {
+        if let Some(d) = dir.filter(|d| d.exists() && !d.is_dir()) {
+            return Err(Error::Usage(format!(
+                "{flag} {}: is a file, not a folder",
+                d.display()
+            )));
+        }
+    }
     let op = load_op(opts)?;
     let overrides = opts
         .params
         .iter()
         .map(|p| space::parse_override(&op, p))
         .collect::<Result<Vec<_>>>()?;
+    // A parameter given twice is refused rather than one list silently replacing the other.
+    for (i, o) in overrides.iter().enumerate() {
+        if let Some(first) = overrides[..i].iter().position(|e| e.name == o.name) {
+            let mut values: Vec<String> = Vec::new();
+            for v in overrides[first].values.iter().chain(&o.values) {
+                if !values.contains(&v.to_string()) {
+                    values.push(v.to_string());
+                }
+            }
+            return Err(Error::ParamSyntax {
+                input: opts.params[i].clone(),
+                why: format!(
+                    "{} is given twice (--param {} before it); give its values in one list: \
+                     --param {}={}",
+                    o.name,
+                    opts.params[first],
+                    o.name,
+                    values.join(",")
+                ),
+            });
+        }
+    }
     if let Some(arch) = &opts.arch {
         crate::cuda::compile::check_arch(arch)?;
         if let Some((version, supported)) = nvrtc_archs() {

@@ -10,13 +10,35 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
+/// The start of `ceil_div`'s error for a divisor under 1.
+const CEIL_DIV_DIVISOR: &str = "ceil_div divisor must be positive";
+
+/// Why an evaluation failed at these values although the expression is sound: a division or
+/// remainder by zero, or a `ceil_div` by a divisor under 1 (a `--param TILE_DIM=0` does
+/// that). `None` for every other failure (a name that is not there, a type mismatch, an
+/// overflow), which is the expression's fault.
+fn undefined_here(e: &EvalexprError) -> Option<String> {
+    match e {
+        EvalexprError::DivisionError { divisor, .. }
+        | EvalexprError::ModulationError { divisor, .. }
+            if *divisor == EValue::Int(0) =>
+        {
+            Some("divides by zero".into())
+        }
+        EvalexprError::CustomMessage(m) if m.starts_with(CEIL_DIV_DIVISOR) => {
+            Some("ceil_div by a divisor below 1".into())
+        }
+        _ => None,
+    }
+}
+
 /// `ceil_div(a, b)`: the number of size-`b` tiles that cover `a`.
 fn ceil_div(arg: &EValue) -> evalexpr::EvalexprResult<EValue> {
     let args = arg.as_fixed_len_tuple(2)?;
     let (a, b) = (args[0].as_int()?, args[1].as_int()?);
     if b <= 0 {
         return Err(EvalexprError::CustomMessage(format!(
-            "ceil_div divisor must be positive, got {b}"
+            "{CEIL_DIV_DIVISOR}, got {b}"
         )));
     }
     Ok(EValue::Int(
@@ -169,19 +191,57 @@ impl Vars {
 
     /// Evaluates `expr`; `context` says where it came from (e.g. "constraint 3 of transpose").
     pub fn eval(&self, expr: &str, context: &(impl Site + ?Sized)) -> Result<Value> {
-        let err = |why: String| Error::Expr {
-            expr: expr.to_string(),
-            context: context.text(),
-            why,
-        };
-        match eval_cached(expr, self).map_err(|e| err(e.to_string()))? {
-            EValue::Int(i) => Ok(Value::Int(i)),
-            EValue::Boolean(b) => Ok(Value::Bool(b)),
-            EValue::String(s) => Ok(Value::Str(s)),
-            EValue::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Value::Int(f as i64)),
-            other => Err(err(format!(
-                "gives {other:?}, expected an integer, boolean or string"
-            ))),
+        our_value(expr, context, eval_cached(expr, self))
+    }
+
+    /// Evaluates `expr` at one point of a space: `Ok(Err(why))` when it is undefined at these
+    /// values (a division by zero; see [`undefined_here`]), which rules the point out rather
+    /// than the run. Every other failure is an [`Error::Expr`], as with [`Vars::eval`].
+    pub fn eval_here(
+        &self,
+        expr: &str,
+        context: &(impl Site + ?Sized),
+    ) -> Result<std::result::Result<Value, String>> {
+        match eval_cached(expr, self) {
+            Err(e) => match undefined_here(&e) {
+                Some(why) => Ok(Err(why)),
+                None => our_value(expr, context, Err(e)).map(Ok),
+            },
+            done => our_value(expr, context, done).map(Ok),
+        }
+    }
+
+    /// [`Vars::eval_here`] of an integer expression.
+    pub fn eval_int_here(
+        &self,
+        expr: &str,
+        context: &(impl Site + ?Sized),
+    ) -> Result<std::result::Result<i64, String>> {
+        match self.eval_here(expr, context)? {
+            Ok(Value::Int(i)) => Ok(Ok(i)),
+            Ok(other) => Err(Error::Expr {
+                expr: expr.into(),
+                context: context.text(),
+                why: format!("expected an integer, got {other}"),
+            }),
+            Err(why) => Ok(Err(why)),
+        }
+    }
+
+    /// [`Vars::eval_here`] of a boolean expression.
+    pub fn eval_bool_here(
+        &self,
+        expr: &str,
+        context: &(impl Site + ?Sized),
+    ) -> Result<std::result::Result<bool, String>> {
+        match self.eval_here(expr, context)? {
+            Ok(Value::Bool(b)) => Ok(Ok(b)),
+            Ok(other) => Err(Error::Expr {
+                expr: expr.into(),
+                context: context.text(),
+                why: format!("expected true or false, got {other}"),
+            }),
+            Err(why) => Ok(Err(why)),
         }
     }
 
@@ -205,6 +265,28 @@ impl Vars {
                 why: format!("expected true or false, got {other}"),
             }),
         }
+    }
+}
+
+/// Our value of what evaluating `expr` gave, or the error naming it and its context.
+fn our_value(
+    expr: &str,
+    context: &(impl Site + ?Sized),
+    done: EvalexprResult<EValue>,
+) -> Result<Value> {
+    let err = |why: String| Error::Expr {
+        expr: expr.to_string(),
+        context: context.text(),
+        why,
+    };
+    match done.map_err(|e| err(e.to_string()))? {
+        EValue::Int(i) => Ok(Value::Int(i)),
+        EValue::Boolean(b) => Ok(Value::Bool(b)),
+        EValue::String(s) => Ok(Value::Str(s)),
+        EValue::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Value::Int(f as i64)),
+        other => Err(err(format!(
+            "gives {other:?}, expected an integer, boolean or string"
+        ))),
     }
 }
 
@@ -267,6 +349,32 @@ mod tests {
             .eval_int("9223372036854775807 * 2", "buffer size")
             .unwrap_err();
         assert!(matches!(e, Error::Expr { .. }));
+    }
+
+    /// A division by zero, or a `ceil_div` by a divisor below 1, makes an expression
+    /// undefined at these values (the point is pruned); a missing name, a type mismatch or an
+    /// overflow stays an error of the expression.
+    #[test]
+    fn undefined_at_a_point_is_told_from_an_error_of_the_expression() {
+        let mut v = Vars::new();
+        v.set_int("T", 0);
+        v.set_int("N", 64);
+        assert_eq!(
+            v.eval_int_here("N / T", "t").unwrap(),
+            Err("divides by zero".into())
+        );
+        assert_eq!(
+            v.eval_bool_here("N % T == 0", "t").unwrap(),
+            Err("divides by zero".into())
+        );
+        assert_eq!(
+            v.eval_int_here("ceil_div(N, T)", "t").unwrap(),
+            Err("ceil_div by a divisor below 1".into())
+        );
+        assert_eq!(v.eval_int_here("N / 4", "t").unwrap(), Ok(16));
+        assert!(v.eval_int_here("N / NOPE", "t").is_err());
+        assert!(v.eval_bool_here("N / 2", "t").is_err());
+        assert!(v.eval_int_here("9223372036854775807 * 2", "t").is_err());
     }
 
     /// A parsed expression is reused (one parse per text and thread) yet reads each call's

@@ -3,6 +3,7 @@
 
 pub mod codegen;
 pub mod cover;
+pub mod describe;
 pub mod expr;
 pub mod ops;
 pub mod space;

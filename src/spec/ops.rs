@@ -366,12 +366,12 @@ impl Op {
             path.to_path_buf()
         };
         let origin = spec_path.display().to_string();
-        let spec_text = std::fs::read_to_string(&spec_path)
-            .map_err(|e| Error::io("cannot read", &spec_path, e))?;
+        let spec_text = crate::error::read_user_text("op spec", &spec_path)?;
         let spec = parse_spec(&spec_text, &origin)?;
         let dir = spec_path.parent().unwrap_or(Path::new("."));
         let read = |file: &Path| {
-            std::fs::read_to_string(file).map_err(|e| Error::io("cannot read template", file, e))
+            let text = crate::error::read_user_text("template", file)?;
+            not_empty(text, &file.display().to_string())
         };
         let template = read(
             &template
@@ -407,8 +407,8 @@ impl Op {
             match dir {
                 Some(d) => {
                     let path = d.join(file);
-                    match std::fs::read_to_string(&path) {
-                        Ok(text) => Ok(Some(text)),
+                    match std::fs::read(&path) {
+                        Ok(bytes) => crate::error::utf8_text("op file", &path, bytes).map(Some),
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                         Err(e) => Err(Error::io("cannot read", path, e)),
                     }
@@ -425,6 +425,14 @@ impl Op {
                 Some(d) => list_ops_in(d).join(", "),
                 None => BUILTIN_OPS.join(", "),
             };
+            if let (Some(d), true) = (dir, known.is_empty()) {
+                return Err(Error::Usage(format!(
+                    "unknown op '{name}': --templates {} holds no op spec (an OP.toml beside \
+                     its template); leave --templates out for the built-in ops ({})",
+                    d.display(),
+                    BUILTIN_OPS.join(", ")
+                )));
+            }
             return Err(Error::UnknownOp {
                 name: name.into(),
                 known,
@@ -440,6 +448,7 @@ impl Op {
         };
         let spec = parse_spec(&spec_text, &origin)?;
         let template = read(&spec.template)?.ok_or_else(|| missing(&spec.template))?;
+        let template = not_empty(template, &spec.template)?;
         let baseline_template = match &spec.baseline_source {
             Some(src) => Some(read(&src.template)?.ok_or_else(|| missing(&src.template))?),
             None => None,
@@ -509,6 +518,17 @@ impl Op {
             ))),
         }
     }
+}
+
+/// A template's text, unless it holds nothing but white space (`--template /dev/null`):
+/// rendered, that would be a source without the kernel.
+fn not_empty(text: String, name: &str) -> Result<String> {
+    if text.trim().is_empty() {
+        return Err(Error::Usage(format!(
+            "template {name}: is empty; a template holds the kernel's source"
+        )));
+    }
+    Ok(text)
 }
 
 fn list_ops_in(dir: &Path) -> Vec<String> {

@@ -238,7 +238,8 @@ pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
 }
 
 /// Evaluates a `[x, y, z]` launch triple (and the dynamic shared memory expression, if any)
-/// and checks them against the hardware's limits.
+/// and checks them against the hardware's limits. `Ok(Err(why))`: not a launch of this
+/// device, or an expression undefined at these values (a division by zero).
 pub fn eval_launch(
     vars: &Vars,
     block: &[String; 3],
@@ -252,7 +253,11 @@ pub fn eval_launch(
         let axis = [
             "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
         ][i];
-        dims[i] = vars.eval_int(expr, &Lazy(|| format!("{} {axis}", context.text())))?;
+        let site = Lazy(|| format!("{} {axis}", context.text()));
+        dims[i] = match vars.eval_int_here(expr, &site)? {
+            Ok(v) => v,
+            Err(why) => return Ok(Err(format!("{axis} {why}"))),
+        };
     }
     let names = [
         "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
@@ -278,7 +283,12 @@ pub fn eval_launch(
     }
     let shared = match shared {
         None => 0,
-        Some(expr) => vars.eval_int(expr, &Lazy(|| format!("{} shared", context.text())))?,
+        Some(expr) => {
+            match vars.eval_int_here(expr, &Lazy(|| format!("{} shared", context.text())))? {
+                Ok(v) => v,
+                Err(why) => return Ok(Err(format!("shared {why}"))),
+            }
+        }
     };
     if shared < 0 {
         return Ok(Err(format!("shared = {shared} bytes is below 0")));
@@ -459,11 +469,15 @@ impl<T> Memoized<T> {
     }
 }
 
+/// An expression's value at a point, or why it is undefined there (a prune reason).
+type Point<T> = std::result::Result<T, std::sync::Arc<str>>;
+
 /// The defines and constraints of an op over one space's axes, each memoized by the
 /// parameters it reads.
 struct Memo {
-    defines: Vec<(String, Memoized<Value>)>,
-    constraints: Vec<Memoized<bool>>,
+    /// Each define's value, or why it is undefined at those parameters (the prune reason).
+    defines: Vec<(String, Memoized<Point<Value>>)>,
+    constraints: Vec<Memoized<Point<bool>>>,
     /// The variables of the last miss, overwritten in place at the next (a fresh copy of the
     /// base per miss was most of the enumeration's time).
     scratch: Option<Vars>,
@@ -478,7 +492,7 @@ impl Memo {
         // The parameters an expression reads, through the defines before it, and what it
         // names itself. An expression that does not parse reads "everything": its first
         // evaluation reports the error.
-        let reads = |expr: &str, defines: &[(String, Memoized<Value>)]| -> Reads {
+        let reads = |expr: &str, defines: &[(String, Memoized<Point<Value>>)]| -> Reads {
             let Some(names) = crate::spec::expr::variables(expr) else {
                 return (all.clone(), None);
             };
@@ -496,7 +510,7 @@ impl Memo {
             slots.dedup();
             (slots, Some((params, named)))
         };
-        let mut defines: Vec<(String, Memoized<Value>)> = Vec::new();
+        let mut defines: Vec<(String, Memoized<Point<Value>>)> = Vec::new();
         for (name, expr) in &op.spec.defines {
             let expr = expr.as_str().ok_or_else(|| Error::Spec {
                 file: op.origin.clone(),
@@ -524,16 +538,20 @@ impl Memo {
         })
     }
 
-    /// Define `k`'s value at the point `digits` (after [`Memo::judge`] filled it).
+    /// Define `k`'s value at the point `digits` (after [`Memo::judge`] filled it, and found
+    /// it defined: a point where a define is undefined is pruned before anything reads it).
     fn define(&self, k: usize, digits: &[usize]) -> &Value {
         let d = &self.defines[k].1;
-        d.table[d.at(digits)]
-            .as_ref()
-            .expect("judge evaluates every define first")
+        match &d.table[d.at(digits)] {
+            Some(Ok(value)) => value,
+            _ => unreachable!("judge evaluates every define first and stops at an undefined one"),
+        }
     }
 
     /// Evaluates every define (in spec order, as the template would see them) and then the
-    /// constraints in spec order at the point `digits`; the first that fails prunes it.
+    /// constraints in spec order at the point `digits`; the first that fails prunes it. So
+    /// does the first that is undefined there (a division by zero: `--param TILE_DIM=0`),
+    /// with the reason.
     fn judge(
         &mut self,
         op: &Op,
@@ -546,32 +564,36 @@ impl Memo {
             if self.defines[k].1.table[at].is_none() {
                 let vars = self.vars_before(base, axes, digits, Which::Define(k));
                 let (name, d) = &self.defines[k];
-                let value = vars.eval(
+                let value = vars.eval_here(
                     &d.expr,
                     &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
                 );
+                let value = value.map(|v| v.map_err(|why| format!("defines.{name} {why}").into()));
                 self.scratch = Some(vars);
                 self.defines[k].1.table[at] = Some(value?);
+            }
+            if let Some(Err(reason)) = &self.defines[k].1.table[at] {
+                return Ok(Some(reason.clone()));
             }
         }
         for (i, spec) in op.spec.constraints.iter().enumerate() {
             let at = self.constraints[i].at(digits);
-            let ok = match self.constraints[i].table[at] {
-                Some(ok) => ok,
+            let ok = match &self.constraints[i].table[at] {
+                Some(ok) => ok.clone(),
                 None => {
                     let vars = self.vars_before(base, axes, digits, Which::Constraint(i));
-                    let ok = vars.eval_bool(
-                        &spec.expr,
-                        &Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr))),
-                    );
+                    let site = Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr)));
+                    let ok = vars.eval_bool_here(&spec.expr, &site);
                     self.scratch = Some(vars);
-                    let ok = ok?;
-                    self.constraints[i].table[at] = Some(ok);
+                    let ok = ok?.map_err(|why| format!("constraint '{}' {why}", spec.expr).into());
+                    self.constraints[i].table[at] = Some(ok.clone());
                     ok
                 }
             };
-            if !ok {
-                return Ok(Some(self.reasons[i].clone()));
+            match ok {
+                Ok(true) => {}
+                Ok(false) => return Ok(Some(self.reasons[i].clone())),
+                Err(reason) => return Ok(Some(reason)),
             }
         }
         Ok(None)
@@ -645,8 +667,13 @@ fn launch_and_prologue(
     for (i, p) in op.spec.prologue.iter().enumerate() {
         let at = Lazy(|| format!("{} prologue[{i}]", op.at(&p.kernel)));
         if let Some(when) = &p.when {
-            if !vars.eval_bool(when, &Lazy(|| format!("{}.when", at.text())))? {
-                continue;
+            match vars.eval_bool_here(when, &Lazy(|| format!("{}.when", at.text())))? {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(why) => {
+                    candidate.pruned = Some(format!("prologue {}.when {why}", p.kernel).into());
+                    return Ok(candidate);
+                }
             }
         }
         if let Some((first, _)) = candidate.prologue.first() {

@@ -24,6 +24,8 @@ pub struct BestRow {
     pub cache: String,
     pub reps: usize,
     pub tool_version: String,
+    /// The CUDA version the driver supports (`13.0`, from `cuDriverGetVersion`), not the
+    /// driver's release number (580.xx).
     pub driver: String,
     pub nvrtc: String,
     pub tuned_at: String,
@@ -167,8 +169,14 @@ impl BestFile {
 /// that does not parse or holds impossible values (a truncated last line, a hand edit gone
 /// wrong, a second row of the same key) goes to [`BestFile::bad`] with its line number and
 /// every other row is used; a header without the columns of a `best.csv` makes the one bad
-/// line 1. Fails only when the file cannot be read.
+/// line 1. Fails only when the file cannot be read (a folder is bad input).
 pub fn read_best_checked(path: &Path) -> Result<BestFile> {
+    if path.is_dir() {
+        return Err(Error::Usage(format!(
+            "tuning database {}: is a folder, not a file (pass the best.csv in it)",
+            path.display()
+        )));
+    }
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BestFile::default()),

@@ -119,6 +119,7 @@ pub struct RunInfo {
     pub unit: String,
     /// Name of the baseline whose time is the roof (e.g. "memcpy").
     pub roof: String,
+    /// The CUDA version the driver supports (`13.0`), as `best.csv`'s `driver` column.
     pub driver: String,
     pub nvrtc: String,
 }

@@ -1,0 +1,163 @@
+//! `tune params`: an op's parameters as its spec declares them, so the space can be seen
+//! before it is tuned. Every parameter gets its default sweep (`values`), what `--param`
+//! accepts beyond it (`choices` for words; any integer for numbers), the value stored rows
+//! from before it existed stand for (`missing`), and its help text.
+
+use crate::spec::expr::Value;
+use crate::spec::ops::{toml_to_value, Op};
+
+/// Width the help text is wrapped to.
+const WIDTH: usize = 92;
+/// Indent of the help text under its parameter.
+const INDENT: &str = "    ";
+
+/// The text `tune params` prints for `op`.
+pub fn params_text(op: &Op) -> String {
+    let spec = &op.spec;
+    let mut s = String::new();
+    s.push_str(&format!("{}: {}\n", spec.name, spec.summary));
+    let dtypes: Vec<String> = spec
+        .supported_dtypes()
+        .iter()
+        .map(|d| {
+            let name = d.to_string();
+            if *d == spec.default_dtype() {
+                format!("{name} (default)")
+            } else {
+                name
+            }
+        })
+        .collect();
+    s.push_str(&format!(
+        "spec {}; --shape {}; --dtype {}\n",
+        op.origin,
+        spec.dims.join("x"),
+        dtypes.join(", ")
+    ));
+    let points: usize = spec.params.iter().map(|p| p.values.len().max(1)).product();
+    s.push_str(&format!(
+        "default sweep: {points} configurations before the constraints\n\
+         --param NAME=v1,v2 replaces a parameter's values with others it accepts\n"
+    ));
+    for p in &spec.params {
+        s.push('\n');
+        s.push_str(&p.name);
+        s.push('\n');
+        let list = |values: &[Value]| {
+            values
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut facts = vec![format!("default sweep: {}", list(&p.default_values()))];
+        facts.push(
+            if p.is_text() && p.accepted_values() == p.default_values() {
+                "accepts: these words only".to_string()
+            } else if p.is_text() {
+                format!("accepts: {}", list(&p.accepted_values()))
+            } else {
+                "accepts: any integer".to_string()
+            },
+        );
+        if let Some(missing) = &p.missing {
+            facts.push(format!(
+                "rows stored before it existed: {}",
+                toml_to_value(missing)
+            ));
+        }
+        s.push_str(&wrap(&facts.join("; ")));
+        let help = if p.help.trim().is_empty() {
+            "(the spec gives no help text)"
+        } else {
+            p.help.trim()
+        };
+        s.push_str(&wrap(help));
+    }
+    s
+}
+
+/// `text` as lines of at most [`WIDTH`] characters (a longer word stays whole), each
+/// indented by [`INDENT`] and ended by a newline.
+fn wrap(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && INDENT.len() + line.len() + 1 + word.len() > WIDTH {
+            out.push_str(&format!("{INDENT}{line}\n"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{INDENT}{line}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transpose parameter is listed with its sweep, what it accepts and its help; a
+    /// word parameter with choices names them, one added later names its stored value.
+    #[test]
+    fn every_parameter_of_the_transpose_is_described() {
+        let op = Op::load("transpose", None).unwrap();
+        let text = params_text(&op);
+        assert!(text.starts_with("transpose: out = transpose(in)"), "{text}");
+        assert!(
+            text.contains("--shape ROWSxCOLS; --dtype f32 (default), f64, f16"),
+            "{text}"
+        );
+        for p in &op.spec.params {
+            assert!(
+                text.lines().any(|l| l == p.name),
+                "{} has no heading line:\n{text}",
+                p.name
+            );
+        }
+        let section = |name: &str| -> String {
+            text.split(&format!("\n{name}\n"))
+                .nth(1)
+                .and_then(|rest| rest.split("\n\n").next())
+                .unwrap_or_else(|| panic!("no section {name}"))
+                .to_string()
+        };
+        let tile = section("TILE_DIM");
+        assert!(
+            tile.contains("default sweep: 16, 32, 64; accepts: any integer"),
+            "{tile}"
+        );
+        assert!(tile.contains("side of the tile"), "{tile}");
+        let unroll = section("UNROLL");
+        assert!(
+            unroll.contains("default sweep: on; accepts: off, on"),
+            "{unroll}"
+        );
+        let vec = section("VEC");
+        assert!(vec.contains("rows stored before it existed: 1"), "{vec}");
+        let bounds = section("BOUNDS");
+        assert!(
+            bounds.contains(
+                "default sweep: none, always, specialized, edge; accepts: these words only"
+            ),
+            "{bounds}"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    }
+
+    #[test]
+    fn wrapping_keeps_every_word_and_the_indent() {
+        let text = "word ".repeat(50);
+        let wrapped = wrap(&text);
+        assert!(wrapped.lines().count() > 1);
+        assert!(wrapped
+            .lines()
+            .all(|l| l.starts_with(INDENT) && l.len() <= WIDTH));
+        assert_eq!(wrapped.split_whitespace().count(), 50);
+    }
+}
