@@ -20,8 +20,8 @@ use common::{repo, text, tmp, tune_bin};
 /// One case: the arguments, the exit code, a fragment of the message.
 type Case = (&'static [&'static str], i32, &'static str);
 
-/// The tuning database this repository ships.
-const DB: &str = "@/results/best.csv";
+/// A tuning database of every built-in op on one GPU, several element types.
+const DB: &str = "@/tests/fixtures/db/best.csv";
 
 #[rustfmt::skip]
 const CASES: &[Case] = &[
@@ -114,18 +114,18 @@ const CASES: &[Case] = &[
     (&["--op", "matmul", "--shape", "64x64x64", "--block-size", "16,x"], 2, "BLOCK_SIZE takes integers"),
     // A value that leaves an expression undefined prunes its configurations with the reason.
     (&["--shape", "64x64", "-p", "TILE_DIM=0", "--compile-only"], 2,
-        "all 2592 configurations were pruned: 2592 × defines.EVEN_TILES divides by zero"),
+        "all 27648 configurations were pruned: 27648 × defines.EVEN_TILES divides by zero"),
     (&["--shape", "64x64", "-p", "BLOCK_ROWS=0", "--compile-only"], 2,
-        "1296 × defines.MIN_BLOCKS divides by zero"),
+        "13824 × defines.MIN_BLOCKS divides by zero"),
     (&["--shape", "64x64", "-p", "VEC=0", "--compile-only"], 2, "defines.PEEL divides by zero"),
     (&["--op", "matmul", "--shape", "64x64x64", "--block-size", "0", "--compile-only"], 2,
         "defines.EVEN_MN divides by zero"),
     (&["--spec", "@/examples/vector_add", "--shape", "100", "-p", "BLOCK=0", "--compile-only"], 2,
         "20 × grid.x ceil_div by a divisor below 1"),
     (&["--shape", "1000x1000", "--param", "TILE_DIM=7", "--compile-only"], 2,
-        "with --param TILE_DIM=7: all 2592 configurations were pruned"),
+        "with --param TILE_DIM=7: all 27648 configurations were pruned"),
     (&["--shape", "64x64", "--param", "TILE_DIM=64", "--param", "BLOCK_ROWS=32", "--param", "VEC=1",
-       "--compile-only"], 2, "more threads per block than the device allows"),
+       "--param", "LAYOUT=tile", "--compile-only"], 2, "more threads per block than the device allows"),
     (&["--op", "matmul", "--shape", "64x64x64", "--block-size", "64", "--compile-only"], 2,
         "threads per block"),
     // --- Numbers and words of the options -----------------------------------------------
