@@ -14,6 +14,8 @@ use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+mod values;
+
 const EXAMPLES: &str = "\
 Examples:
   tune --op transpose --shape 1000x1000
@@ -162,14 +164,24 @@ pub struct CheckArgs {
     /// Only entries of this shape.
     #[arg(long, allow_hyphen_values = true)]
     pub shape: Option<String>,
-    /// Allowed slowdown in percent before a check fails.
-    #[arg(long, default_value_t = 10.0)]
+    /// Allowed slowdown in percent before a check fails (a finite number, 0 or more).
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_parser = values::non_negative,
+        allow_hyphen_values = true
+    )]
     pub margin: f64,
     /// CUDA device index.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
     pub device: usize,
     /// Timed launches per configuration (at least the stored run's).
-    #[arg(long, default_value_t = 30)]
+    #[arg(
+        long,
+        default_value_t = 30,
+        value_parser = values::at_least_one,
+        allow_negative_numbers = true
+    )]
     pub reps: usize,
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
@@ -280,11 +292,16 @@ pub struct TuneArgs {
     pub block_size: Option<String>,
 
     /// Timed launches per variant; the median is reported.
-    #[arg(long, default_value_t = 30)]
+    #[arg(
+        long,
+        default_value_t = 30,
+        value_parser = values::at_least_one,
+        allow_negative_numbers = true
+    )]
     pub reps: usize,
 
     /// Untimed launches before timing.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = values::count, allow_negative_numbers = true)]
     pub warmup: usize,
 
     /// L2 state during timing: cold flushes L2 before every timed launch.
@@ -308,7 +325,7 @@ pub struct TuneArgs {
     pub emit: Option<PathBuf>,
 
     /// CUDA device index.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
     pub device: usize,
 
     /// Spread a sweep's shapes over these GPUs (`all` or `0,1`), one worker per GPU pulling
@@ -327,16 +344,17 @@ pub struct TuneArgs {
     #[arg(long)]
     pub no_cache: bool,
 
-    /// Relative-error tolerance for ops compared by tolerance (default: the op's).
-    #[arg(long)]
+    /// Relative-error tolerance for ops compared by tolerance (default: the op's; a finite
+    /// number, 0 or more).
+    #[arg(long, value_parser = values::non_negative, allow_hyphen_values = true)]
     pub rtol: Option<f64>,
 
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = values::seed, allow_negative_numbers = true)]
     pub seed: u64,
 
     /// How many of the fastest configurations to print.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = values::count, allow_negative_numbers = true)]
     pub top: usize,
 
     /// Print every failure and the prune reasons.
@@ -344,7 +362,7 @@ pub struct TuneArgs {
     pub verbose: bool,
 
     /// Compile worker processes, at least 1 (default: one per CPU core).
-    #[arg(long)]
+    #[arg(long, value_parser = values::at_least_one, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
 
     /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
@@ -352,12 +370,22 @@ pub struct TuneArgs {
     /// once more than half of the compiles started have finished (a few configurations of a
     /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
     /// would hold up their round).
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_parser = values::seconds_or_zero,
+        allow_hyphen_values = true
+    )]
     pub compile_timeout: Option<f64>,
 
     /// Seconds one variant may run on the GPU before it is killed and recorded as hung,
     /// on top of 100x the time its launches would take at the fastest speed seen so far.
-    #[arg(long, default_value_t = DEFAULT_WATCHDOG_S, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_WATCHDOG_S,
+        value_parser = values::seconds,
+        allow_hyphen_values = true
+    )]
     pub watchdog: f64,
 
     /// Run compiles and GPU work in this process: no worker processes, so a faulting kernel
@@ -372,7 +400,7 @@ pub struct TuneArgs {
 
     /// Interleaved rounds that re-time the leading configurations (up to 5 within 10 % of
     /// the fastest) to put a confidence interval on the winner; 0 skips it.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = values::count, allow_negative_numbers = true)]
     pub confirm_rounds: usize,
 
     /// Keep the stored row of best.csv when it is faster than this run's best (a lower
