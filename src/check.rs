@@ -207,6 +207,11 @@ pub fn without_gpu(why: &str) -> String {
 /// [`check`] with the re-timing given: reads the stored rows, keeps those of the retimer's GPU
 /// that match the filters, re-times each winner (and its runner-up) and judges it.
 pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<CheckResult>> {
+    // The command line refuses these as it parses them; a library caller gets the same.
+    crate::model::domain::non_negative(opts.margin_pct)
+        .map_err(|why| Error::Usage(format!("--margin {why}")))?;
+    crate::model::domain::at_least_one(opts.reps)
+        .map_err(|why| Error::Usage(format!("--reps {why}")))?;
     let rows = read_best(&opts.db)?;
     // Said before the GPU is touched: in CI a missing database is the likelier mistake.
     if rows.is_empty() {
@@ -358,6 +363,44 @@ pub fn run(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<(String, bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Re-times nothing: a check refused before the GPU is asked must not reach it.
+    struct Untouched;
+
+    impl Retimer for Untouched {
+        fn gpu_name(&mut self) -> Result<String> {
+            panic!("the GPU was asked for its name")
+        }
+        fn retime(&mut self, _: &BestRow, _: &str) -> std::result::Result<f64, String> {
+            panic!("a configuration was re-timed")
+        }
+    }
+
+    /// A margin that would switch the gate off (NaN, infinite) or invert it (negative), and
+    /// zero repetitions, are bad input before the database or the GPU is read.
+    #[test]
+    fn a_margin_or_reps_outside_its_domain_is_refused_first() {
+        let opts = |margin_pct: f64, reps: usize| CheckOptions {
+            db: PathBuf::from("/nonexistent/best.csv"),
+            op: None,
+            shape: None,
+            margin_pct,
+            device: 0,
+            reps,
+            worker_exe: None,
+            templates: None,
+        };
+        for (margin, reps, want) in [
+            (f64::NAN, 30, "--margin must be a finite number, 0 or more"),
+            (f64::INFINITY, 30, "--margin must be a finite number"),
+            (-5.0, 30, "--margin must be a finite number"),
+            (10.0, 0, "--reps must be at least 1"),
+        ] {
+            let err = check_with(&opts(margin, reps), &mut Untouched).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{err}");
+            assert!(err.to_string().starts_with(want), "{want}: {err}");
+        }
+    }
 
     #[test]
     fn the_no_gpu_reason_keeps_the_cause_and_drops_the_tuning_advice() {

@@ -188,12 +188,6 @@ fn bad_arch_is_rejected() {
 }
 
 #[test]
-fn zero_reps_is_rejected() {
-    let line = input_error_everywhere(&["--shape", "64x64", "--reps", "0"]);
-    assert!(line.contains("--reps"), "{line}");
-}
-
-#[test]
 fn a_space_emptied_by_the_constraints_is_rejected() {
     // 64 x 32 = 2048 threads per block (one element per thread): every configuration is
     // over the limit. The limits are the GPU's in a tuning run, so only --compile-only (sm_90
@@ -555,10 +549,6 @@ fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
     let mut unlimited = args.clone();
     unlimited.extend(["--compile-timeout", "0", "--jobs", "2"]);
     assert_eq!(compiles_cleanly(&tmp, &unlimited).compiled, 12);
-    assert!(
-        input_error_compile_only(&["--shape", "64x64", "--compile-timeout", "-1"])
-            .contains("--compile-timeout must be a positive number of seconds")
-    );
 }
 
 #[test]
@@ -1076,6 +1066,7 @@ fn ctrl_c_in_the_compile_phase_stops_within_two_seconds_and_keeps_what_compiled(
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
         .env("CUDA_AUTOTUNE_CACHE", &cache)
         .env_remove("XDG_CACHE_HOME")
+        .current_dir(tmp.path())
         .args([
             "--op",
             "sgemm",

@@ -14,6 +14,8 @@ use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+mod values;
+
 const EXAMPLES: &str = "\
 Examples:
   tune --op transpose --shape 1000x1000
@@ -192,14 +194,24 @@ pub struct CheckArgs {
     /// Only entries of this shape.
     #[arg(long, allow_hyphen_values = true)]
     pub shape: Option<String>,
-    /// Allowed slowdown in percent before a check fails.
-    #[arg(long, default_value_t = 10.0)]
+    /// Allowed slowdown in percent before a check fails (a finite number, 0 or more).
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_parser = values::non_negative,
+        allow_hyphen_values = true
+    )]
     pub margin: f64,
     /// CUDA device index.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
     pub device: usize,
     /// Timed launches per configuration (at least the stored run's).
-    #[arg(long, default_value_t = 30)]
+    #[arg(
+        long,
+        default_value_t = 30,
+        value_parser = values::at_least_one,
+        allow_negative_numbers = true
+    )]
     pub reps: usize,
     /// Read op specs and templates from DIR instead of the built-in ones.
     #[arg(long, value_name = "DIR")]
@@ -310,11 +322,16 @@ pub struct TuneArgs {
     pub block_size: Option<String>,
 
     /// Timed launches per variant; the median is reported.
-    #[arg(long, default_value_t = 30)]
+    #[arg(
+        long,
+        default_value_t = 30,
+        value_parser = values::at_least_one,
+        allow_negative_numbers = true
+    )]
     pub reps: usize,
 
     /// Untimed launches before timing.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = values::count, allow_negative_numbers = true)]
     pub warmup: usize,
 
     /// L2 state during timing: cold flushes L2 before every timed launch.
@@ -339,7 +356,7 @@ pub struct TuneArgs {
     pub emit: Option<PathBuf>,
 
     /// CUDA device index.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
     pub device: usize,
 
     /// Spread a sweep's shapes over these GPUs (`all` or `0,1`), one worker per GPU pulling
@@ -358,16 +375,17 @@ pub struct TuneArgs {
     #[arg(long)]
     pub no_cache: bool,
 
-    /// Relative-error tolerance for ops compared by tolerance (default: the op's).
-    #[arg(long)]
+    /// Relative-error tolerance for ops compared by tolerance (default: the op's; a finite
+    /// number, 0 or more).
+    #[arg(long, value_parser = values::non_negative, allow_hyphen_values = true)]
     pub rtol: Option<f64>,
 
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole_number::<u64, 0>)]
+    #[arg(long, default_value_t = 1, value_parser = values::seed, allow_negative_numbers = true)]
     pub seed: u64,
 
     /// How many of the fastest configurations to print.
-    #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = whole_number::<usize, 0>)]
+    #[arg(long, default_value_t = 10, value_parser = values::count, allow_negative_numbers = true)]
     pub top: usize,
 
     /// Print every failure and the prune reasons.
@@ -375,7 +393,7 @@ pub struct TuneArgs {
     pub verbose: bool,
 
     /// Compile worker processes, at least 1 (default: one per CPU core).
-    #[arg(long, allow_negative_numbers = true, value_parser = whole_number::<usize, 1>)]
+    #[arg(long, value_parser = values::at_least_one, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
 
     /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
@@ -383,12 +401,22 @@ pub struct TuneArgs {
     /// once more than half of the compiles started have finished (a few configurations of a
     /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
     /// would hold up their round).
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_parser = values::seconds_or_zero,
+        allow_hyphen_values = true
+    )]
     pub compile_timeout: Option<f64>,
 
     /// Seconds one variant may run on the GPU before it is killed and recorded as hung,
     /// on top of 100x the time its launches would take at the fastest speed seen so far.
-    #[arg(long, default_value_t = DEFAULT_WATCHDOG_S, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_WATCHDOG_S,
+        value_parser = values::seconds,
+        allow_hyphen_values = true
+    )]
     pub watchdog: f64,
 
     /// Run compiles and GPU work in this process: no worker processes, so a faulting kernel
@@ -403,7 +431,7 @@ pub struct TuneArgs {
 
     /// Interleaved rounds that re-time the leading configurations (up to 5 within 10 % of
     /// the fastest) to put a confidence interval on the winner; 0 skips it.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = values::count, allow_negative_numbers = true)]
     pub confirm_rounds: usize,
 
     /// Keep the stored row of best.csv when it is faster than this run's best (a lower
@@ -623,29 +651,6 @@ impl MergeArgs {
             partial: self.partial,
         }
     }
-}
-
-/// Parses a whole-number option. The option also takes `-1` as its value
-/// (`allow_negative_numbers`) so that a negative number is said to be out of range, where
-/// clap alone would report an unexpected argument `-1`.
-fn whole_number<T: TryFrom<u64>, const MIN: u64>(text: &str) -> std::result::Result<T, String> {
-    let t = text.trim();
-    let below = || format!("{t} is out of range: a whole number of at least {MIN} is expected");
-    let digits = t.strip_prefix('-').unwrap_or(t);
-    if t.starts_with('-') && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
-        return Err(below());
-    }
-    let too_large = || format!("{t} is out of range: at most {} is accepted", u64::MAX);
-    let n: u64 = t
-        .parse()
-        .map_err(|e: std::num::ParseIntError| match e.kind() {
-            std::num::IntErrorKind::PosOverflow => too_large(),
-            _ => format!("'{t}' is not a whole number"),
-        })?;
-    if n < MIN {
-        return Err(below());
-    }
-    T::try_from(n).map_err(|_| too_large())
 }
 
 /// `--strategy`'s values and their help: `auto` (the tuner's rule), then every strategy of

@@ -240,6 +240,20 @@ fn run_one(
     match pipeline::tune(opts) {
         Ok(outcome) => {
             print!("{}", summary::render(&outcome, cli.top, cli.verbose));
+            if outcome.interrupted && cli.compile_only {
+                // Nothing to resume: a compile-only run journals nothing, and the same
+                // command again finds what compiled in the cubin cache.
+                eprintln!(
+                    "interrupted: partial results written; {}",
+                    if opts.cubin_cache {
+                        "the compiled images are in the cubin cache, so the same command again \
+                         compiles only the rest"
+                    } else {
+                        "with --no-cache, the same command again compiles everything"
+                    }
+                );
+                return (130, Ok(outcome));
+            }
             if outcome.interrupted {
                 let args: Vec<&str> = cli
                     .command_line

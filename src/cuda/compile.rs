@@ -192,6 +192,83 @@ fn c_chars_to_string(raw: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// The kernels a cubin defines: its function symbols marked as CUDA entry points, the names
+/// `cuModuleGetFunction` finds. A cubin is a 64-bit little-endian ELF file; device functions
+/// that were not inlined are function symbols too, but without the entry mark.
+pub fn kernel_names(cubin: &[u8]) -> std::result::Result<Vec<String>, String> {
+    const STT_FUNC: u8 = 2;
+    const SHT_SYMTAB: u32 = 2;
+    // `st_other` bit of an entry function (a `__global__` kernel) in NVIDIA's ELF files.
+    const STO_CUDA_ENTRY: u8 = 0x10;
+    let bad = || "the compiled image is not a 64-bit ELF file".to_string();
+    let bytes = |at: usize, n: usize| cubin.get(at..at.checked_add(n)?);
+    let u16_at = |at| bytes(at, 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u32_at = |at| bytes(at, 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let u64_at = |at| {
+        bytes(at, 8)
+            .and_then(|b| usize::try_from(u64::from_le_bytes(b.try_into().expect("8 bytes"))).ok())
+    };
+    if bytes(0, 6) != Some(b"\x7fELF\x02\x01".as_slice()) {
+        return Err(bad());
+    }
+    let (shoff, shentsize, shnum) = (
+        u64_at(0x28).ok_or_else(bad)?,
+        u16_at(0x3a).ok_or_else(bad)?,
+        u16_at(0x3c).ok_or_else(bad)?,
+    );
+    // A section header: type at 4, offset at 24, size at 32, link at 40, entry size at 56.
+    let section = |i: usize| -> Option<(u32, usize, usize, usize, usize)> {
+        let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
+        Some((
+            u32_at(at + 4)?,
+            u64_at(at + 24)?,
+            u64_at(at + 32)?,
+            u32_at(at + 40)? as usize,
+            u64_at(at + 56)?,
+        ))
+    };
+    let mut names = Vec::new();
+    for i in 0..shnum {
+        let (kind, offset, size, link, entsize) = section(i).ok_or_else(bad)?;
+        if kind != SHT_SYMTAB || entsize < 24 {
+            continue;
+        }
+        let (_, strings, strings_size, _, _) = section(link).ok_or_else(bad)?;
+        let strings = bytes(strings, strings_size).ok_or_else(bad)?;
+        // A symbol: name offset at 0, info at 4, other at 5, section index at 6.
+        for at in (offset..offset + size).step_by(entsize) {
+            let sym = bytes(at, 24).ok_or_else(bad)?;
+            let defined = u16::from_le_bytes([sym[6], sym[7]]) != 0;
+            if sym[4] & 0xf != STT_FUNC || sym[5] & STO_CUDA_ENTRY == 0 || !defined {
+                continue;
+            }
+            let name_at = u32::from_le_bytes(sym[..4].try_into().expect("4 bytes")) as usize;
+            let name = strings.get(name_at..).ok_or_else(bad)?;
+            let end = name.iter().position(|&b| b == 0).ok_or_else(bad)?;
+            names.push(String::from_utf8_lossy(&name[..end]).into_owned());
+        }
+    }
+    Ok(names)
+}
+
+/// Checks that an image whose kernels are `defined` ([`kernel_names`]) defines each of
+/// `kernels` (the names a launch looks up): the error names the first one missing and the
+/// kernels the image does define.
+pub fn check_kernels(defined: &[String], kernels: &[String]) -> std::result::Result<(), String> {
+    match kernels.iter().find(|k| !defined.contains(k)) {
+        None => Ok(()),
+        Some(missing) => Err(format!(
+            "no kernel '{missing}' in the compiled image (it defines {}; a spec's kernel names \
+             an extern \"C\" __global__ function of its template)",
+            if defined.is_empty() {
+                "none".to_string()
+            } else {
+                defined.join(", ")
+            }
+        )),
+    }
+}
+
 fn cache_path(dir: &Path, key: &str) -> PathBuf {
     dir.join("cubin").join(format!("{key}.bin"))
 }
@@ -233,6 +310,74 @@ mod tests {
         for bad in ["90", "sm_", "compute_90", "sm_9x", "sm_1234"] {
             assert!(check_arch(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A 64-bit ELF file as NVRTC lays out a cubin's symbols: a string table, and a symbol
+    /// table of `(name, info, other, section)`.
+    fn elf(symbols: &[(&str, u8, u8, u16)]) -> Vec<u8> {
+        let mut strings = vec![0u8];
+        let mut table = vec![0u8; 24]; // the null symbol
+        for (name, info, other, section) in symbols {
+            table.extend((strings.len() as u32).to_le_bytes());
+            table.extend([*info, *other]);
+            table.extend(section.to_le_bytes());
+            table.extend([0u8; 16]);
+            strings.extend(name.bytes().chain([0]));
+        }
+        let (strings_at, table_at) = (64usize, 64 + strings.len());
+        let headers_at = table_at + table.len();
+        let mut out = vec![0u8; 64];
+        out[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        out[0x28..0x30].copy_from_slice(&(headers_at as u64).to_le_bytes());
+        out[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        out[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
+        out.extend(&strings);
+        out.extend(&table);
+        let header = |kind: u32, at: usize, size: usize, link: u32, entsize: u64| {
+            let mut h = vec![0u8; 64];
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&(at as u64).to_le_bytes());
+            h[32..40].copy_from_slice(&(size as u64).to_le_bytes());
+            h[40..44].copy_from_slice(&link.to_le_bytes());
+            h[56..64].copy_from_slice(&entsize.to_le_bytes());
+            h
+        };
+        out.extend(vec![0u8; 64]);
+        out.extend(header(3, strings_at, strings.len(), 0, 0));
+        out.extend(header(2, table_at, table.len(), 1, 24));
+        out
+    }
+
+    /// The kernels of an image are its defined function symbols marked as entries: not a
+    /// device function, not an object, not an undefined entry. Anything that is not such a
+    /// file, or is cut short, is an error, never a panic.
+    #[test]
+    fn kernel_names_are_the_defined_entry_functions() {
+        const GLOBAL_FUNC: u8 = 0x12;
+        let image = elf(&[
+            ("scale", GLOBAL_FUNC, 0x10, 1),
+            ("twice", 0x02, 0x00, 1),
+            ("table", 0x11, 0x10, 1),
+            ("gone", GLOBAL_FUNC, 0x10, 0),
+            ("_Z4sortPf", GLOBAL_FUNC, 0x10, 2),
+        ]);
+        let names = kernel_names(&image).unwrap();
+        assert_eq!(names, ["scale", "_Z4sortPf"]);
+        assert_eq!(check_kernels(&names, &["scale".into()]), Ok(()));
+        let why = check_kernels(&names, &["scale".into(), "twice".into()]).unwrap_err();
+        assert!(
+            why.starts_with(
+                "no kernel 'twice' in the compiled image (it defines scale, _Z4sortPf;"
+            ),
+            "{why}"
+        );
+        assert!(check_kernels(&[], &["k".into()])
+            .unwrap_err()
+            .contains("it defines none"));
+        for cut in [0, 5, 40, 64, image.len() - 1] {
+            assert!(kernel_names(&image[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(kernel_names(b"PTX text, not an ELF file").is_err());
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub enum PoolReply {
     TimedOut(f64),
     /// Never compiled: the run was stopped (Ctrl-C).
     Stopped,
+    /// Never compiled: no worker had taken it when the pool's deadline
+    /// ([`CompilePool::abandon_after`]) passed.
+    Abandoned,
 }
 
 /// A reply: the tag and what became of its source.
@@ -172,6 +175,9 @@ pub struct CompilePool {
     in_flight: usize,
     closed: Arc<AtomicBool>,
     watch: Option<std::thread::JoinHandle<()>>,
+    /// After this, sources a worker takes off the queue are answered
+    /// [`PoolReply::Abandoned`] instead of compiled.
+    deadline: Arc<Mutex<Option<std::time::Instant>>>,
 }
 
 /// One worker: its process (`None` between a death and the next start), since when it
@@ -245,7 +251,15 @@ impl CompilePool {
             in_flight: 0,
             closed,
             watch: Some(watch),
+            deadline: Arc::default(),
         }
+    }
+
+    /// Compiles no source that a worker has not started by `at`: each is answered
+    /// [`PoolReply::Abandoned`] as a worker takes it, and the compiles under way finish. A
+    /// run with a time budget stops there instead of compiling all it queued.
+    pub fn abandon_after(&self, at: std::time::Instant) {
+        *self.deadline.lock().expect("deadline lock") = Some(at);
     }
 
     /// Queues `path` for compiling (its reply carries `tag`), starting a worker when every
@@ -299,9 +313,9 @@ impl CompilePool {
         self.slots.lock().expect("slots lock").push(slot.clone());
         let (queue, out) = (self.shared_queue.clone(), self.replies_tx.clone());
         let (exe, args) = (self.exe.clone(), self.args.clone());
-        let finished_ms = self.finished_ms.clone();
+        let (finished_ms, deadline) = (self.finished_ms.clone(), self.deadline.clone());
         self.threads.push(std::thread::spawn(move || {
-            serve(&slot, &queue, &out, &finished_ms, &|| {
+            serve(&slot, &queue, &out, &finished_ms, &deadline, &|| {
                 spawn_worker(&exe, &args)
             })
         }));
@@ -352,12 +366,14 @@ fn spawn_worker(exe: &Path, args: &[String; 2]) -> std::io::Result<Child> {
 
 /// One worker's loop: takes a source off the shared queue, has the worker process compile
 /// it and sends the reply; a dead or killed process is started again (`spawn`) for the
-/// next one. Ends when the pool drops the queue.
+/// next one. Past `deadline`, sources are answered without compiling. Ends when the pool
+/// drops the queue.
 fn serve(
     slot: &Mutex<Worker>,
     queue: &Mutex<mpsc::Receiver<Item>>,
     out: &mpsc::Sender<Reply>,
     finished_ms: &Mutex<Vec<f64>>,
+    deadline: &Mutex<Option<std::time::Instant>>,
     spawn: &dyn Fn() -> std::io::Result<Child>,
 ) {
     let mut pipes = take_pipes(slot);
@@ -366,6 +382,14 @@ fn serve(
         let Ok((tag, path)) = item else { break };
         if interrupted() {
             let _ = out.send((tag, PoolReply::Stopped));
+            continue;
+        }
+        let past_deadline = deadline
+            .lock()
+            .expect("deadline lock")
+            .is_some_and(|at| std::time::Instant::now() >= at);
+        if past_deadline {
+            let _ = out.send((tag, PoolReply::Abandoned));
             continue;
         }
         if pipes.is_none() {

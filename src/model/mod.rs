@@ -1,6 +1,8 @@
 //! Plain data shared by every layer: shapes, element types, device
-//! limits and launch dimensions, shard slices, task ids. No I/O, no GPU.
+//! limits and launch dimensions, shard slices, task ids, and the domains of numeric settings.
+//! No I/O, no GPU.
 
+pub mod domain;
 pub mod dtype;
 pub mod limits;
 pub mod shape;

@@ -132,8 +132,14 @@ fn start_outcome(
 /// The outcome of a `--compile-only` run: the search's proposals, round after round, compiled
 /// as a GPU run would compile them (without measurements to learn from, a search proposes
 /// what it would propose first: the warm start, then its own order), until its budget is
-/// spent or Ctrl-C; then a record for every shown configuration, with what compiling it gave.
-/// `t0` is the run's start.
+/// spent or Ctrl-C; then a record for every shown configuration, with what compiling it gave,
+/// written to the run's CSV ([`super::persist::write_compile_only`]). `t0` is the run's start.
+///
+/// A round is queued when the compile workers are about to run out of work, not all at once:
+/// without measurements no round waits for another's results, only for a free worker, and
+/// the search keeps deciding what is compiled. A time budget ends the proposals when it runs
+/// out, and the sources queued but not started then are abandoned (recorded as not run, with
+/// [`BUDGET_SPENT`]); the compiles under way finish.
 pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Result<TuneOutcome> {
     let Built {
         setup,
@@ -145,31 +151,43 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
     } = built;
     let t = Instant::now();
     let env = env(opts, &setup, work_dir.path());
-    // Every round is queued at once: without measurements no round waits for another.
-    if let Some(s) = search.as_mut() {
-        while !crate::isolate::worker::interrupted() {
-            let next = s.ask();
+    if let Some(at) = search.as_ref().and_then(Search::deadline) {
+        prep.abandon_after(at);
+    }
+    let pb = bar(prep.submitted, "compile", opts.progress);
+    prep.bar = Some(pb.clone());
+    let mut builds = Vec::new();
+    // Whether the search may still propose, and whether Ctrl-C ended it before it was spent.
+    let (mut proposing, mut cut_short) = (search.is_some(), false);
+    loop {
+        while proposing && prep.compiling() < opts.jobs.max(1) {
+            if crate::isolate::worker::interrupted() {
+                (proposing, cut_short) = (false, true);
+                break;
+            }
+            let next = search.as_mut().map(Search::ask).unwrap_or_default();
             if next.is_empty() {
+                proposing = false;
                 break;
             }
             prep.start(&env, &next)?;
+            pb.set_length(prep.submitted as u64);
         }
-    }
-    let pb = bar(prep.compiling(), "compile", opts.progress);
-    prep.bar = Some(pb.clone());
-    let mut builds = Vec::new();
-    while prep.busy() {
+        if !prep.busy() && !proposing {
+            break;
+        }
         builds.extend(prep.wait_ready());
     }
     pb.finish_and_clear();
     outcome.phases.compile_s += t.elapsed().as_secs_f64();
-    outcome.search = search.as_ref().map(|s| s.summary("compiled"));
+    outcome.search = search.as_ref().map(|s| s.summary("proposed"));
     prep.count_into(&mut outcome);
     outcome.interrupted = crate::isolate::worker::interrupted();
-    let skipped = search
-        .as_ref()
-        .map(Search::skipped_reason)
-        .unwrap_or_default();
+    let skipped = match &search {
+        Some(s) if cut_short => s.interrupted_reason(),
+        Some(s) => s.skipped_reason(),
+        None => String::new(),
+    };
     let by_candidate: HashMap<usize, &Build> = builds.iter().map(|b| (b.candidate, b)).collect();
     outcome.records = (0..setup.candidates.len())
         .filter(|&at| setup.shown(at))
@@ -178,6 +196,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
             compile_only_record(c, by_candidate.get(&at).copied(), &skipped)
         })
         .collect();
+    super::persist::write_compile_only(opts, &setup, &mut outcome)?;
     outcome.phases.total_s = t0.elapsed().as_secs_f64();
     Ok(outcome)
 }
@@ -219,10 +238,19 @@ fn from_cache(
     }))
 }
 
-/// Compiles `source` in this process into `cubin` (no worker executable, or one job).
-fn compile_here(compiler: &Compiler, source: &str, cubin: &Path) -> Result<CompiledSource> {
+/// Compiles `source` in this process into `cubin` (no worker executable, or one job);
+/// nothing after a stop, or after `deadline`.
+fn compile_here(
+    compiler: &Compiler,
+    source: &str,
+    cubin: &Path,
+    deadline: Option<Instant>,
+) -> Result<CompiledSource> {
     if crate::isolate::worker::interrupted() {
         return Ok(NOT_COMPILED);
+    }
+    if deadline.is_some_and(|at| Instant::now() >= at) {
+        return Ok(budget_spent());
     }
     Ok(match compiler.compile(source) {
         Ok(done) => {
@@ -243,6 +271,12 @@ fn compile_here(compiler: &Compiler, source: &str, cubin: &Path) -> Result<Compi
     })
 }
 
+/// The kernels the image at `path` defines, or why they cannot be read.
+fn image_kernels(path: &Path) -> std::result::Result<Vec<String>, String> {
+    let cubin = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    crate::cuda::compile::kernel_names(&cubin)
+}
+
 /// A source the run was stopped before compiling.
 const NOT_COMPILED: CompiledSource = CompiledSource {
     result: None,
@@ -250,6 +284,19 @@ const NOT_COMPILED: CompiledSource = CompiledSource {
     from_cache: false,
     not_compiled: None,
 };
+
+/// Why a variant whose compile the time budget abandoned has no image (the summary counts
+/// these apart from the stopped ones).
+pub(super) const BUDGET_SPENT: &str =
+    "not compiled: the --budget time ran out before its compile started";
+
+/// A source abandoned because the run's time budget ran out before its compile started.
+fn budget_spent() -> CompiledSource {
+    CompiledSource {
+        not_compiled: Some(BUDGET_SPENT.into()),
+        ..NOT_COMPILED
+    }
+}
 
 /// The start of the reason a source past the compile time limit has no image (the stop
 /// leaves these reasons as they are).
@@ -293,7 +340,17 @@ pub(super) struct Prepared {
     cubins: Vec<PathBuf>,
     /// Candidates handed to [`Prepared::start`] and not yet out of [`Prepared::ready`].
     waiting: Vec<usize>,
+    /// The kernels each waiting candidate launches (the op's kernel, then its prologue's):
+    /// its source's image must define them.
+    kernels: HashMap<usize, Vec<String>>,
+    /// The kernels each compiled source's image defines, or why they cannot be read; read
+    /// once per source, when its first candidate is handed out.
+    defined: HashMap<usize, std::result::Result<Vec<String>, String>>,
     pool: Option<CompilePool>,
+    /// Sources handed to the compile pool so far.
+    pub(super) submitted: usize,
+    /// No compile starts after this ([`Prepared::abandon_after`]).
+    deadline: Option<Instant>,
     /// Ticked once per source the pool finishes (the compile-only run's bar).
     pub(super) bar: Option<ProgressBar>,
 }
@@ -317,6 +374,15 @@ impl Prepared {
             .filter(|c| c.result.is_some())
             .count();
         outcome.from_cache = self.cache_hits();
+    }
+
+    /// Starts no compile after `at`: sources queued and not started by then are answered
+    /// as abandoned, with [`BUDGET_SPENT`]; the compiles under way finish.
+    pub(super) fn abandon_after(&mut self, at: Instant) {
+        self.deadline = Some(at);
+        if let Some(pool) = &self.pool {
+            pool.abandon_after(at);
+        }
     }
 
     /// Sources queued in the pool and not compiled yet.
@@ -360,6 +426,11 @@ impl Prepared {
                 Err(e) => Err(e),
             };
             self.source_of.insert(i, slot);
+            let kernels = std::iter::once(&env.op.spec.kernel)
+                .chain(c.prologue.iter().map(|(name, _)| name))
+                .cloned()
+                .collect();
+            self.kernels.insert(i, kernels);
         }
         let pooled = env.opts.jobs > 1 && env.opts.worker_exe.is_some();
         for k in first_new..self.sources.len() {
@@ -377,19 +448,25 @@ impl Prepared {
                 Some(hit) => Some(hit),
                 None if pooled => {
                     let exe = env.opts.worker_exe.as_deref().expect("pooled");
+                    let deadline = self.deadline;
                     let pool = self.pool.get_or_insert_with(|| {
-                        CompilePool::new(
+                        let pool = CompilePool::new(
                             exe,
                             env.compiler.arch(),
                             env.cache,
                             env.opts.jobs,
                             env.opts.compile_limit,
-                        )
+                        );
+                        if let Some(at) = deadline {
+                            pool.abandon_after(at);
+                        }
+                        pool
                     });
                     pool.submit(k, path)?;
+                    self.submitted += 1;
                     None
                 }
-                None => Some(compile_here(env.compiler, src, &cubin)?),
+                None => Some(compile_here(env.compiler, src, &cubin, self.deadline)?),
             };
             self.compiled.push(done);
             self.cubins.push(cubin);
@@ -446,6 +523,7 @@ impl Prepared {
                     ..NOT_COMPILED
                 },
                 PoolReply::Stopped => NOT_COMPILED,
+                PoolReply::Abandoned => budget_spent(),
             });
             if let Some(pb) = &self.bar {
                 pb.inc(1);
@@ -454,11 +532,12 @@ impl Prepared {
         }
     }
 
-    /// Moves the waiting candidates whose source is done out, as builds.
+    /// Moves the waiting candidates whose source is done out, as builds. An image that lacks
+    /// a kernel the candidate launches makes it a failed build, with the kernel named.
     fn hand_out(&mut self) -> Vec<Build> {
         let mut out = Vec::new();
-        let compiled = &self.compiled;
-        let source_of = &self.source_of;
+        let (compiled, source_of) = (&self.compiled, &self.source_of);
+        let (kernels, defined) = (&mut self.kernels, &mut self.defined);
         self.waiting.retain(|&i| {
             let (cubin, compile_ms, not_compiled) = match &source_of[&i] {
                 Err(e) => (Some(Err(e.clone())), 0.0, None),
@@ -466,6 +545,22 @@ impl Prepared {
                     None => return true,
                     Some(c) => (c.result.clone(), c.millis, c.not_compiled.clone()),
                 },
+            };
+            let wanted = kernels.remove(&i).unwrap_or_default();
+            let cubin = match (cubin, &source_of[&i]) {
+                (Some(Ok(path)), Ok(k)) => {
+                    let names = defined.entry(*k).or_insert_with(|| image_kernels(&path));
+                    let found = names
+                        .as_ref()
+                        .map_err(Clone::clone)
+                        .and_then(|d| crate::cuda::compile::check_kernels(d, &wanted));
+                    Some(
+                        found
+                            .map(|()| path)
+                            .map_err(|why| format!("compile: {why}")),
+                    )
+                }
+                (other, _) => other,
             };
             out.push(Build {
                 candidate: i,

@@ -245,29 +245,27 @@ pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>
     Ok(once)
 }
 
-/// Checks the settings that do not depend on the op: counts and times that must be positive,
+/// Checks the settings that do not depend on the op: each number within its domain
+/// ([`crate::model::domain`]; the command line refuses the same values as it parses them),
 /// and the search strategy's name.
 pub fn check_settings(opts: &TuneOptions) -> Result<()> {
-    if opts.bench.reps == 0 {
-        return Err(Error::Usage("--reps must be at least 1".into()));
+    use crate::model::domain;
+    fn usage(option: &'static str) -> impl Fn(String) -> Error {
+        move |why| Error::Usage(format!("{option} {why}"))
     }
-    if opts.jobs == 0 {
-        return Err(Error::Usage(
-            "--jobs must be at least 1 (leave it out for one compile worker per CPU core)".into(),
-        ));
-    }
-    if !(opts.watchdog_s.is_finite() && opts.watchdog_s > 0.0) {
-        return Err(Error::Usage(format!(
-            "--watchdog must be a positive number of seconds, not {}",
-            opts.watchdog_s
-        )));
-    }
+    domain::at_least_one(opts.bench.reps).map_err(usage("--reps"))?;
+    domain::at_least_one(opts.jobs).map_err(|why| {
+        Error::Usage(format!(
+            "--jobs {why} (leave it out for one compile worker per CPU core)"
+        ))
+    })?;
+    domain::seconds(opts.watchdog_s).map_err(usage("--watchdog"))?;
     if let crate::isolate::worker::CompileLimit::Seconds(s) = opts.compile_limit {
-        if !(s.is_finite() && s > 0.0) {
-            return Err(Error::Usage(format!(
-                "--compile-timeout must be a positive number of seconds (0: no limit), not {s}"
-            )));
-        }
+        // `Off` is the command line's 0.
+        domain::seconds(s).map_err(usage("--compile-timeout"))?;
+    }
+    if let Some(rtol) = opts.rtol {
+        domain::non_negative(rtol).map_err(usage("--rtol"))?;
     }
     // `auto` is the tuner's own rule; any other name must be a strategy of the registry.
     if opts.strategy != "auto" {
@@ -472,5 +470,43 @@ impl BufferLayout {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isolate::worker::CompileLimit;
+
+    /// A library caller's settings are held to the domains the command line's parsers use:
+    /// each value outside one is bad input naming its option; the defaults pass.
+    #[test]
+    fn settings_outside_their_domains_are_bad_input() {
+        assert!(check_settings(&TuneOptions::default()).is_ok());
+        type Set = fn(&mut TuneOptions);
+        let cases: [(&str, Set); 7] = [
+            ("--reps must be at least 1", |o| o.bench.reps = 0),
+            ("--jobs must be at least 1 (leave it out", |o| o.jobs = 0),
+            ("--watchdog must be a positive number", |o| {
+                o.watchdog_s = f64::NAN
+            }),
+            ("--watchdog must be a positive number", |o| {
+                o.watchdog_s = 1e30
+            }),
+            ("--compile-timeout must be a positive", |o| {
+                o.compile_limit = CompileLimit::Seconds(0.0)
+            }),
+            ("--rtol must be a finite number", |o| o.rtol = Some(-1.0)),
+            ("--rtol must be a finite number", |o| {
+                o.rtol = Some(f64::NAN)
+            }),
+        ];
+        for (want, set) in cases {
+            let mut opts = TuneOptions::default();
+            set(&mut opts);
+            let err = check_settings(&opts).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{err}");
+            assert!(err.to_string().starts_with(want), "{want}: {err}");
+        }
     }
 }

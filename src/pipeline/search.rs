@@ -362,6 +362,16 @@ impl Search {
         points.iter().map(|&p| self.candidate_of[p]).collect()
     }
 
+    /// When a time budget runs out (`None` for a variant budget, or one too long to end).
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        match self.budget {
+            Budget::Seconds(s) => std::time::Duration::try_from_secs_f64(s)
+                .ok()
+                .and_then(|d| self.started.checked_add(d)),
+            Budget::Variants(_) => None,
+        }
+    }
+
     pub(super) fn tell(&mut self, candidate: usize, cost: Option<f64>) {
         if let Some(&p) = self.point_of.get(&candidate) {
             self.strategy.tell(p, cost);
@@ -391,7 +401,18 @@ impl Search {
         )
     }
 
-    /// What the search did; `done` is what happened to its proposals (measured, compiled).
+    /// Why a configuration is not in a compile-only run that Ctrl-C stopped before the search
+    /// was spent.
+    pub(super) fn interrupted_reason(&self) -> String {
+        format!(
+            "not proposed: --strategy {} ({}) had not proposed it when the run was \
+             interrupted (Ctrl-C)",
+            self.name,
+            self.budget_text()
+        )
+    }
+
+    /// What the search did; `done` is what happened to its proposals (measured, proposed).
     pub(super) fn summary(&self, done: &str) -> String {
         format!(
             "{}: {} of {} valid configurations {done} ({}, {:.1} s)",

@@ -478,6 +478,10 @@ fn pruned_count(o: &TuneOutcome) -> usize {
     o.prune_reasons.iter().map(|(_, n)| n).sum()
 }
 
+/// The report of a compile-only run. Its counts are those of the records, as the run's CSV
+/// holds them: `ok` rows are the variants compiled; the `not_run` rows are split by their
+/// reason (past the compile time limit, abandoned when the time budget ran out, or stopped by
+/// Ctrl-C).
 fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     let mut s = String::new();
     let ok = count(&o.records, Status::Ok);
@@ -485,13 +489,19 @@ fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     let pruned = pruned_count(o);
     let mut rest = String::new();
     let past = past_limit(o);
+    let budget = o
+        .records
+        .iter()
+        .filter(|r| r.status == Status::NotRun && r.error == super::build::BUDGET_SPENT)
+        .count();
     for (n, what) in [
         (count(&o.records, Status::Skipped), "not proposed"),
         (
-            count(&o.records, Status::NotRun) - past,
+            count(&o.records, Status::NotRun) - past - budget,
             "not compiled (interrupted)",
         ),
         (past, "past the compile time limit"),
+        (budget, "not started within the time budget"),
     ] {
         if n > 0 {
             rest += &format!(", {n} {what}");
@@ -504,6 +514,9 @@ fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     );
     if let Some(search) = &o.search {
         let _ = writeln!(s, "Search: {search}.");
+    }
+    if let Some(p) = &o.csv_path {
+        let _ = writeln!(s, "Results: {}", p.display());
     }
     for r in o.records.iter().filter(|r| r.status == Status::Failed) {
         let err: String = r

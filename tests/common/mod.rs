@@ -78,11 +78,13 @@ pub fn tune_in(tmp: &TempDir) -> Command {
     cmd
 }
 
-/// Runs `tune args` with its cubin cache in `tmp/cache` and returns what it printed.
+/// Runs `tune args` with its cubin cache in `tmp/cache`, from `tmp` (so what a run writes to
+/// a relative default, such as `results/`, lands there), and returns what it printed.
 pub fn tune_output(tmp: &Path, args: &[&str]) -> Output {
     tune_bin()
         .env("CUDA_AUTOTUNE_CACHE", tmp.join("cache"))
         .env_remove("XDG_CACHE_HOME")
+        .current_dir(tmp)
         .args(args)
         .output()
         .expect("tune runs")

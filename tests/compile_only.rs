@@ -1,0 +1,503 @@
+//! Numeric options held to their domains, and `--compile-only` runs that tell the truth: a
+//! spec whose kernel is not in the compiled image fails each variant naming the kernel, a
+//! time budget ends the run within the budget plus the compiles under way, and the summary's
+//! counts are those of the CSV the run writes (after Ctrl-C too, with no `--resume` hint, as a
+//! compile-only run has nothing to resume).
+//!
+//! The compile tests need NVRTC and fail (they do not skip) when it cannot be loaded: run
+//! them through scripts/test.sh, or with `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`.
+//! No test needs a GPU. Every run's cubin cache and results are in a temporary folder.
+
+use cuda_autotune::store::results::{read_run_csv, Record, Status};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{repo, text, tmp, tune_cmd};
+
+fn require_nvrtc() {
+    assert!(
+        cuda_autotune::cuda::compile::nvrtc_version().is_ok(),
+        "NVRTC cannot be loaded: run the tests with scripts/test.sh (or `export \
+         LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)` first)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Numeric options
+// ---------------------------------------------------------------------------------------
+
+/// Every numeric option of `tune` and `tune check`, given a value outside its domain: exit
+/// code 2 (clap's usage error, before anything runs), a first line `error: ...` that names
+/// the option and says what the value must be, nothing on stdout, no panic.
+#[test]
+fn numeric_options_refuse_values_outside_their_domain() {
+    const FINITE: &str = "must be a finite number, 0 or more";
+    const SECONDS: &str = "must be a positive number of seconds, at most 86400";
+    const AT_LEAST_ONE: &str = "must be at least 1";
+    const NEGATIVE: &str = "must not be negative";
+    let cases: &[(&[&str], &str, &str)] = &[
+        // The regression gate of `tune check`.
+        (&["check", "--margin", "nan"], "--margin", FINITE),
+        (&["check", "--margin", "NaN"], "--margin", FINITE),
+        (&["check", "--margin", "inf"], "--margin", FINITE),
+        (&["check", "--margin", "-inf"], "--margin", FINITE),
+        (&["check", "--margin", "-5"], "--margin", FINITE),
+        (&["check", "--margin", "ten"], "--margin", "is not a number"),
+        (&["check", "--reps", "0"], "--reps", AT_LEAST_ONE),
+        (&["check", "--reps", "-1"], "--reps", AT_LEAST_ONE),
+        (&["check", "--device", "-1"], "--device", NEGATIVE),
+        // Tolerances.
+        (&["--rtol", "-1"], "--rtol", FINITE),
+        (&["--rtol", "nan"], "--rtol", FINITE),
+        (&["--rtol", "inf"], "--rtol", FINITE),
+        (&["--rtol", "1e-4x"], "--rtol", "is not a number"),
+        // Counts.
+        (&["--reps", "0"], "--reps", AT_LEAST_ONE),
+        (&["--reps", "-3"], "--reps", AT_LEAST_ONE),
+        (&["--reps", "2.5"], "--reps", "is not a whole number"),
+        (&["--jobs", "0"], "--jobs", AT_LEAST_ONE),
+        (&["--jobs", "-1"], "--jobs", AT_LEAST_ONE),
+        (&["--warmup", "-1"], "--warmup", NEGATIVE),
+        (&["--device", "-1"], "--device", NEGATIVE),
+        (&["--seed", "-1"], "--seed", NEGATIVE),
+        (&["--seed", "1e3"], "--seed", "is not a whole number"),
+        (&["--top", "-1"], "--top", NEGATIVE),
+        (&["--top", "x"], "--top", "is not a whole number"),
+        (&["--confirm-rounds", "-1"], "--confirm-rounds", NEGATIVE),
+        (
+            &["--confirm-rounds", "99999999999999999999999"],
+            "--confirm-rounds",
+            "must be at most",
+        ),
+        // Time limits.
+        (&["--watchdog", "0"], "--watchdog", SECONDS),
+        (&["--watchdog", "-1"], "--watchdog", SECONDS),
+        (&["--watchdog", "nan"], "--watchdog", SECONDS),
+        (&["--watchdog", "1e30"], "--watchdog", SECONDS),
+        (
+            &["--compile-timeout", "-1"],
+            "--compile-timeout",
+            "(0: no limit)",
+        ),
+        (
+            &["--compile-timeout", "nan"],
+            "--compile-timeout",
+            "(0: no limit)",
+        ),
+        (
+            &["--compile-timeout", "inf"],
+            "--compile-timeout",
+            "(0: no limit)",
+        ),
+        (
+            &["--compile-timeout", "-inf"],
+            "--compile-timeout",
+            "(0: no limit)",
+        ),
+    ];
+    let t = tmp();
+    for (args, option, why) in cases {
+        // A tuning run also gets a valid shape, so the bad number is the only fault.
+        let mut cmd = tune_cmd(&t);
+        if args[0] != "check" {
+            cmd.args(["--shape", "64x64", "--compile-only"]);
+        }
+        let out = cmd.args(*args).output().expect("tune runs");
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}:\n{stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(option) && first.contains(why),
+            "{args:?}: expected '{option}' and '{why}' in: {first}"
+        );
+        assert!(
+            first.contains(&format!("'{}'", args[args.len() - 1])),
+            "{first}"
+        );
+    }
+}
+
+/// The edges of the domains are accepted: each value parses (then `--help` ends the run
+/// with exit code 0 before anything runs).
+#[test]
+fn numeric_options_accept_the_edges_of_their_domains() {
+    let t = tmp();
+    for args in [
+        &["check", "--margin", "0", "--reps", "1", "--device", "0"][..],
+        &["check", "--margin", "250.5"],
+        &[
+            "--rtol",
+            "0",
+            "--reps",
+            "1",
+            "--jobs",
+            "1",
+            "--warmup",
+            "0",
+            "--top",
+            "0",
+            "--confirm-rounds",
+            "0",
+            "--seed",
+            "18446744073709551615",
+        ],
+        &["--compile-timeout", "0", "--watchdog", "86400"],
+        &[
+            "--compile-timeout",
+            "0.01",
+            "--watchdog",
+            "0.5",
+            "--rtol",
+            "1e-4",
+        ],
+    ] {
+        let out = tune_cmd(&t).args(args).arg("--help").output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The kernel named by a spec must be in the compiled image
+// ---------------------------------------------------------------------------------------
+
+/// The kernels read from an NVRTC image are its entry points by the names a launch looks up:
+/// an `extern "C"` kernel by its name, a C++ kernel by its mangled name, and no device
+/// function.
+#[test]
+fn the_kernels_of_an_image_are_its_entry_points() {
+    require_nvrtc();
+    use cuda_autotune::cuda::compile::{check_kernels, kernel_names, Compiler};
+    let source = r#"
+extern "C" __device__ __noinline__ float twice(float x) { return 2.0f * x; }
+extern "C" __global__ void scale(float* a) { a[threadIdx.x] = twice(a[threadIdx.x]); }
+__global__ void cpp_kernel(float* a) { a[0] = 1.0f; }
+"#;
+    let image = Compiler::new("sm_90", None)
+        .unwrap()
+        .compile(source)
+        .unwrap_or_else(|f| panic!("{}", f.log));
+    let mut names = kernel_names(&image.cubin).unwrap();
+    names.sort();
+    assert_eq!(names, ["_Z10cpp_kernelPf", "scale"]);
+    assert_eq!(check_kernels(&names, &["scale".to_string()]), Ok(()));
+    let why = check_kernels(&names, &["scale".into(), "twice".into()]).unwrap_err();
+    assert!(
+        why.contains("no kernel 'twice'") && why.contains("_Z10cpp_kernelPf, scale"),
+        "{why}"
+    );
+}
+
+/// A copy of the vector_add example whose spec names `kernel` (the template defines
+/// `vector_add`).
+fn vector_add_naming(kernel: &str) -> tempfile::TempDir {
+    let dir = tmp();
+    let example = repo("examples/vector_add");
+    let spec = std::fs::read_to_string(example.join("vector_add.toml")).unwrap();
+    let line = "kernel = \"vector_add\"";
+    assert!(spec.contains(line), "the example's kernel line changed");
+    std::fs::write(
+        dir.path().join("vector_add.toml"),
+        spec.replacen(line, &format!("kernel = \"{kernel}\""), 1),
+    )
+    .unwrap();
+    std::fs::copy(
+        example.join("vector_add.cu.tera"),
+        dir.path().join("vector_add.cu.tera"),
+    )
+    .unwrap();
+    dir
+}
+
+/// The one run CSV in `dir`.
+fn the_csv(dir: &Path) -> (PathBuf, Vec<Record>) {
+    let csvs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    assert_eq!(csvs.len(), 1, "{csvs:?}");
+    let records = read_run_csv(&csvs[0]).unwrap();
+    (csvs[0].clone(), records)
+}
+
+/// A spec whose kernel (`vector_addx`) is not a kernel of its template: every variant
+/// compiles, but each is a failure whose reason names the kernel and the ones the image
+/// defines, in the summary and in the CSV; the exit code is 1 (a compile failure). The same
+/// sources with the right name pass, read back from the cubin cache (the check holds for
+/// cached images and for both compile paths: in this process and in the worker pool).
+#[test]
+fn a_spec_whose_kernel_is_not_in_the_image_fails_every_variant_naming_it() {
+    require_nvrtc();
+    let t = tmp();
+    let six_variants = [
+        "--shape", "1000", "--param", "BLOCK=64", "--param", "ITEMS=1",
+    ];
+    let run = |spec: &Path, jobs: &str, out: &str| -> Output {
+        tune_cmd(&t)
+            .arg("--spec")
+            .arg(spec)
+            .args(six_variants)
+            .args(["--compile-only", "--arch", "sm_90", "--jobs", jobs])
+            .args(["--out", out])
+            .output()
+            .unwrap()
+    };
+    let wrong = vector_add_naming("vector_addx");
+    let out = run(wrong.path(), "1", "wrong");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let line = summary_line(&stdout);
+    assert_eq!(count(line, " variants compiled"), 0, "{line}");
+    assert_eq!(count(line, " failed"), 6, "{line}");
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.contains("FAILED")).collect();
+    assert_eq!(failed.len(), 6, "{stdout}");
+    for l in failed {
+        assert!(
+            l.contains("no kernel 'vector_addx' in the compiled image (it defines vector_add"),
+            "{l}"
+        );
+    }
+    let (_, records) = the_csv(&t.path().join("wrong"));
+    assert_eq!(records.len(), 6);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.status == Status::Failed && r.error.contains("'vector_addx'")),
+        "{records:?}"
+    );
+    let right = vector_add_naming("vector_add");
+    let out = run(right.path(), "2", "right");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let line = summary_line(&stdout);
+    assert_eq!(count(line, " variants compiled"), 6, "{line}");
+    assert_eq!(count(line, " from cache"), 6, "{line}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Budgets and summaries
+// ---------------------------------------------------------------------------------------
+
+/// The first line of a compile-only report.
+fn summary_line(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with("compile-only for "))
+        .unwrap_or_else(|| panic!("no compile-only summary:\n{stdout}"))
+}
+
+/// The count written before `label` in `line`, 0 when the line does not mention it (the
+/// summary leaves out the counts that are 0, but for compiled, failed and pruned).
+fn count(line: &str, label: &str) -> usize {
+    if line.contains(label) {
+        common::count_before(line, label)
+    } else {
+        0
+    }
+}
+
+/// How many records have `status`.
+fn with(records: &[Record], status: Status) -> usize {
+    records.iter().filter(|r| r.status == status).count()
+}
+
+/// The summary's counts are the CSV's: compiled = ok rows, failed = failed rows, not proposed
+/// = skipped rows, and the not-compiled counts (interrupted, past the time limit, not started
+/// within the budget) add up to the not_run rows. The search line's proposals are every row
+/// the search reached. Returns the summary line.
+fn summary_agrees_with_csv<'a>(stdout: &'a str, records: &[Record]) -> &'a str {
+    let line = summary_line(stdout);
+    assert_eq!(
+        count(line, " variants compiled"),
+        with(records, Status::Ok),
+        "{line}"
+    );
+    assert_eq!(
+        count(line, " failed"),
+        with(records, Status::Failed),
+        "{line}"
+    );
+    assert_eq!(
+        count(line, " not proposed"),
+        with(records, Status::Skipped),
+        "{line}"
+    );
+    let not_compiled = count(line, " not compiled (interrupted)")
+        + count(line, " past the compile time limit")
+        + count(line, " not started within the time budget");
+    assert_eq!(not_compiled, with(records, Status::NotRun), "{line}");
+    let search = stdout
+        .lines()
+        .find(|l| l.starts_with("Search: "))
+        .unwrap_or_else(|| panic!("no search line:\n{stdout}"));
+    let proposed: usize = search
+        .split(": ")
+        .nth(2)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no proposal count in: {search}"));
+    assert!(
+        search.contains(" valid configurations proposed ("),
+        "{search}"
+    );
+    assert_eq!(
+        proposed,
+        records.len() - with(records, Status::Skipped),
+        "every proposal has its row: {search}\n{line}"
+    );
+    line
+}
+
+/// The seconds of the compile phase, from `... in S s` at the end of the summary line.
+fn compile_seconds(line: &str) -> f64 {
+    line.rsplit(" in ")
+        .next()
+        .and_then(|s| s.strip_suffix(" s"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no time in: {line}"))
+}
+
+/// `--compile-only --budget 3s` over a space of 996 valid configurations that takes minutes
+/// to compile whole: the run stops proposing when the 3 s are spent, abandons what is queued
+/// and not started, and returns once the compiles under way finish; its compile phase lasts
+/// at most the budget plus the longest compile (and a second for the bookkeeping). The
+/// summary and the CSV agree, and the CSV has a row for every valid configuration.
+#[test]
+fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_under_way() {
+    require_nvrtc();
+    let t = tmp();
+    let started = Instant::now();
+    let out = tune_cmd(&t)
+        .args([
+            "--op",
+            "transpose",
+            "--shape",
+            "8191x8191",
+            "--compile-only",
+        ])
+        .args([
+            "--arch",
+            "sm_90",
+            "--budget",
+            "3s",
+            "--no-cache",
+            "--jobs",
+            "2",
+        ])
+        .args(["--out", "results"])
+        .output()
+        .unwrap();
+    let wall = started.elapsed();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(wall < Duration::from_secs(30), "{wall:?}:\n{stdout}");
+    let (path, records) = the_csv(&t.path().join("results"));
+    assert!(
+        path.ends_with("transpose_8191x8191_sm-90-compile-only.csv"),
+        "{}",
+        path.display()
+    );
+    assert!(
+        stdout.contains("Results: results/transpose_8191x8191_sm-90-compile-only.csv"),
+        "{stdout}"
+    );
+    assert_eq!(records.len(), 996, "a row for every valid configuration");
+    let line = summary_agrees_with_csv(&stdout, &records);
+    assert!(
+        line.contains("in ") && stdout.contains("(budget 3 s,"),
+        "{stdout}"
+    );
+    assert!(
+        with(&records, Status::Skipped) > 900,
+        "the budget, not the space, ended the run: {line}"
+    );
+    let longest_s = records
+        .iter()
+        .filter_map(|r| r.compile_ms)
+        .fold(0.0, f64::max)
+        / 1e3;
+    let took = compile_seconds(line);
+    assert!(
+        took <= 3.0 + longest_s + 1.0,
+        "compiling took {took} s, more than the 3 s budget plus the longest compile \
+         ({longest_s:.2} s):\n{stdout}"
+    );
+    // What was abandoned says why; nothing is a failure for having been left out.
+    for r in records.iter().filter(|r| r.status == Status::NotRun) {
+        assert!(
+            r.error.contains("--budget time ran out") || r.error.contains("compile time limit"),
+            "{}: {}",
+            r.name,
+            r.error
+        );
+    }
+    assert_eq!(with(&records, Status::Failed), 0, "{line}");
+}
+
+/// Ctrl-C while a compile-only search compiles: the summary's counts agree with the CSV
+/// (whose search line says how many it proposed, not that all compiled), the exit code is
+/// 130, and the hint is to run the same command again (the cubin cache holds what compiled),
+/// not a `--resume` that would do nothing.
+#[test]
+fn after_ctrl_c_a_compile_only_summary_agrees_with_its_csv_and_offers_no_resume() {
+    use std::process::Stdio;
+    require_nvrtc();
+    let t = tmp();
+    let cache = t.path().join("cache");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
+        .env("CUDA_AUTOTUNE_CACHE", &cache)
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(t.path())
+        .args([
+            "--op",
+            "transpose",
+            "--shape",
+            "8191x8191",
+            "--compile-only",
+        ])
+        .args(["--arch", "sm_90", "--strategy", "random", "--budget", "200"])
+        .args(["--jobs", "2", "--out", "results"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cubins = || {
+        std::fs::read_dir(cache.join("cubin"))
+            .map(|d| d.filter(|e| e.is_ok()).count())
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while cubins() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "nothing compiled in a minute"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "tune ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    let (_, records) = the_csv(&t.path().join("results"));
+    let line = summary_agrees_with_csv(&stdout, &records);
+    assert!(count(line, " variants compiled") >= 1, "{line}");
+    assert!(!stderr.contains("--resume"), "{stderr}");
+    assert!(
+        stderr.contains("the same command again compiles only the rest"),
+        "{stderr}"
+    );
+}
