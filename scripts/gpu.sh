@@ -4,8 +4,17 @@
 #   bash scripts/gpu.sh build            here: release binaries (tune, the GPU and planted-fault
 #                                        test binaries, the tuned_transpose example), stripped,
 #                                        into .gpu/ (git-ignored; copy it to the GPU machine)
-#   bash scripts/gpu.sh tests [FILTER]   GPU machine: the GPU test suite, the planted faults and
-#                                        the tuned_transpose example (FILTER: test-name filter)
+#   bash scripts/gpu.sh tests [PART|TEST ...]
+#                                        GPU machine: the GPU test suite, the planted faults and
+#                                        the tuned_transpose example, in parts of at most 8
+#                                        minutes on an H100 (one device call each): every part
+#                                        in turn, or the named parts or tests. Each test runs in
+#                                        its own process; each part ends with its counts. Exit
+#                                        1 when a test failed, did not run or skipped (a GPU
+#                                        test skips only where it finds no GPU), 2 for an
+#                                        unknown name; $GPU_PART_LIMIT_S (default 540) stops a
+#                                        part that runs longer
+#   bash scripts/gpu.sh tests list       the parts and their tests
 #   bash scripts/gpu.sh check [DB]       GPU machine: `tune check` of results/best.csv (or DB)
 #   bash scripts/gpu.sh retune [OP:SHAPE:DTYPE ...]
 #                                        GPU machine: re-tunes the rows of results/best.csv
@@ -31,7 +40,129 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mode=${1:-}
 shift || true
-bin=.gpu
+# The built binaries (`build` writes them; $GPU_BIN points elsewhere, e.g. at stand-ins).
+bin=${GPU_BIN:-.gpu}
+[[ $bin == /* ]] || bin=$PWD/$bin
+
+# The parts of `tests`, one line a test: PART BINARY TEST. BINARY is gpu (tests/gpu.rs), faults
+# (tests/faults.rs) or example (the example TEST, whose exit status is its result). A part is
+# one device call, at most 8 minutes on an H100; each exhaustive every_variant_* test is a part
+# of its own. tests/gpu_parts.rs checks that every test of tests/gpu.rs and tests/faults.rs is
+# named here exactly once.
+parts_table='
+transpose     gpu     chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype
+transpose     gpu     chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype
+transpose     gpu     slab_transpose_variants_verify_at_short_sides_in_every_dtype
+transpose     gpu     tall_matrices_past_65535_tile_rows_verify
+sgemm         gpu     matmul_variants_verify_against_the_reference_and_cublas
+sgemm         gpu     sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes
+sgemm         gpu     repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of_4
+sgemm         gpu     element_wise_b_sgemm_variants_verify_where_only_k_or_n_is_odd
+sgemm         gpu     four_byte_async_sgemm_variants_verify_at_any_shape
+sgemm         gpu     sgemm_variants_past_48_kb_of_shared_memory_verify
+sgemm         gpu     ksplit_sgemm_variants_verify_on_every_load_path
+pipeline      gpu     a_search_measures_the_stored_winners_first
+pipeline      gpu     resume_reuses_the_journal_and_measures_only_what_is_missing
+pipeline      gpu     ctrl_c_writes_what_was_measured_and_resume_finishes
+pipeline      gpu     pruned_rows_can_be_left_out_of_the_run_csv
+pipeline      gpu     the_vector_add_example_tunes_end_to_end_from_its_spec
+pipeline      gpu     the_winner_comes_with_a_confidence_interval
+pipeline      gpu     the_gpu_is_warmed_up_before_the_first_timed_task
+faults        gpu     wrong_results_are_failed_never_best
+faults        gpu     a_faulting_kernel_is_recorded_and_the_run_goes_on
+faults        gpu     a_hanging_kernel_is_killed_by_the_watchdog
+faults        faults  compile_only_fails_exactly_the_compile_error_variants
+faults        faults  emitted_sources_survive_kill_9
+faults        faults  write_atomic_never_leaves_a_truncated_destination
+faults        faults  every_planted_fault_is_recorded_and_the_run_goes_on
+example       example tuned_transpose
+exhaustive-1  gpu     every_variant_verifies_on_multiple_and_odd_shapes
+exhaustive-2  gpu     every_variant_verifies_in_f64_and_f16
+'
+
+# The part names, in table order.
+part_names() {
+  awk 'NF == 3 && !seen[$1]++ { print $1 }' <<< "$parts_table"
+}
+
+# The rows "BINARY TEST" of part $1.
+part_rows() {
+  awk -v part="$1" '$1 == part { print $2, $3 }' <<< "$parts_table"
+}
+
+# run_test BINARY TEST LOG DEADLINE: one test in a process of its own (the test binary with
+# --exact TEST, or the example), stopped at DEADLINE (seconds since the epoch). Prints one
+# line; returns 0 passed, 1 failed or not run, 3 skipped.
+run_test() {
+  local kind=$1 name=$2 log=$3 deadline=$4 left t0 rc secs
+  left=$((deadline - $(date +%s)))
+  if [ "$left" -le 0 ]; then
+    echo "not run: the part reached its limit of $part_limit s" > "$log"
+    printf '  %-84s NOT RUN (the part reached its limit of %s s)\n' "$name" "$part_limit"
+    return 1
+  fi
+  t0=$(date +%s)
+  if [ "$kind" = example ]; then
+    timeout -k 10 "$left" "$bin/$name" > "$log" 2>&1
+  else
+    timeout -k 10 "$left" "$bin/$kind-tests" --exact "$name" --include-ignored \
+      --test-threads=1 > "$log" 2>&1
+  fi
+  rc=$?
+  secs=$(($(date +%s) - t0))
+  local verdict result=1
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    verdict="FAILED (stopped at the part's limit of $part_limit s)"
+  elif [ "$rc" -ne 0 ]; then
+    verdict="FAILED (exit $rc)"
+  elif grep -q -F "SKIPPED $name:" "$log" ||
+    { [ "$kind" = example ] && grep -q '^no CUDA GPU here' "$log"; }; then
+    verdict=SKIPPED result=3
+  elif [ "$kind" != example ] && ! grep -q '^test result: ok\. 1 passed' "$log"; then
+    verdict="FAILED (no test of this name ran)"
+  else
+    verdict=ok result=0
+  fi
+  printf '  %-84s %s, %s s\n' "$name" "$verdict" "$secs"
+  if [ "$result" -eq 1 ]; then
+    # The panic and its message (at most 12 lines), else the end of the log.
+    if grep -q 'panicked at' "$log"; then
+      awk '/panicked at/ { on = 1 } /^failures:$|^note: run with/ { on = 0 }
+           on && n++ < 12' "$log"
+    else
+      tail -n 12 "$log"
+    fi | awk '{ print "      | " $0 }'
+  fi
+  return "$result"
+}
+
+# run_part LABEL: the tests of the rows on stdin ("BINARY TEST"), each in its own process,
+# then one counts line. LABEL is the part's name, then what of it runs when not all of it.
+# Adds to the totals; the logs go to $OUT/tests/PART/TEST.log.
+run_part() {
+  local label=$1 kind name passed=0 failed=0 skipped=0 t0 rc deadline
+  local dir=$OUT/tests/${label%% *}
+  mkdir -p "$dir"
+  echo "== part $label"
+  t0=$(date +%s)
+  deadline=$((t0 + part_limit))
+  while read -r kind name; do
+    run_test "$kind" "$name" "$dir/$name.log" "$deadline" < /dev/null
+    rc=$?
+    case $rc in
+      0) passed=$((passed + 1)) ;;
+      3) skipped=$((skipped + 1)) ;;
+      *) failed=$((failed + 1)) ;;
+    esac
+  done
+  echo "part $label: $passed passed, $failed failed, $skipped skipped ($(($(date +%s) - t0)) s)"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  total_skipped=$((total_skipped + skipped))
+  if [ $((failed + skipped)) -gt 0 ]; then
+    bad_parts+=("$label")
+  fi
+}
 
 case "$mode" in
 build)
@@ -50,15 +181,62 @@ build)
   ls -la "$bin"
   ;;
 tests)
+  if [ "${1:-}" = list ]; then
+    for part in $(part_names); do
+      echo "$part"
+      part_rows "$part" | awk '{ printf "  %-8s %s\n", $1, $2 }'
+    done
+    exit 0
+  fi
+  # What to run: every part, or the named parts and tests (a test alone, under its part).
+  jobs=()
+  [ $# -eq 0 ] && mapfile -t jobs < <(part_names)
+  for arg in "$@"; do
+    if [ -n "$(part_rows "$arg")" ]; then
+      jobs+=("$arg")
+    elif awk -v t="$arg" '$3 == t { found = 1 } END { exit !found }' <<< "$parts_table"; then
+      jobs+=("$arg")
+    else
+      echo "error: no part or test named '$arg' (bash scripts/gpu.sh tests list)" >&2
+      exit 2
+    fi
+  done
+  # The tests start worker processes of `tune` ($TUNE_EXE, default the one built with them).
+  export TUNE_EXE=${TUNE_EXE:-$bin/tune}
+  for exe in gpu-tests faults-tests $(awk '$2 == "example" { print $3 }' <<< "$parts_table"); do
+    [ -x "$bin/$exe" ] || missing=$bin/$exe
+  done
+  [ -x "$TUNE_EXE" ] || missing=$TUNE_EXE
+  if [ -n "${missing:-}" ]; then
+    echo "error: no $missing: run 'bash scripts/gpu.sh build' on the build machine and copy its .gpu/ here" >&2
+    exit 1
+  fi
+  part_limit=${GPU_PART_LIMIT_S:-540}
+  if ! [[ $part_limit =~ ^[1-9][0-9]*$ ]]; then
+    echo "error: GPU_PART_LIMIT_S must be a whole number of seconds, not '$part_limit'" >&2
+    exit 2
+  fi
   mkdir -p "$OUT"
-  export TUNE_EXE=$PWD/$bin/tune CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$(mktemp -d)}
-  "$bin/gpu-tests" --test-threads=1 "$@" > "$OUT/gpu-tests.log" 2>&1
-  grep -E "^test |test result|panicked|SKIPPED" "$OUT/gpu-tests.log"
-  if [ $# -eq 0 ]; then
-    "$bin/faults-tests" --test-threads=1 > "$OUT/faults-tests.log" 2>&1
-    grep -E "test result|panicked|SKIPPED" "$OUT/faults-tests.log"
-    "$bin/tuned_transpose" > "$OUT/tuned_transpose.log" 2>&1
-    echo "tuned_transpose: exit $?"; tail -3 "$OUT/tuned_transpose.log"
+  export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$(mktemp -d)}
+  total_passed=0 total_failed=0 total_skipped=0 bad_parts=()
+  t0=$(date +%s)
+  for job in "${jobs[@]}"; do
+    # Not in a pipeline: run_part adds to the totals of this shell.
+    if [ -n "$(part_rows "$job")" ]; then
+      run_part "$job" < <(part_rows "$job")
+    else
+      run_part "$(awk -v t="$job" '$3 == t { print $1 }' <<< "$parts_table") ($job)" \
+        < <(awk -v t="$job" '$3 == t { print $2, $3 }' <<< "$parts_table")
+    fi
+  done
+  if [ "${#jobs[@]}" -gt 1 ]; then
+    echo "all: $total_passed passed, $total_failed failed, $total_skipped skipped ($(($(date +%s) - t0)) s)"
+  fi
+  if [ "${#bad_parts[@]}" -gt 0 ]; then
+    [ "$total_skipped" -gt 0 ] &&
+      echo "a skipped test did not run: GPU tests skip only where they find no GPU"
+    echo "not passed: ${bad_parts[*]}"
+    exit 1
   fi
   ;;
 check)

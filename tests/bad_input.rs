@@ -6,8 +6,8 @@
 //! succeeds).
 //!
 //! No case needs a GPU or compiles a kernel: each fails (or, for `tune params`, answers)
-//! before that. Cases about a machine without a GPU (exit 1) are skipped where
-//! /dev/nvidia0 exists. Arguments starting with `@/` name files of this repository; the
+//! before that. Cases about a machine without a GPU (exit 1) are left out where there is a
+//! GPU (`common::has_gpu`). Arguments starting with `@/` name files of this repository; the
 //! others resolve in a temporary folder that holds the bad files the table names
 //! ([`bad_files`]).
 
@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{repo, text, tmp, tune_bin};
+use common::{has_gpu, repo, text, tmp, tune_bin};
 
 /// One case: the arguments, the exit code, a fragment of the message.
 type Case = (&'static [&'static str], i32, &'static str);
@@ -332,7 +332,7 @@ fn every_bad_input_gets_its_exit_code_and_message() {
     assert!(CASES.len() >= 100, "{} cases", CASES.len());
     let t = tmp();
     bad_files(t.path());
-    let gpu = Path::new("/dev/nvidia0").exists();
+    let gpu = has_gpu();
     let cases: Vec<&Case> = CASES
         .iter()
         .filter(|(_, code, _)| !(gpu && *code == 1))

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod common;
-use common::{count_before, text, tmp, tune};
+use common::{count_before, has_gpu, skip_on_a_gpu, text, tmp, tune};
 
 /// Asserts that stderr is exactly one line `error: ...` and holds no panic; returns the line.
 fn one_error_line(stderr: &[u8]) -> String {
@@ -215,11 +215,7 @@ fn a_space_emptied_by_the_constraints_is_rejected() {
 
 #[test]
 fn without_a_gpu_a_tuning_run_says_so_and_points_to_compile_only() {
-    if Path::new("/dev/nvidia0").exists() {
-        eprintln!(
-            "SKIPPED without_a_gpu_a_tuning_run_says_so_and_points_to_compile_only: \
-             this machine has a GPU (/dev/nvidia0)"
-        );
+    if skip_on_a_gpu("without_a_gpu_a_tuning_run_says_so_and_points_to_compile_only") {
         return;
     }
     let tmp = tmp();
@@ -1041,7 +1037,7 @@ fn gpus_and_shape_files_are_checked() {
         "{stdout}"
     );
     // --gpus without a GPU: one clear line, exit 1 (skipped where a GPU exists).
-    if !Path::new("/dev/nvidia0").exists() {
+    if !has_gpu() {
         let out = tune(&tmp)
             .args(["--shape", "64x64,32x32", "--gpus", "all"])
             .output()

@@ -5,18 +5,14 @@
 //!
 //! The `--arch` test asks NVRTC which architectures it compiles for and fails (it does not
 //! skip) when NVRTC cannot be loaded: run with `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`.
-//! No test needs a GPU; the one about a machine without one skips where /dev/nvidia0 exists.
+//! No test needs a GPU; the one about a machine without one skips where there is a GPU
+//! (`common::has_gpu`).
 
 use assert_cmd::Command;
-use std::path::Path;
 use tempfile::TempDir;
 
 mod common;
-use common::{repo, text, tmp, tune_cmd, tune_in};
-
-fn has_gpu() -> bool {
-    Path::new("/dev/nvidia0").exists()
-}
+use common::{repo, skip_on_a_gpu, text, tmp, tune_cmd, tune_in};
 
 /// Runs `cmd`, expects exit code `code` and exactly one `error: ...` line on stderr (no
 /// panic, nothing else); returns that line.
@@ -163,8 +159,7 @@ fn long_options(s: &str) -> Vec<String> {
 
 #[test]
 fn tune_check_without_a_gpu_hints_only_at_its_own_options() {
-    if has_gpu() {
-        eprintln!("SKIPPED: this machine has a GPU (/dev/nvidia0)");
+    if skip_on_a_gpu("tune_check_without_a_gpu_hints_only_at_its_own_options") {
         return;
     }
     let t = tmp();

@@ -10,7 +10,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{repo, text, tmp, tune_bin};
+use common::{repo, skipped, text, tmp, tune_bin};
 
 /// The database every export here reads.
 fn db() -> PathBuf {
@@ -106,11 +106,11 @@ fn output_to_a_device_node_writes_through_and_keeps_the_node() {
     match made {
         Ok(out) if out.status.success() => {}
         Ok(out) => {
-            println!("SKIPPED {name}: mknod failed: {}", text(&out.stderr).trim());
+            skipped(name, &format!("mknod failed: {}", text(&out.stderr).trim()));
             return;
         }
         Err(e) => {
-            println!("SKIPPED {name}: cannot run mknod: {e}");
+            skipped(name, &format!("cannot run mknod: {e}"));
             return;
         }
     }
@@ -131,7 +131,7 @@ fn output_to_a_device_node_writes_through_and_keeps_the_node() {
         assert_eq!(meta.rdev(), dev_null_rdev());
         if stderr.contains("Permission denied") {
             // A temporary folder on a `nodev` mount cannot open devices: refused, not replaced.
-            println!("SKIPPED {name} (writing): the temporary folder is on a nodev mount");
+            println!("{name}: writing not checked: the temporary folder is on a nodev mount");
             continue;
         }
         assert!(out.status.success(), "{args:?}: {stderr}");
@@ -144,7 +144,7 @@ fn output_to_a_fifo_is_written_through() {
     let fifo = tmp.path().join("pipe");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     if !made.is_ok_and(|s| s.success()) {
-        println!("SKIPPED output_to_a_fifo_is_written_through: mkfifo failed");
+        skipped("output_to_a_fifo_is_written_through", "mkfifo failed");
         return;
     }
     // A reader on the other end, as `cat pipe > got` in a shell.
@@ -188,7 +188,10 @@ fn a_full_device_is_an_error_and_stays_a_device() {
     let before = match std::fs::symlink_metadata(full) {
         Ok(m) if m.file_type().is_char_device() => m,
         _ => {
-            println!("SKIPPED a_full_device_is_an_error_and_stays_a_device: no /dev/full");
+            skipped(
+                "a_full_device_is_an_error_and_stays_a_device",
+                "no /dev/full",
+            );
             return;
         }
     };

@@ -1,6 +1,8 @@
 //! GPU integration tests: run the real pipeline on the GPU. Each test prints that it was
 //! skipped when no GPU is present. They share one process and the device's primary context,
 //! and the fault test resets that context, so they run one at a time under a lock.
+//! `scripts/gpu.sh tests` runs them in the parts its table names, each test in a process of its
+//! own; tests/gpu_parts.rs fails until a new test here is added to one part.
 
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
 use cuda_autotune::pipeline::tuner::{tune, TuneOptions, TuneOutcome};

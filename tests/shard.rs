@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{repo, text, tmp, tune_output};
+use common::{has_gpu, repo, text, tmp, tune_output};
 
 /// Asserts one `error:` line on stderr, no panic, the exit code; returns the line.
 fn one_error(out: &Output, code: i32) -> String {
@@ -104,14 +104,7 @@ fn bad_shard_gpu_and_shape_file_arguments_are_one_line_errors() {
     }
     // An index beyond the devices (or no GPU at all): one line, non-zero, even for one shape.
     let out = tune_output(t.path(), &["--shape", "64x64", "--gpus", "99", "--out", o]);
-    let line = one_error(
-        &out,
-        if Path::new("/dev/nvidia0").exists() {
-            2
-        } else {
-            1
-        },
-    );
+    let line = one_error(&out, if has_gpu() { 2 } else { 1 });
     assert!(line.contains("--gpus"), "{line}");
     // Shape files: missing, empty (only comments), a malformed line.
     let missing = t.path().join("missing.txt");

@@ -10,6 +10,7 @@ use cuda_autotune::spec::ops::Op;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::sync::OnceLock;
 use tempfile::TempDir;
 
 /// `--param NAME=value` for every transpose parameter whose spec names the value it had
@@ -117,16 +118,41 @@ pub fn count_before(line: &str, label: &str) -> usize {
         .unwrap_or_else(|_| panic!("no count before '{label}' in: {line}"))
 }
 
-/// True (after one `SKIPPED <name>: ...` line on stderr) when there is no CUDA GPU here.
-/// scripts/test.sh counts those lines, so their form stays as it is.
+/// Whether this machine has a CUDA GPU: the library's own detector (a loadable driver that
+/// reports at least one device), so the tests that need a GPU and the tests that need none
+/// agree on which machine they are on, and agree with `tune`.
+pub fn has_gpu() -> bool {
+    static FOUND: OnceLock<bool> = OnceLock::new();
+    *FOUND.get_or_init(gpu_available)
+}
+
+/// Writes `SKIPPED <name>: <why>` as one line on stderr, past the harness's capture so it
+/// shows in every run. scripts/test.sh and scripts/gpu.sh count the tests that print it, so
+/// every test that skips uses this form. The line goes out in one write, so the harness's
+/// own lines from other threads cannot land inside it.
+pub fn skipped(name: &str, why: &str) {
+    let line = format!("SKIPPED {name}: {why}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// True (after one `SKIPPED` line) when there is no CUDA GPU here: a GPU test returns.
 pub fn skip(name: &str) -> bool {
-    if gpu_available() {
+    if has_gpu() {
         return false;
     }
-    // Written to stderr directly so the note shows even when the harness captures output.
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED {name}: no CUDA GPU on this machine (run on the GPU machine)"
+    skipped(name, "no CUDA GPU on this machine (run on the GPU machine)");
+    true
+}
+
+/// True (after one `SKIPPED` line) when there is a CUDA GPU here: a test of what a user without
+/// a GPU meets returns.
+pub fn skip_on_a_gpu(name: &str) -> bool {
+    if !has_gpu() {
+        return false;
+    }
+    skipped(
+        name,
+        "this machine has a CUDA GPU (the test is about a machine without one)",
     );
     true
 }
