@@ -201,6 +201,8 @@ fn a_space_emptied_by_the_constraints_is_rejected() {
         "BLOCK_ROWS=32",
         "--param",
         "VEC=1",
+        "--param",
+        "LAYOUT=tile",
     ]);
     assert!(line.contains("pruned"), "{line}");
     assert!(
@@ -362,17 +364,17 @@ fn sgemm_args<'a>(shape: &'a str, params: &[&'a str]) -> Vec<&'a str> {
 #[ignore = "exhaustive compile: bash scripts/test.sh --all"]
 fn every_default_variant_compiles_for_a_tile_multiple_shape() {
     let tmp = tmp();
-    for (dtype, live) in [("f32", 840), ("f64", 504), ("f16", 840)] {
+    for (dtype, live) in [("f32", 1680), ("f64", 1008), ("f16", 1840)] {
         let s = compiles_cleanly(
             &tmp,
             &["--shape", "256x512", "--dtype", dtype, "--no-cache"],
         );
         assert_eq!(s.compiled, live, "{dtype}: {s:?}");
-        // RUNS=sector (and with it OCCUPANCY=64) and RUNS=chunk are pruned: rows of out are
-        // whole sectors and rows of in whole chunks here.
+        // RUNS=sector and RUNS=chunk are pruned: rows of out are whole sectors and rows of in
+        // whole chunks here; so is the slab layout (no short side).
         assert_eq!(
             s.compiled + s.pruned,
-            7776,
+            82944,
             "{dtype}: the default space: {s:?}"
         );
         assert_eq!(s.from_cache, 0, "--no-cache reads no cache: {s:?}");
@@ -393,14 +395,14 @@ fn every_default_variant_compiles_for_a_tile_multiple_shape() {
 #[ignore = "exhaustive compile: bash scripts/test.sh --all"]
 fn every_default_variant_compiles_for_a_non_multiple_shape() {
     let tmp = tmp();
-    for (dtype, live) in [("f32", 996), ("f64", 672), ("f16", 996)] {
+    for (dtype, live) in [("f32", 2292), ("f64", 1596), ("f16", 2412)] {
         let s = compiles_cleanly(
             &tmp,
             &["--shape", "999x1001", "--dtype", dtype, "--no-cache"],
         );
         assert_eq!(s.compiled, live, "{dtype}: {s:?}");
         // BOUNDS=none needs tile multiples: all pruned here; RUNS=sector and chunk live here only.
-        assert_eq!(s.compiled + s.pruned, 7776, "{dtype}: {s:?}");
+        assert_eq!(s.compiled + s.pruned, 82944, "{dtype}: {s:?}");
         assert_eq!(s.from_cache, 0, "{s:?}");
     }
 }
@@ -418,10 +420,10 @@ fn dtypes_an_op_does_not_support_are_rejected() {
             "{line}"
         );
     }
-    let line = input_error_everywhere(&["--shape", "64x64", "--dtype", "bf16"]);
+    let line = input_error_everywhere(&["--shape", "64x64", "--dtype", "f8"]);
     assert!(
-        line.contains("op transpose supports f32, f64, f16 only")
-            && line.contains("'bf16' is not an element type"),
+        line.contains("op transpose supports f32, f64, f16, bf16 only")
+            && line.contains("'f8' is not an element type"),
         "{line}"
     );
 }
@@ -463,13 +465,23 @@ fn cache_hint_choices_compile_on_every_load_path() {
                     "ASPECT=square",
                     "--param",
                     "CACHE=l2_128,l2_256",
+                    "--param",
+                    "OCCUPANCY=0",
+                    "--param",
+                    "READ=elem",
+                    "--param",
+                    "LAYOUT=tile",
                 ],
             );
-            // Two hints x (VEC 1, 2 and, but for f64, 4; plus, at the odd shape, RUNS=sector
-            // with VEC=1 and OCCUPANCY 0 and 64, and RUNS=chunk with VEC=1, whose 16-byte
-            // loads take the hint too).
-            let vecs = if dtype == "f64" { 2 } else { 3 };
-            let odd_runs = if shape == "999x1001" { 2 + 1 } else { 0 };
+            // Two hints x (VEC 1, 2, 4 and 8 as far as 16 bytes go; plus, at the odd shape,
+            // RUNS=sector with VEC=1 and RUNS=chunk with VEC=1, whose 16-byte loads take the
+            // hint too).
+            let vecs = match dtype {
+                "f64" => 2,
+                "f16" => 4,
+                _ => 3,
+            };
+            let odd_runs = if shape == "999x1001" { 2 } else { 0 };
             assert_eq!(s.compiled, 2 * (vecs + odd_runs), "{dtype} {shape}: {s:?}");
         }
     }
@@ -485,7 +497,7 @@ fn chunk_reads_are_pruned_where_no_tile_is_sector_aligned() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("with --param READ=chunk: all 7776 configurations were pruned"),
+            .contains("with --param READ=chunk: all 41472 configurations were pruned"),
         "{}",
         run.stderr
     );

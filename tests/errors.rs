@@ -78,11 +78,11 @@ fn params_that_empty_the_space_are_bad_input_before_the_gpu_check() {
     assert!(line.starts_with("error: 1000x1000: "), "{line}");
     assert!(line.contains("with --param TILE_DIM=7"), "{line}");
     assert!(
-        line.contains("all 2592 configurations were pruned: 2352 × BLOCK_ROWS must divide"),
+        line.contains("all 27648 configurations were pruned: 13824 × LAYOUT=slab holds"),
         "{line}"
     );
-    // The other 240 are counted, not spelled out.
-    assert!(line.ends_with("240 × 5 other reason(s)"), "{line}");
+    // The rest are counted, not spelled out.
+    assert!(line.ends_with("8064 × 8 other reason(s)"), "{line}");
     assert!(
         line.chars().count() <= 300,
         "{} characters: {line}",

@@ -29,7 +29,7 @@ pub fn params_text(op: &Op) -> String {
         })
         .collect();
     s.push_str(&format!(
-        "spec {}; --shape {}; --dtype {}\n",
+        "spec {}\n--shape {}; --dtype {}\n",
         op.origin,
         spec.dims.join("x"),
         dtypes.join(", ")
@@ -110,7 +110,7 @@ mod tests {
         let text = params_text(&op);
         assert!(text.starts_with("transpose: out = transpose(in)"), "{text}");
         assert!(
-            text.contains("--shape ROWSxCOLS; --dtype f32 (default), f64, f16"),
+            text.contains("--shape ROWSxCOLS; --dtype f32 (default), f64, f16, bf16"),
             "{text}"
         );
         for p in &op.spec.params {
