@@ -196,9 +196,40 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
             compile_only_record(c, by_candidate.get(&at).copied(), &skipped)
         })
         .collect();
-    super::persist::write_compile_only(opts, &setup, &mut outcome)?;
+    write_compile_only(opts, &setup, &mut outcome)?;
     outcome.phases.total_s = t0.elapsed().as_secs_f64();
     Ok(outcome)
+}
+
+/// Writes a compile-only run's CSV: a row for every configuration the run shows, with what
+/// compiling it gave (a GPU run's columns, without times), as
+/// `<op>_<shape>[_<dtype>]_<arch>-compile-only.csv` in the `--out` folder (its `gpu` column
+/// says `<arch> compile-only`), and notes the path in `outcome`. best.csv is not touched.
+fn write_compile_only(
+    opts: &TuneOptions,
+    setup: &Setup,
+    outcome: &mut TuneOutcome,
+) -> Result<()> {
+    let op = &setup.op;
+    let (major, minor) = setup.compiler.version();
+    let info = results::RunInfo {
+        op: op.name().to_string(),
+        shape: setup.shape.to_string(),
+        dtype: op.dtype.name().to_string(),
+        gpu: format!("{} compile-only", setup.arch),
+        compute_capability: String::new(),
+        cache: String::new(),
+        reps: 0,
+        unit: op.spec.metric.amount().1.to_string(),
+        roof: String::new(),
+        driver: String::new(),
+        nvrtc: format!("{major}.{minor}"),
+    };
+    let path = results::run_csv_path(&opts.out_dir, &info);
+    let csv = results::run_csv(&info, &outcome.param_names, &outcome.records)?;
+    results::write_atomic(&path, &csv)?;
+    outcome.csv_path = Some(path);
+    Ok(())
 }
 
 /// A compiled image on disk, or why there is none (render or compile error text).

@@ -237,37 +237,6 @@ fn write_results(
     Ok(())
 }
 
-/// Writes a compile-only run's CSV: a row for every configuration the run shows, with what
-/// compiling it gave (a GPU run's columns, without times), as
-/// `<op>_<shape>[_<dtype>]_<arch>-compile-only.csv` in the `--out` folder (its `gpu` column
-/// says `<arch> compile-only`), and notes the path in `outcome`. best.csv is not touched.
-pub(super) fn write_compile_only(
-    opts: &TuneOptions,
-    setup: &super::plan::Setup,
-    outcome: &mut TuneOutcome,
-) -> Result<()> {
-    let op = &setup.op;
-    let (major, minor) = setup.compiler.version();
-    let info = RunInfo {
-        op: op.name().to_string(),
-        shape: setup.shape.to_string(),
-        dtype: op.dtype.name().to_string(),
-        gpu: format!("{} compile-only", setup.arch),
-        compute_capability: String::new(),
-        cache: String::new(),
-        reps: 0,
-        unit: op.spec.metric.amount().1.to_string(),
-        roof: String::new(),
-        driver: String::new(),
-        nvrtc: format!("{major}.{minor}"),
-    };
-    let path = results::run_csv_path(&opts.out_dir, &info);
-    let csv = results::run_csv(&info, &outcome.param_names, &outcome.records)?;
-    results::write_atomic(&path, &csv)?;
-    outcome.csv_path = Some(path);
-    Ok(())
-}
-
 /// `NAME=value;NAME=value`, the parameter form of best.csv.
 fn params_text(r: &Record) -> String {
     r.params
