@@ -122,10 +122,11 @@ const TRANSPOSE_SHAPES: [&str; 4] = ["256x512", "999x1001", "64x4097", "4096x33"
 
 const DTYPES: [Option<&str>; 3] = [Some("f32"), Some("f64"), Some("f16")];
 
-/// bf16 renders the f16 kernels with another storage type: one odd shape and one short side.
+/// bf16 renders the f16 kernels with another storage type (the f16 cover compiles the same
+/// code): one short side, where both layouts are searched.
 #[test]
 fn transpose_cover_compiles_in_bf16() {
-    compile_cover("transpose", &[Some("bf16")], &["999x1001", "5x3001"], &[]);
+    compile_cover("transpose", &[Some("bf16")], &["5x3001"], &[]);
 }
 
 /// The slab layout: short rows and short columns, at long sides that are not a multiple of

@@ -215,12 +215,18 @@ fn is_final_name(name: &str) -> bool {
         .is_some_and(|n| n.len() == 4 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-const EMIT_ARGS: [&str; 7] = [
+/// A compile-only run of some 640 transpose sources (the tile layout without the occupancy
+/// cap), long enough to be killed at every moment below.
+const EMIT_ARGS: [&str; 11] = [
     "--compile-only",
     "--strategy",
     "exhaustive",
     "--shape",
     "2000x2000",
+    "--param",
+    "LAYOUT=tile",
+    "--param",
+    "OCCUPANCY=0",
     "--no-cache",
     "--emit",
 ];

@@ -205,11 +205,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
 /// compiling it gave (a GPU run's columns, without times), as
 /// `<op>_<shape>[_<dtype>]_<arch>-compile-only.csv` in the `--out` folder (its `gpu` column
 /// says `<arch> compile-only`), and notes the path in `outcome`. best.csv is not touched.
-fn write_compile_only(
-    opts: &TuneOptions,
-    setup: &Setup,
-    outcome: &mut TuneOutcome,
-) -> Result<()> {
+fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutcome) -> Result<()> {
     let op = &setup.op;
     let (major, minor) = setup.compiler.version();
     let info = results::RunInfo {
