@@ -873,7 +873,7 @@ mod tests {
                     .count();
                 assert_eq!(
                     slabs > 0,
-                    short <= 64,
+                    short <= 32,
                     "{dtype} {s}: slabs where a side is short"
                 );
                 for c in &live {
