@@ -910,6 +910,9 @@ fn every_sgemm_fma_order_and_c_store_compiles_on_both_load_paths() {
         "LOAD=regs,async",
         "--param",
         "BOUNDS=always,edge",
+        // Split-K across blocks with every order and store: tests/compile_cover.rs.
+        "--param",
+        "SPLITK=1",
     ];
     let with = |extra: &[&'static str]| {
         let mut args = base.to_vec();

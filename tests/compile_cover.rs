@@ -200,3 +200,13 @@ fn sgemm_fma_order_and_c_store_cover_compiles() {
     let orders = ["ORDER=row,snake,snakek", "CSTORE=vec4,scalar"];
     compile_cover("sgemm", &[None], &["100x68x52"], &orders);
 }
+
+/// Split-K across blocks (SPLITK > 1: a cluster of blocks per tile, partial tiles summed
+/// through distributed shared memory) with every pair of the rest of the default space, where
+/// M, N and K are all odd (scalar and float4 loads, repack and windows) and where everything is
+/// a tile multiple. The default space holds SPLITK too, but only as one value among others.
+#[test]
+fn sgemm_splitk_cover_compiles() {
+    let shapes = ["333x555x777", "512x512x512"];
+    compile_cover("sgemm", &[None], &shapes, &["SPLITK=2,4,8"]);
+}

@@ -1120,6 +1120,7 @@ mod tests {
                 pin("REPACK=0"),
                 pin("WINDOWS=0"),
                 pin("B_ELEMS=0"),
+                pin("SPLITK=1"),
             ]
         };
         let one = |limits: &DeviceLimits, stages: &str| {
@@ -1292,6 +1293,7 @@ mod tests {
                     "LOAD=async",
                     "BOUNDS=edge",
                     "B_ELEMS=0",
+                    "SPLITK=1",
                     repack,
                     windows,
                 ],
@@ -1360,6 +1362,7 @@ mod tests {
                     "REPACK=0",
                     "WINDOWS=0",
                     "B_ELEMS=0",
+                    "SPLITK=1",
                     load,
                 ],
             )

@@ -1,0 +1,133 @@
+//! Split-K across blocks in the sgemm space (`SPLITK`): the SPLITK blocks that share a tile
+//! are grid z (one thread block cluster), each takes at least one slice of K, their partial
+//! tile fits the block's shared memory, and SPLITK=1 renders the kernel without split-K. No
+//! GPU needed (the kernels themselves are compiled by tests/compile_cover.rs).
+
+use cuda_autotune::model::shape::Shape;
+use cuda_autotune::spec::codegen::Renderer;
+use cuda_autotune::spec::expr::Value;
+use cuda_autotune::spec::ops::Op;
+use cuda_autotune::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
+
+/// A 64x64 tile of 4x4 thread tiles copied by 4-byte cp.async (every shape as it is).
+const COPY4_TILE: [&str; 14] = [
+    "BM=64",
+    "BN=64",
+    "BK=16",
+    "TM=4",
+    "TN=4",
+    "WARP_N=16",
+    "VEC=1",
+    "PAD=4",
+    "STAGES=2",
+    "LOAD=async",
+    "BOUNDS=edge",
+    "REPACK=0",
+    "WINDOWS=0",
+    "B_ELEMS=0",
+];
+
+/// The one sgemm point at `shape` that `tile` and `extra` (together pinning every parameter
+/// with more than one default value) leave.
+fn point(shape: &str, tile: &[&str], extra: &[&str]) -> Candidate {
+    let op = Op::load("sgemm", None).unwrap();
+    let pins: Vec<_> = tile
+        .iter()
+        .chain(extra)
+        .map(|t| parse_override(&op, t).unwrap())
+        .collect();
+    let shape = Shape::parse(shape, &op.spec.dims).unwrap();
+    let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &pins).unwrap();
+    assert_eq!(all.len(), 1, "{extra:?}");
+    all.remove(0)
+}
+
+#[test]
+fn split_k_blocks_are_grid_z_over_the_same_tiles() {
+    // 333x555x777 in 64x64 tiles: 9 tile columns, 6 tile rows.
+    for split in [1, 2, 4, 8] {
+        let c = point("333x555x777", &COPY4_TILE, &[&format!("SPLITK={split}")]);
+        assert_eq!(c.pruned, None, "SPLITK={split}");
+        let launch = c.launch.unwrap();
+        assert_eq!(launch.grid, (9, 6, split), "SPLITK={split}");
+        assert_eq!(launch.block, (256, 1, 1), "SPLITK={split}");
+        // The partial tiles are summed in the kernel: no prologue (no zeroed C).
+        assert!(c.prologue.is_empty(), "SPLITK={split}");
+    }
+}
+
+#[test]
+fn every_block_of_a_split_takes_a_slice_of_k() {
+    // K = 52 in slices of 16: 4 slices, so at most 4 blocks share a tile.
+    let at = |split: &str| point("100x68x52", &COPY4_TILE, &[split]);
+    assert_eq!(at("SPLITK=4").pruned, None);
+    let why = at("SPLITK=8").pruned.unwrap();
+    assert!(why.contains("at least one BK-deep slice of K"), "{why}");
+    // Past the portable cluster size, whatever K.
+    let why = point("4096x4096x4096", &COPY4_TILE, &["SPLITK=16"])
+        .pruned
+        .unwrap();
+    assert!(why.contains("1 to 8 blocks"), "{why}");
+    let why = point("4096x4096x4096", &COPY4_TILE, &["SPLITK=0"])
+        .pruned
+        .unwrap();
+    assert!(why.contains("1 to 8 blocks"), "{why}");
+}
+
+#[test]
+fn the_partial_tile_fits_the_blocks_shared_memory() {
+    // 128x128 tile, one stage of 8-deep slices through registers: 2048 floats of slices,
+    // static. With SPLITK > 1 the block's partial tile (128 rows of 128 + 4 floats) reuses
+    // them and needs more: 67584 bytes, past the static 48 KB, so dynamic.
+    let tile = [
+        "BM=128",
+        "BN=128",
+        "BK=8",
+        "TM=8",
+        "TN=8",
+        "WARP_N=8",
+        "VEC=4",
+        "PAD=0",
+        "STAGES=1",
+        "LOAD=regs",
+        "BOUNDS=specialized",
+        "REPACK=0",
+        "WINDOWS=0",
+        "B_ELEMS=0",
+    ];
+    let one = point("4096x4096x4096", &tile, &["SPLITK=1"]);
+    assert_eq!(one.var("SMEM_FLOATS"), Some(&Value::Int(2 * 8 * 128)));
+    assert_eq!(one.launch.unwrap().shared, 0);
+    let two = point("4096x4096x4096", &tile, &["SPLITK=2"]);
+    assert_eq!(two.var("SMEM_FLOATS"), Some(&Value::Int(128 * 132)));
+    assert_eq!(two.launch.unwrap().shared, 128 * 132 * 4);
+}
+
+#[test]
+fn split_k_one_renders_the_kernel_without_split_k() {
+    let op = Op::load("sgemm", None).unwrap();
+    let renderer = Renderer::new(&op).unwrap();
+    let render = |split: &str| {
+        renderer
+            .render(&point("333x555x777", &COPY4_TILE, &[split]))
+            .unwrap()
+    };
+    let one = render("SPLITK=1");
+    for split_k_only in ["SPLITK", "cluster", "t0"] {
+        assert!(
+            !one.contains(split_k_only),
+            "SPLITK=1 source holds {split_k_only}"
+        );
+    }
+    let four = render("SPLITK=4");
+    assert!(four.lines().next().unwrap().ends_with(" SPLITK=4"));
+    assert!(four.contains("#define SPLITK 4\n"));
+    assert!(four.contains("__cluster_dims__(1, 1, SPLITK)\nsgemm("));
+    // 555 % 4 != 0: C's rows are not 16-byte aligned, so the sums are stored as scalars;
+    // at 512 columns they are float4 stores.
+    assert!(four.contains("C[r * NC + gc + j] = e[j]"));
+    let aligned = renderer
+        .render(&point("333x512x777", &COPY4_TILE, &["SPLITK=4"]))
+        .unwrap();
+    assert!(aligned.contains("*reinterpret_cast<float4*>(C + r * NC + gc) = s;"));
+}
