@@ -30,7 +30,7 @@ pub fn pairwise(candidates: &[Candidate]) -> Vec<usize> {
 /// the most uncovered pairs; gains only shrink, so a popped gain that still beats the next
 /// one is exact (lazy evaluation). Deterministic: ties go to the lower position.
 pub fn pairwise_rows(rows: &[Vec<u32>]) -> Vec<usize> {
-    let mut uncovered: HashSet<(u32, u32)> = rows.iter().flat_map(|r| pairs(r)).collect();
+    let mut uncovered = PairSet::of(rows);
     // Max-heap of (gain, lower position first).
     let mut heap: BinaryHeap<(usize, std::cmp::Reverse<usize>)> = rows
         .iter()
@@ -42,14 +42,14 @@ pub fn pairwise_rows(rows: &[Vec<u32>]) -> Vec<usize> {
         let Some((_, std::cmp::Reverse(i))) = heap.pop() else {
             break;
         };
-        let gain = pairs(&rows[i]).filter(|p| uncovered.contains(p)).count();
+        let gain = pairs(&rows[i]).filter(|&p| uncovered.contains(p)).count();
         if gain == 0 {
             continue;
         }
         let next = heap.peek().map_or(0, |&(g, _)| g);
         if gain >= next {
             for p in pairs(&rows[i]) {
-                uncovered.remove(&p);
+                uncovered.remove(p);
             }
             chosen.push(i);
         } else {
@@ -57,6 +57,90 @@ pub fn pairwise_rows(rows: &[Vec<u32>]) -> Vec<usize> {
         }
     }
     chosen
+}
+
+/// The pairs of ids no chosen row covers yet. Ids number the (parameter, value)s of a space,
+/// a few dozen in the built-in ones, so a bitmap over every (id, id) pair is small and its
+/// look-ups are a shift and a mask: hashing the pairs of a sgemm space's 30,000-odd rows
+/// (200-odd pairs each) was most of the search's setup. Spaces with too many ids for a
+/// bitmap (it grows as their square) keep a hash set.
+enum PairSet {
+    Bitmap {
+        ids: usize,
+        bits: Vec<u64>,
+        len: usize,
+    },
+    Hashed(HashSet<(u32, u32)>),
+}
+
+/// Ids up to which [`PairSet`] is a bitmap: 4096² bits, 2 MiB.
+const BITMAP_IDS: usize = 4096;
+
+impl PairSet {
+    /// Every pair of every row.
+    fn of(rows: &[Vec<u32>]) -> PairSet {
+        let ids = rows.iter().flatten().max().map_or(0, |&m| m as usize + 1);
+        let mut set = if ids <= BITMAP_IDS {
+            PairSet::Bitmap {
+                ids,
+                bits: vec![0; (ids * ids).div_ceil(64)],
+                len: 0,
+            }
+        } else {
+            PairSet::Hashed(HashSet::new())
+        };
+        for p in rows.iter().flat_map(|r| pairs(r)) {
+            set.insert(p);
+        }
+        set
+    }
+
+    fn insert(&mut self, (a, b): (u32, u32)) {
+        match self {
+            PairSet::Bitmap { ids, bits, len } => {
+                let k = a as usize * *ids + b as usize;
+                if bits[k / 64] & (1 << (k % 64)) == 0 {
+                    bits[k / 64] |= 1 << (k % 64);
+                    *len += 1;
+                }
+            }
+            PairSet::Hashed(set) => {
+                set.insert((a, b));
+            }
+        }
+    }
+
+    fn contains(&self, (a, b): (u32, u32)) -> bool {
+        match self {
+            PairSet::Bitmap { ids, bits, .. } => {
+                let k = a as usize * *ids + b as usize;
+                bits[k / 64] & (1 << (k % 64)) != 0
+            }
+            PairSet::Hashed(set) => set.contains(&(a, b)),
+        }
+    }
+
+    fn remove(&mut self, (a, b): (u32, u32)) {
+        match self {
+            PairSet::Bitmap { ids, bits, len } => {
+                let k = a as usize * *ids + b as usize;
+                if bits[k / 64] & (1 << (k % 64)) != 0 {
+                    bits[k / 64] &= !(1 << (k % 64));
+                    *len -= 1;
+                }
+            }
+            PairSet::Hashed(set) => {
+                set.remove(&(a, b));
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            PairSet::Bitmap { len, .. } => *len == 0,
+            PairSet::Hashed(set) => set.is_empty(),
+        }
+    }
 }
 
 /// Each runnable candidate as its position and one id per (parameter, value).
@@ -141,6 +225,23 @@ mod tests {
                 chosen.len()
             );
         }
+    }
+
+    /// The bitmap of uncovered pairs and the hash set that replaces it for spaces with many
+    /// ids choose the same rows: the same sgemm rows, their ids moved past the bitmap's range.
+    #[test]
+    fn bitmap_and_hashed_pair_sets_give_the_same_cover() {
+        let all = space("sgemm", "100x68x52");
+        let rows: Vec<Vec<u32>> = encode(&all).into_iter().map(|(_, r)| r).collect();
+        let far: Vec<Vec<u32>> = rows
+            .iter()
+            .map(|r| r.iter().map(|&id| id + BITMAP_IDS as u32).collect())
+            .collect();
+        assert!(matches!(PairSet::of(&rows), PairSet::Bitmap { .. }));
+        assert!(matches!(PairSet::of(&far), PairSet::Hashed(_)));
+        let chosen = pairwise_rows(&rows);
+        assert!(!chosen.is_empty());
+        assert_eq!(chosen, pairwise_rows(&far));
     }
 
     #[test]
