@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod common;
-use common::{count_before, has_gpu, skip_on_a_gpu, text, tmp, tune};
+use common::{
+    count_before, cubin_count, has_gpu, interrupt_after_first_cubin, skip_on_a_gpu, text, tmp, tune,
+};
 
 /// Asserts that stderr is exactly one line `error: ...` and holds no panic; returns the line.
 fn one_error_line(stderr: &[u8]) -> String {
@@ -1067,7 +1069,7 @@ fn gpus_and_shape_files_are_checked() {
 #[test]
 fn ctrl_c_in_the_compile_phase_stops_within_two_seconds_and_keeps_what_compiled() {
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let tmp = tmp();
     let cache = tmp.path().join("cache");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
@@ -1091,31 +1093,8 @@ fn ctrl_c_in_the_compile_phase_stops_within_two_seconds_and_keeps_what_compiled(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let cubins = || {
-        std::fs::read_dir(cache.join("cubin"))
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "bin"))
-                    .count()
-            })
-            .unwrap_or(0)
-    };
     // Interrupt once the first source has compiled: the pool is busy with the next ones.
-    let started = Instant::now();
-    while cubins() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "nothing compiled in two minutes (is NVRTC on LD_LIBRARY_PATH? scripts/nvrtc-env.sh)"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "tune ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let signalled = Instant::now();
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    let signalled = interrupt_after_first_cubin(&mut child, &cache, Duration::from_secs(120));
     let out = child.wait_with_output().unwrap();
     let took = signalled.elapsed();
     let stdout = text(&out.stdout);
@@ -1132,7 +1111,7 @@ fn ctrl_c_in_the_compile_phase_stops_within_two_seconds_and_keeps_what_compiled(
     assert!(line.contains(" 0 failed"), "{line}");
     // A worker killed between writing the cache and answering leaves one more.
     assert!(
-        cubins() >= compiled,
+        cubin_count(&cache) >= compiled,
         "every compiled source is in the cache: {line}"
     );
 }

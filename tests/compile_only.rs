@@ -14,7 +14,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{repo, text, tmp, tune_cmd};
+use common::{interrupt_after_first_cubin, repo, text, tmp, tune_cmd};
 
 fn require_nvrtc() {
     assert!(
@@ -470,25 +470,7 @@ fn after_ctrl_c_a_compile_only_summary_agrees_with_its_csv_and_offers_no_resume(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let cubins = || {
-        std::fs::read_dir(cache.join("cubin"))
-            .map(|d| d.filter(|e| e.is_ok()).count())
-            .unwrap_or(0)
-    };
-    let started = Instant::now();
-    while cubins() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "nothing compiled in a minute"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "tune ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    interrupt_after_first_cubin(&mut child, &cache, Duration::from_secs(60));
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");

@@ -170,3 +170,40 @@ pub fn cc(tool: &str, args: &[&str], dir: &Path) {
         text(&out.stderr)
     );
 }
+
+/// Compiled images (`cubin/*.bin`) in the cubin cache folder `cache`.
+pub fn cubin_count(cache: &Path) -> usize {
+    std::fs::read_dir(cache.join("cubin"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "bin"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until the cubin cache folder `cache` holds a compiled image (`cubin/*.bin`) while
+/// `child` still runs, at most `limit`, then sends `child` one SIGINT: a compile-only run
+/// interrupted with its compile pool busy. Returns when the signal was about to be sent.
+pub fn interrupt_after_first_cubin(
+    child: &mut std::process::Child,
+    cache: &Path,
+    limit: std::time::Duration,
+) -> std::time::Instant {
+    let started = std::time::Instant::now();
+    while cubin_count(cache) == 0 {
+        assert!(
+            started.elapsed() < limit,
+            "nothing compiled in {limit:?} (is NVRTC on LD_LIBRARY_PATH? scripts/nvrtc-env.sh)"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "tune ended early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let signalled = std::time::Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    signalled
+}
