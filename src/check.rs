@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{tune, TuneOptions};
+use crate::pipeline::tuner::{tune, Isolation, TuneOptions};
 use crate::store::results::{read_best, BestRow, Status};
 use std::path::PathBuf;
 
@@ -19,7 +19,7 @@ pub struct CheckOptions {
     pub margin_pct: f64,
     pub device: usize,
     pub reps: usize,
-    pub worker_exe: Option<PathBuf>,
+    pub isolation: Isolation,
     pub templates: Option<PathBuf>,
 }
 
@@ -97,7 +97,7 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
         },
         out_dir: out.to_path_buf(),
         device: opts.device,
-        worker_exe: opts.worker_exe.clone(),
+        isolation: opts.isolation.clone(),
         confirm_rounds: 0,
         adaptive: false,
         ..TuneOptions::default()
@@ -135,14 +135,14 @@ impl<'a> GpuRetimer<'a> {
 
 impl Retimer for GpuRetimer<'_> {
     fn gpu_name(&mut self) -> Result<String> {
-        let name = match &self.opts.worker_exe {
+        let name = match self.opts.isolation.worker_exe() {
             Some(exe) => crate::isolate::worker::GpuWorker::start(exe, self.opts.device).map(
                 |(w, info, _)| {
                     w.finish();
                     info.name
                 },
             ),
-            None => crate::cuda::gpu::Gpu::open(self.opts.device).map(|g| g.info.name.clone()),
+            None => crate::isolate::device::open(self.opts.device).map(|d| d.info().name.clone()),
         };
         name.map_err(|e| match e {
             Error::NoGpu(why) => Error::NoGpu(without_gpu(&why)),
@@ -387,7 +387,7 @@ mod tests {
             margin_pct,
             device: 0,
             reps,
-            worker_exe: None,
+            isolation: Isolation::InProcess,
             templates: None,
         };
         for (margin, reps, want) in [

@@ -4,7 +4,7 @@
 use clap::Parser;
 use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::cluster::{merge, sweep};
-use cuda_autotune::isolate::worker;
+use cuda_autotune::isolate::{compile_pool, interrupt, protocol, session};
 use cuda_autotune::{check, export};
 use std::io::Write;
 use std::process::ExitCode;
@@ -23,11 +23,11 @@ fn main() -> ExitCode {
     // The same binary serves as its own compile and GPU worker processes.
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(worker::GPU_WORKER_ARG) => {
-            return ExitCode::from(worker::gpu_worker_main(&args[1..]) as u8)
+        Some(protocol::GPU_WORKER_ARG) => {
+            return ExitCode::from(session::gpu_worker_main(&args[1..]) as u8)
         }
-        Some(worker::COMPILE_WORKER_ARG) => {
-            return ExitCode::from(worker::compile_worker_main(&args[1..]) as u8)
+        Some(protocol::COMPILE_WORKER_ARG) => {
+            return ExitCode::from(compile_pool::compile_worker_main(&args[1..]) as u8)
         }
         _ => {}
     }
@@ -55,10 +55,10 @@ fn main() -> ExitCode {
     // First Ctrl-C: finish the variant in flight, write what was measured, say how to resume.
     // Second Ctrl-C: stop at once (the journal still holds every finished variant).
     let _ = ctrlc::set_handler(|| {
-        if worker::interrupted() {
+        if interrupt::interrupted() {
             std::process::exit(130);
         }
-        worker::request_stop();
+        interrupt::request_stop();
         eprintln!("\ninterrupted: stopping after the variant in flight (Ctrl-C again to quit now)");
     });
     let run = cli.sweep_options(std::env::args().skip(1).collect());

@@ -6,6 +6,7 @@
 
 use cuda_autotune::check::{run, CheckOptions, Retimer};
 use cuda_autotune::error::Result;
+use cuda_autotune::pipeline::tuner::Isolation;
 use cuda_autotune::store::results::{upsert_best, BestRow};
 use std::collections::HashMap;
 use std::path::Path;
@@ -113,7 +114,7 @@ fn db(dir: &Path) -> CheckOptions {
         margin_pct: 10.0,
         device: 0,
         reps: 30,
-        worker_exe: None,
+        isolation: Isolation::InProcess,
         templates: None,
     }
 }

@@ -20,7 +20,7 @@
 use clap::Parser;
 use cuda_autotune::cli::Cli;
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
-use cuda_autotune::pipeline::tuner::{tune, TuneOptions};
+use cuda_autotune::pipeline::tuner::{tune, Isolation, TuneOptions};
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::results::{read_run_csv, write_atomic, Record, Status};
 use std::collections::{BTreeMap, BTreeSet};
@@ -485,7 +485,7 @@ fn every_planted_fault_is_recorded_and_the_run_goes_on() {
     opts.cubin_cache = false;
     opts.rtol = None;
     opts.seed = 7;
-    opts.worker_exe = Some(tune_exe());
+    opts.isolation = Isolation::Workers(tune_exe());
     opts.jobs = 4;
     opts.watchdog_s = WATCHDOG_S;
     opts.resume = false;

@@ -5,7 +5,7 @@
 //! own; tests/gpu_parts.rs fails until a new test here is added to one part.
 
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
-use cuda_autotune::pipeline::tuner::{tune, TuneOptions, TuneOutcome};
+use cuda_autotune::pipeline::tuner::{tune, Isolation, TuneOptions, TuneOutcome};
 use cuda_autotune::store::results::{read_run_csv, Record, Status};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -24,7 +24,7 @@ fn options(shape: &str, out: &Path) -> TuneOptions {
             cache: CacheState::Warm,
         },
         out_dir: out.to_path_buf(),
-        worker_exe: Some(tune_exe()),
+        isolation: Isolation::Workers(tune_exe()),
         jobs: 4,
         watchdog_s: 20.0,
         seed: 7,

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
 use crate::measure::bench::{BenchSettings, CacheState};
 use crate::pipeline::tuner::{
-    default_budget, CompileLimit, TuneOptions, AUTO_SEARCH, DEFAULT_WATCHDOG_S,
+    default_budget, CompileLimit, Isolation, TuneOptions, AUTO_SEARCH, DEFAULT_WATCHDOG_S,
 };
 use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -528,10 +528,9 @@ impl TuneArgs {
             cubin_cache: !self.no_cache,
             rtol: self.rtol,
             seed: self.seed,
-            worker_exe: if self.in_process {
-                None
-            } else {
-                std::env::current_exe().ok()
+            isolation: match std::env::current_exe() {
+                Ok(exe) if !self.in_process => Isolation::Workers(exe),
+                _ => Isolation::InProcess,
             },
             jobs: self.jobs.unwrap_or_else(|| {
                 std::thread::available_parallelism()
@@ -625,7 +624,10 @@ impl CheckArgs {
             margin_pct: self.margin,
             device: self.device,
             reps: self.reps,
-            worker_exe: std::env::current_exe().ok(),
+            isolation: match std::env::current_exe() {
+                Ok(exe) => Isolation::Workers(exe),
+                Err(_) => Isolation::InProcess,
+            },
             templates: self.templates.clone(),
         }
     }

@@ -3,7 +3,7 @@
 
 use super::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep};
 use crate::error::{Error, Result};
-use crate::isolate::worker;
+use crate::isolate::interrupt;
 use crate::pipeline::{self, summary, TuneOptions};
 use crate::store::results::Status;
 use std::path::PathBuf;
@@ -39,7 +39,17 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     let shapes = pipeline::shape_list(&base, cli.shapes.as_deref())?;
     let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
     let gpus = match &cli.gpus {
-        Some(spec) => crate::cuda::gpu::parse_gpu_list(spec)?,
+        Some(spec) => {
+            // The list's syntax first, so a typo is reported as such without a GPU.
+            let listed = crate::cuda::gpu::parse_gpu_spec(spec)?;
+            let count = crate::isolate::device::count().map_err(|e| match e {
+                crate::error::Error::NoGpu(why) => {
+                    crate::error::Error::NoGpu(format!("--gpus: {why}"))
+                }
+                e => e,
+            })?;
+            crate::cuda::gpu::gpus_present(listed, count)?
+        }
         None => Vec::new(),
     };
     // The estimated work per shape orders a multi-GPU queue and balances shards by shapes.
@@ -170,7 +180,7 @@ fn sweep_on_gpus(
         for &g in gpus {
             let (queue, run) = (&queue, &run);
             scope.spawn(move || loop {
-                if worker::interrupted() {
+                if interrupt::interrupted() {
                     break;
                 }
                 let Some(i) = queue.lock().expect("queue").pop_front() else {
@@ -190,7 +200,7 @@ fn sweep_on_gpus(
         gpus.iter().copied().find(|g| !dead.contains(g))
     };
     for i in left {
-        if worker::interrupted() {
+        if interrupt::interrupted() {
             break;
         }
         run(i, survivor.unwrap_or(gpus[0]), false);

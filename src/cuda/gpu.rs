@@ -478,24 +478,19 @@ impl Gpu {
     }
 }
 
-/// Parses `--gpus all` or `--gpus 0,1,...` against the devices present: every index must
-/// exist and appear once. The list's syntax is checked first, so a typo is reported as such
-/// even on a machine without a GPU.
-pub fn parse_gpu_list(spec: &str) -> Result<Vec<usize>> {
-    let listed = parse_gpu_spec(spec)?;
+/// How many CUDA devices the driver reports; an error says why there are none to count.
+pub fn device_count() -> Result<usize> {
     if !unsafe { sys::is_culib_present() } {
         return Err(Error::NoGpu(
-            "--gpus needs the NVIDIA driver (libcuda.so), which could not be loaded".into(),
+            "the NVIDIA driver (libcuda.so) could not be loaded".into(),
         ));
     }
     let count = CudaContext::device_count()
         .map_err(|e| Error::NoGpu(format!("cuInit failed with {:?}", e.0)))?;
     if count <= 0 {
-        return Err(Error::NoGpu(
-            "--gpus: the driver reports no CUDA device".into(),
-        ));
+        return Err(Error::NoGpu("the driver reports no CUDA device".into()));
     }
-    gpus_present(listed, count as usize)
+    Ok(count as usize)
 }
 
 /// The indices of `--gpus LIST` (`None` for `all`): whole numbers, each once.

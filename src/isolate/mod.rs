@@ -1,12 +1,16 @@
 //! Worker processes: GPU work and compilation run in child processes so that a faulting or
 //! hanging kernel, or a crashing compiler, costs one task and not the run.
 //!
-//! [`worker`] runs a job's tasks (in GPU worker processes or in this one) and is what the
+//! [`device`] is the seam every GPU call goes through (the CUDA device, or a simulated one in
+//! tests); [`worker`] runs a job's tasks (in GPU worker processes or in this one) and is what the
 //! layers above use; [`protocol`] is what travels to and from a GPU worker, [`session`] the
 //! GPU side of a job, [`compile_pool`] the compile workers, [`interrupt`] the stop request.
 
 pub mod compile_pool;
+pub mod device;
 pub mod interrupt;
 pub mod protocol;
 pub mod session;
+#[cfg(feature = "simulated")]
+pub mod simulated;
 pub mod worker;

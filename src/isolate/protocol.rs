@@ -81,6 +81,10 @@ pub struct ReferenceKernel {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Task {
     pub id: usize,
+    /// What the task measures, as its record names it (`TILE_DIM=32 BLOCK_ROWS=8 ...`, or a
+    /// baseline's name): for messages, and for a simulated device's model.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label: String,
     pub work: Work,
     /// "reference" or the name of an input buffer the output must equal (copies).
     pub expect: String,

@@ -1,9 +1,10 @@
 //! The GPU side of a job: one CUDA context with the inputs, the expected output, the checker
 //! and the timer ([`Session`]), the tasks run on it, and the GPU worker process's entry point.
 
+use super::device::Device;
 use super::interrupt::interrupted;
 use super::protocol::{failed, ArgDesc, Job, Line, PreLaunch, Task, TaskResult, Work};
-use crate::cuda::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult};
+use crate::cuda::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::error::{Error, Result};
 use crate::measure::bench::{Stats, Timer};
 use crate::measure::verify::{self, Checker, NAN_BITS};
@@ -52,13 +53,13 @@ impl Loaded {
 
 /// Host-side data of a job: inputs and, when computed on the CPU, the expected output, as
 /// raw bytes of the job's element type.
-pub struct HostData {
+struct HostData {
     pub inputs: Vec<Vec<u8>>,
     pub reference: Option<Vec<u8>>,
 }
 
 impl HostData {
-    pub fn new(job: &Job) -> Result<HostData> {
+    fn new(job: &Job) -> Result<HostData> {
         let inputs: Vec<Vec<u8>> = job
             .buffers
             .iter()
@@ -507,23 +508,72 @@ fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(Tas
     false
 }
 
-/// Runs `tasks` in this process on `gpu`; stops after a fault that poisons the context.
-/// Fails only when the session cannot be set up.
-pub fn run_in_process(
-    gpu: Gpu,
-    job: &Job,
-    host: &HostData,
-    tasks: &[Task],
-    sink: &mut dyn FnMut(TaskResult),
-) -> Result<()> {
-    let session = Session::open(gpu, job, host)?;
-    run_on(&session, job, tasks, sink);
-    Ok(())
+/// The GPU through CUDA: the device, and the session of the last job's data, which the next
+/// job with the same data reuses (inputs, expected output and buffers stay on the device).
+pub struct CudaDevice {
+    info: DeviceInfo,
+    /// The device while no session holds it.
+    idle: Option<Gpu>,
+    session: Option<(String, Session)>,
+}
+
+impl CudaDevice {
+    pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        let gpu = Gpu::open(ordinal)?;
+        Ok(CudaDevice {
+            info: gpu.info.clone(),
+            idle: Some(gpu),
+            session: None,
+        })
+    }
+}
+
+impl Device for CudaDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn free_mem(&self) -> Result<u64> {
+        let gpu = match (&self.idle, &self.session) {
+            (Some(g), _) => g,
+            (None, Some((_, s))) => &s.gpu,
+            (None, None) => return Ok(0),
+        };
+        Ok(gpu.free_mem()? as u64)
+    }
+
+    fn prepare(&mut self, job: &Job) -> Result<()> {
+        let key = job.data_key();
+        if self.session.as_ref().is_none_or(|(k, _)| *k != key) {
+            // The device comes back from the last session, or is opened again when a failed
+            // set-up or a fault took it.
+            let gpu = match (self.session.take(), self.idle.take()) {
+                (Some((_, s)), _) => s.into_gpu(),
+                (None, Some(g)) => g,
+                (None, None) => Gpu::open(self.info.ordinal)?,
+            };
+            let session = HostData::new(job).and_then(|host| Session::open(gpu, job, &host))?;
+            self.session = Some((key, session));
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(TaskResult)) -> Result<bool> {
+        self.prepare(job)?;
+        let (_, session) = self.session.as_ref().expect("prepared");
+        let sticky = run_on(session, job, tasks, sink);
+        if sticky {
+            // The context is poisoned: the next job opens the device again.
+            self.session = None;
+        }
+        Ok(sticky)
+    }
 }
 
 /// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
 /// the parent never needs a CUDA context of its own, and the driver's start overlaps the
-/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s.
+/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s. Exits 3
+/// after a fault that left the device unusable (the parent starts a fresh worker).
 pub fn gpu_worker_main(args: &[String]) -> i32 {
     let stdout = std::io::stdout();
     let emit = |line: &Line| {
@@ -535,19 +585,17 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
         );
         let _ = out.flush();
     };
-    let device = args.first().and_then(|d| d.parse().ok()).unwrap_or(0);
-    let gpu = match Gpu::open(device) {
-        Ok(gpu) => gpu,
+    let ordinal = args.first().and_then(|d| d.parse().ok()).unwrap_or(0);
+    let mut device = match super::device::open(ordinal) {
+        Ok(device) => device,
         Err(e) => {
             emit(&Line::Fatal(e.to_string()));
             return 1;
         }
     };
-    let free = gpu.free_mem().unwrap_or(0) as u64;
-    emit(&Line::Device(gpu.info.clone(), free));
-    // One job per line; jobs with the same data reuse the session. EOF ends the worker.
-    let mut idle = Some(gpu);
-    let mut session: Option<(String, Session)> = None;
+    let free = device.free_mem().unwrap_or(0);
+    emit(&Line::Device(device.info().clone(), free));
+    // One job per line. EOF ends the worker.
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
@@ -560,24 +608,19 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
                 return 1;
             }
         };
-        let key = job.data_key();
-        if session.as_ref().is_none_or(|(k, _)| *k != key) {
-            let gpu = match session.take() {
-                Some((_, s)) => s.into_gpu(),
-                None => idle.take().expect("the device is idle or in a session"),
-            };
-            match HostData::new(&job).and_then(|host| Session::open(gpu, &job, &host)) {
-                Ok(s) => session = Some((key, s)),
-                Err(e) => {
-                    emit(&Line::Fatal(e.to_string()));
-                    return 1;
-                }
-            }
+        if let Err(e) = device.prepare(&job) {
+            emit(&Line::Fatal(e.to_string()));
+            return 1;
         }
         emit(&Line::Ready);
-        let (_, s) = session.as_ref().expect("opened above");
-        if run_on(s, &job, &job.tasks, &mut |r| emit(&Line::Result(r))) {
-            return 3;
+        let ran = device.run(&job, &job.tasks, &mut |r| emit(&Line::Result(r)));
+        match ran {
+            Ok(true) => return 3,
+            Ok(false) => {}
+            Err(e) => {
+                emit(&Line::Fatal(e.to_string()));
+                return 1;
+            }
         }
     }
     0

@@ -5,21 +5,12 @@
 //! records each result as it arrives and, when the child dies or hangs past the watchdog,
 //! records the task in flight as failed and starts a fresh child for the rest.
 //!
-//! This module runs a job's tasks ([`run_tasks`]) and re-exports what the layers above use
-//! of the protocol, the GPU session, the compile pool and the stop request.
+//! This module runs a job's tasks ([`run_tasks`]) on this process's device or in workers.
 
-use super::protocol::{failed, Line};
-
-pub use super::compile_pool::{
-    compile_worker_main, CompileLimit, CompilePool, CompileReply, PoolReply,
-};
-pub use super::interrupt::{interrupted, request_stop};
-pub use super::protocol::{
-    ArgDesc, BufferDesc, Job, PreLaunch, ReferenceKernel, Task, TaskResult, Work,
-    COMPILE_WORKER_ARG, GPU_WORKER_ARG,
-};
-pub use super::session::{gpu_worker_main, run_in_process, HostData};
-use crate::cuda::gpu::{DeviceInfo, Gpu};
+use super::device::Device;
+use super::interrupt::interrupted;
+use super::protocol::{failed, Job, Line, Task, TaskResult, GPU_WORKER_ARG};
+use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -103,33 +94,33 @@ impl GpuWorker {
     }
 }
 
-/// How GPU tasks are isolated from each other.
-pub enum Isolation {
-    /// In this process, on this context: a fault ends the run (remaining tasks fail).
-    InProcess(Gpu),
-    /// In child processes of this executable (`tune`): faults and hangs are survived. The
+/// Where a job's tasks run.
+pub enum Runner<'a> {
+    /// This process's device: a fault that poisons it ends the run (remaining tasks fail).
+    Local(&'a mut dyn Device),
+    /// Child processes of this executable (`tune`): faults and hangs are survived. The
     /// first worker may already be running (started early to overlap its start).
-    Subprocess {
+    Workers {
         exe: PathBuf,
-        /// Floor of the per-task time limit, in seconds.
+        /// Floor of the per-task time limit.
         watchdog: Duration,
         first: Option<GpuWorker>,
     },
 }
 
 /// Runs every task of `job`, calling `on_result` as each finishes. Returns the number of
-/// worker restarts, or the error that stopped the run (results so far were delivered).
+/// worker restarts and the worker left idle, or the error that stopped the run (results so
+/// far were delivered).
 pub fn run_tasks(
     job: &Job,
-    isolation: Isolation,
+    runner: Runner<'_>,
     on_result: &mut dyn FnMut(TaskResult),
 ) -> Result<(usize, Option<GpuWorker>)> {
-    match isolation {
-        Isolation::InProcess(gpu) => {
-            let host = HostData::new(job)?;
+    match runner {
+        Runner::Local(device) => {
             let mut done = std::collections::BTreeSet::new();
             let mut lost = None;
-            run_in_process(gpu, job, &host, &job.tasks, &mut |r| {
+            device.run(job, &job.tasks, &mut |r| {
                 done.insert(r.id);
                 if r.sticky {
                     lost = Some(r.error.clone());
@@ -146,7 +137,7 @@ pub fn run_tasks(
             }
             Ok((0, None))
         }
-        Isolation::Subprocess {
+        Runner::Workers {
             exe,
             watchdog,
             first,

@@ -9,7 +9,8 @@ pub(super) use super::progress::bar;
 use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
-use crate::isolate::worker::{CompilePool, PoolReply, PreLaunch, Task, Work};
+use crate::isolate::compile_pool::{CompilePool, PoolReply};
+use crate::isolate::protocol::{PreLaunch, Task, Work};
 use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
@@ -161,7 +162,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
     let (mut proposing, mut cut_short) = (search.is_some(), false);
     loop {
         while proposing && prep.compiling() < opts.jobs.max(1) {
-            if crate::isolate::worker::interrupted() {
+            if crate::isolate::interrupt::interrupted() {
                 (proposing, cut_short) = (false, true);
                 break;
             }
@@ -182,7 +183,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
     outcome.phases.compile_s += t.elapsed().as_secs_f64();
     outcome.search = search.as_ref().map(|s| s.summary("proposed"));
     prep.count_into(&mut outcome);
-    outcome.interrupted = crate::isolate::worker::interrupted();
+    outcome.interrupted = crate::isolate::interrupt::interrupted();
     let skipped = match &search {
         Some(s) if cut_short => s.interrupted_reason(),
         Some(s) => s.skipped_reason(),
@@ -273,7 +274,7 @@ fn compile_here(
     cubin: &Path,
     deadline: Option<Instant>,
 ) -> Result<CompiledSource> {
-    if crate::isolate::worker::interrupted() {
+    if crate::isolate::interrupt::interrupted() {
         return Ok(NOT_COMPILED);
     }
     if deadline.is_some_and(|at| Instant::now() >= at) {
@@ -459,7 +460,7 @@ impl Prepared {
                 .collect();
             self.kernels.insert(i, kernels);
         }
-        let pooled = env.opts.jobs > 1 && env.opts.worker_exe.is_some();
+        let pooled = env.opts.jobs > 1 && env.opts.isolation.worker_exe().is_some();
         for k in first_new..self.sources.len() {
             let path = env.dir.join(format!("s{k:04}.cu"));
             let cubin = path.with_extension("cubin");
@@ -474,7 +475,7 @@ impl Prepared {
             let done = match hit {
                 Some(hit) => Some(hit),
                 None if pooled => {
-                    let exe = env.opts.worker_exe.as_deref().expect("pooled");
+                    let exe = env.opts.isolation.worker_exe().expect("pooled");
                     let deadline = self.deadline;
                     let pool = self.pool.get_or_insert_with(|| {
                         let pool = CompilePool::new(
@@ -656,6 +657,7 @@ impl Prepared {
         rec.error.clear();
         Some(Task {
             id,
+            label: rec.label(),
             work: Work::Kernel {
                 cubin: path.clone(),
                 kernel: env.op.spec.kernel.clone(),

@@ -5,10 +5,9 @@ use super::build::Built;
 use super::job::Ledger;
 use super::options::TuneOptions;
 use super::outcome::Confidence;
-use super::rounds::Measured;
-use crate::cuda::gpu::Gpu;
+use super::rounds::{Gpus, Measured};
 use crate::error::{Error, Result};
-use crate::isolate::worker::{run_tasks, Isolation, Job};
+use crate::isolate::protocol::Job;
 use crate::store::results::{Record, RunInfo, Status};
 use std::collections::HashMap;
 
@@ -34,32 +33,23 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         job,
         all_tasks,
         fatal,
-        gpus,
-        idle_worker,
+        mut gpus,
         ..
     } = m;
     if opts.confirm_rounds > 0 && fatal.is_none() && !built.outcome.interrupted {
-        let isolation = match &opts.worker_exe {
-            Some(exe) => Some(Isolation::Subprocess {
-                exe: exe.clone(),
-                watchdog: gpus.watchdog,
-                first: idle_worker,
-            }),
-            None => Gpu::open(opts.device).ok().map(Isolation::InProcess),
-        };
-        if let Some(isolation) = isolation {
-            let mut cjob = job.clone();
-            cjob.tasks = all_tasks;
-            built.outcome.confidence = retime_leaders(
-                &cjob,
-                isolation,
-                &ledger.task_record,
-                &mut ledger.records,
-                opts,
-            )?;
-        }
-    } else if let Some(w) = idle_worker {
-        w.finish();
+        let mut cjob = job.clone();
+        cjob.tasks = all_tasks;
+        let confidence = retime_leaders(
+            &cjob,
+            &mut gpus,
+            &ledger.task_record,
+            &mut ledger.records,
+            opts,
+        );
+        gpus.finish();
+        built.outcome.confidence = confidence?;
+    } else {
+        gpus.finish();
     }
     Ok(Measurements {
         built,
@@ -82,7 +72,7 @@ pub const CONFIRM_WITHIN: f64 = 0.10;
 /// repeated runs pick the same configuration whenever the data cannot tell them apart.
 fn retime_leaders(
     job: &Job,
-    isolation: Isolation,
+    gpus: &mut Gpus,
     task_record: &HashMap<usize, usize>,
     records: &mut [Record],
     opts: &TuneOptions,
@@ -123,14 +113,11 @@ fn retime_leaders(
     cjob.confirm_rounds = opts.confirm_rounds;
     cjob.adaptive_cutoff = None;
     let mut samples: HashMap<usize, Vec<f64>> = HashMap::new();
-    let (_, idle) = run_tasks(&cjob, isolation, &mut |r| {
+    gpus.run(&cjob, &mut |r| {
         if r.samples.len() >= 2 {
             samples.insert(r.id, r.samples);
         }
     })?;
-    if let Some(w) = idle {
-        w.finish();
-    }
     let timed: Vec<(usize, Vec<f64>)> = picked
         .iter()
         .filter_map(|(id, at)| samples.remove(id).map(|s| (*at, s)))

@@ -8,7 +8,7 @@ use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::isolate::worker::{ArgDesc, BufferDesc, Job, ReferenceKernel, Task, TaskResult, Work};
+use crate::isolate::protocol::{ArgDesc, BufferDesc, Job, ReferenceKernel, Task, TaskResult, Work};
 use crate::measure::verify;
 use crate::model::shape::Shape;
 use crate::model::task::TaskId;
@@ -217,6 +217,7 @@ fn baseline_tasks(
                     .insert(id, format!("baseline {} {baseline_key}", b.name));
                 tasks.push(Task {
                     id,
+                    label: b.name.clone(),
                     work,
                     expect: b.expect.clone(),
                     contender: false,

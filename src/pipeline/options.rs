@@ -31,13 +31,12 @@ pub struct TuneOptions {
     pub cubin_cache: bool,
     pub rtol: Option<f64>,
     pub seed: u64,
-    /// The `tune` executable to run compile and GPU workers from; `None` runs everything in
-    /// this process (serial compiles, and a faulting kernel ends the run).
-    pub worker_exe: Option<PathBuf>,
+    /// Where compiles and GPU work run: in worker processes, or in this one.
+    pub isolation: Isolation,
     /// Compile worker processes.
     pub jobs: usize,
     /// How long one source may take in NVRTC (compile workers only).
-    pub compile_limit: crate::isolate::worker::CompileLimit,
+    pub compile_limit: crate::isolate::compile_pool::CompileLimit,
     /// Seconds a GPU task may take before its worker is killed and it is recorded as hung.
     pub watchdog_s: f64,
     /// Reuse the results in a matching journal from an earlier, unfinished run.
@@ -71,12 +70,33 @@ pub struct TuneOptions {
     pub warm_start: bool,
 }
 
+/// Where a run's compiles and GPU tasks run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Isolation {
+    /// In this process: serial compiles, and a kernel that faults or hangs ends the run.
+    InProcess,
+    /// In worker processes of this `tune` executable: a faulting, hanging or crashing task
+    /// costs only its own record.
+    Workers(PathBuf),
+}
+
+impl Isolation {
+    /// The worker executable, when there are workers.
+    pub fn worker_exe(&self) -> Option<&std::path::Path> {
+        match self {
+            Isolation::InProcess => None,
+            Isolation::Workers(exe) => Some(exe),
+        }
+    }
+}
+
 /// Seconds a GPU task may run beyond its expected time before it is killed (`--watchdog`).
 pub const DEFAULT_WATCHDOG_S: f64 = 10.0;
 
 impl Default for TuneOptions {
-    /// The CLI's defaults, with work in this process (`worker_exe: None`): a library user
-    /// sets `op`, `shape` and, to survive faulting kernels, `worker_exe` to a `tune` binary.
+    /// The CLI's defaults, with work in this process ([`Isolation::InProcess`]): a library
+    /// user sets `op`, `shape` and, to survive faulting kernels, [`Isolation::Workers`] with
+    /// a `tune` binary.
     fn default() -> Self {
         TuneOptions {
             op: "transpose".into(),
@@ -99,8 +119,8 @@ impl Default for TuneOptions {
             cubin_cache: true,
             rtol: None,
             seed: 1,
-            worker_exe: None,
-            compile_limit: crate::isolate::worker::CompileLimit::Auto,
+            isolation: Isolation::InProcess,
+            compile_limit: crate::isolate::compile_pool::CompileLimit::Auto,
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),

@@ -2,10 +2,11 @@
 //! compiler is touched; [`device`] finds the device, the space at its limits and the compiler.
 //! Also the input checks a sweep runs once before it starts ([`check_inputs`]).
 
-use super::options::TuneOptions;
+use super::options::{Isolation, TuneOptions};
 use crate::cuda::compile::{default_cache_dir, Compiler};
-use crate::cuda::gpu::{DeviceInfo, Gpu};
+use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
+use crate::isolate::device::Device;
 use crate::isolate::worker::GpuWorker;
 use crate::model::shape::Shape;
 use crate::spec::codegen::Renderer;
@@ -50,8 +51,8 @@ pub(super) struct Setup {
     pub device: Option<DeviceInfo>,
     /// The first GPU worker (with a worker executable), already started.
     pub first_worker: Option<GpuWorker>,
-    /// The GPU opened in this process (without a worker executable).
-    pub local_gpu: Option<Gpu>,
+    /// The device opened in this process (without worker processes).
+    pub local_device: Option<Box<dyn Device>>,
     pub limits: DeviceLimits,
     pub arch: String,
     /// The valid configurations (and the pruned ones with `--pruned-rows`), in space order;
@@ -102,15 +103,17 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
         checked,
         renderer,
     } = plan;
-    let (device, free_mem, first_worker, local_gpu) = if opts.compile_only {
-        (None, 0, None, None)
-    } else if let Some(exe) = &opts.worker_exe {
-        let (w, info, free) = GpuWorker::start(exe, opts.device)?;
-        (Some(info), free, Some(w), None)
-    } else {
-        let g = Gpu::open(opts.device)?;
-        let free = g.free_mem()? as u64;
-        (Some(g.info.clone()), free, None, Some(g))
+    let (device, free_mem, first_worker, local_device) = match &opts.isolation {
+        _ if opts.compile_only => (None, 0, None, None),
+        Isolation::Workers(exe) => {
+            let (w, info, free) = GpuWorker::start(exe, opts.device)?;
+            (Some(info), free, Some(w), None)
+        }
+        Isolation::InProcess => {
+            let d = crate::isolate::device::open(opts.device)?;
+            let free = d.free_mem()?;
+            (Some(d.info().clone()), free, None, Some(d))
+        }
     };
     let limits = device
         .as_ref()
@@ -168,7 +171,7 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
         renderer,
         device,
         first_worker,
-        local_gpu,
+        local_device,
         limits,
         arch,
         candidates,
@@ -260,7 +263,7 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
         ))
     })?;
     domain::seconds(opts.watchdog_s).map_err(usage("--watchdog"))?;
-    if let crate::isolate::worker::CompileLimit::Seconds(s) = opts.compile_limit {
+    if let crate::isolate::compile_pool::CompileLimit::Seconds(s) = opts.compile_limit {
         // `Off` is the command line's 0.
         domain::seconds(s).map_err(usage("--compile-timeout"))?;
     }
@@ -476,7 +479,7 @@ impl BufferLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isolate::worker::CompileLimit;
+    use crate::isolate::compile_pool::CompileLimit;
 
     /// A library caller's settings are held to the domains the command line's parsers use:
     /// each value outside one is bad input naming its option; the defaults pass.

@@ -9,9 +9,10 @@ use super::job::{Ledger, Staged};
 use super::options::TuneOptions;
 use super::outcome::{Remeasured, TuneOutcome};
 use super::search::Search;
-use crate::cuda::gpu::Gpu;
 use crate::error::{Error, Result};
-use crate::isolate::worker::{run_tasks, GpuWorker, Isolation, Job, Task, TaskResult};
+use crate::isolate::device::Device;
+use crate::isolate::protocol::{Job, Task, TaskResult};
+use crate::isolate::worker::{run_tasks, GpuWorker, Runner};
 use crate::measure::clocks::ClockSample;
 use crate::spec::ops::one_line;
 use crate::store::results::{self, Record, RunInfo, Status};
@@ -21,28 +22,44 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Where GPU work runs: worker processes of `exe` (killed after `watchdog` without an
-/// answer), or this process's GPU.
+/// answer), or this process's device.
 pub(super) struct Gpus {
     exe: Option<PathBuf>,
     device: usize,
-    pub watchdog: Duration,
-    /// The GPU opened in this process, until a round consumes it.
-    local: Option<Gpu>,
+    watchdog: Duration,
+    /// This process's device (without workers), opened when first needed.
+    local: Option<Box<dyn Device>>,
+    /// The worker the last job left idle, with its session: the next job reuses it.
+    idle: Option<GpuWorker>,
 }
 
 impl Gpus {
-    /// Where the next round runs: the worker left idle by the last round (`idle`), a fresh
-    /// one, or this process's GPU (reopened after the first round: a round consumes it).
-    fn isolation(&mut self, idle: Option<GpuWorker>) -> Result<Isolation> {
-        Ok(match (&self.exe, self.local.take()) {
-            (Some(exe), _) => Isolation::Subprocess {
+    /// Runs `job`'s tasks, calling `on_result` as each finishes; returns the number of
+    /// worker restarts.
+    pub fn run(&mut self, job: &Job, on_result: &mut dyn FnMut(TaskResult)) -> Result<usize> {
+        let runner = match &self.exe {
+            Some(exe) => Runner::Workers {
                 exe: exe.clone(),
                 watchdog: self.watchdog,
-                first: idle,
+                first: self.idle.take(),
             },
-            (None, Some(gpu)) => Isolation::InProcess(gpu),
-            (None, None) => Isolation::InProcess(Gpu::open(self.device)?),
-        })
+            None => {
+                if self.local.is_none() {
+                    self.local = Some(crate::isolate::device::open(self.device)?);
+                }
+                Runner::Local(self.local.as_deref_mut().expect("opened above"))
+            }
+        };
+        let (restarts, idle) = run_tasks(job, runner, on_result)?;
+        self.idle = idle;
+        Ok(restarts)
+    }
+
+    /// Ends the idle worker, if any.
+    pub fn finish(self) {
+        if let Some(w) = self.idle {
+            w.finish();
+        }
     }
 }
 
@@ -62,8 +79,6 @@ pub(super) struct Measured {
     /// What stopped the rounds, when something did.
     pub fatal: Option<Error>,
     pub gpus: Gpus,
-    /// The worker the last round left idle.
-    pub idle_worker: Option<GpuWorker>,
 }
 
 /// What taking the results in keeps beside the records.
@@ -144,12 +159,12 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         earlier,
     } = staged;
     let mut gpus = Gpus {
-        exe: opts.worker_exe.clone(),
+        exe: opts.isolation.worker_exe().map(PathBuf::from),
         device: opts.device,
         watchdog: Duration::from_secs_f64(opts.watchdog_s.max(0.1)),
-        local: built.setup.local_gpu.take(),
+        local: built.setup.local_device.take(),
+        idle: built.setup.first_worker.take(),
     };
-    let mut idle_worker = built.setup.first_worker.take();
     let mut all_tasks: Vec<Task> = Vec::new();
     let pb = bar(
         job.tasks.len() + built.prep.waiting() + built.search.as_ref().map_or(0, Search::remaining),
@@ -178,7 +193,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     // The next round may start while a few sources of this one still compile: a round would
     // otherwise wait for its slowest compile.
     let may_ask = |search_done: bool, prep: &super::build::Prepared| {
-        !search_done && !crate::isolate::worker::interrupted() && prep.waiting() <= STRAGGLERS
+        !search_done && !crate::isolate::interrupt::interrupted() && prep.waiting() <= STRAGGLERS
     };
     loop {
         let may_ask_now = may_ask(search_done, &built.prep);
@@ -209,14 +224,13 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
                 job.tasks.push(task);
             }
         }
-        if crate::isolate::worker::interrupted() {
+        if crate::isolate::interrupt::interrupted() {
             job.tasks.clear(); // their records say "not run"
         }
         if !job.tasks.is_empty() {
             if let Err(e) = run_job(
                 &mut job,
                 &mut gpus,
-                &mut idle_worker,
                 &mut all_tasks,
                 &earlier,
                 &mut ledger,
@@ -278,7 +292,6 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         journal_error: tally.journal_error,
         fatal,
         gpus,
-        idle_worker,
     })
 }
 
@@ -289,7 +302,6 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
 fn run_job(
     job: &mut Job,
     gpus: &mut Gpus,
-    idle_worker: &mut Option<GpuWorker>,
     all_tasks: &mut Vec<Task>,
     earlier: &HashMap<String, TaskResult>,
     ledger: &mut Ledger,
@@ -317,13 +329,9 @@ fn run_job(
     if job.tasks.is_empty() {
         return Ok(());
     }
-    let run = gpus
-        .isolation(idle_worker.take())
-        .and_then(|iso| run_tasks(job, iso, &mut |r| tally.take(ledger, outcome, r, true)));
+    let run = gpus.run(job, &mut |r| tally.take(ledger, outcome, r, true));
     job.tasks.clear();
-    let (restarts, idle) = run?;
-    outcome.context_restarts += restarts;
-    *idle_worker = idle;
+    outcome.context_restarts += run?;
     Ok(())
 }
 
@@ -350,24 +358,21 @@ pub(super) fn settle(m: Measured) -> Measured {
         }
     }
     // Too many of them: rest the GPU, then time the flagged ones again once.
-    if m.fatal.is_none() && !crate::isolate::worker::interrupted() {
-        let (gpus, idle_worker) = (&mut m.gpus, &mut m.idle_worker);
-        let (done, idle) = remeasure_throttled(
+    if m.fatal.is_none() && !crate::isolate::interrupt::interrupted() {
+        outcome.remeasured = remeasure_throttled(
             &m.job,
             &m.all_tasks,
             &m.clock_samples,
             &m.ledger.task_record,
             records,
             m.work,
-            || gpus.isolation(idle_worker.take()),
+            &mut m.gpus,
         );
-        outcome.remeasured = done;
-        m.idle_worker = idle.or(m.idle_worker.take());
     }
     if let Some(e) = &m.journal_error {
         eprintln!("warning: the journal could not be written, so this run cannot be resumed: {e}");
     }
-    outcome.interrupted = crate::isolate::worker::interrupted();
+    outcome.interrupted = crate::isolate::interrupt::interrupted();
     // Why what never ran did not: the stop, the failure that ended the rounds, or (for a
     // source the stop kept from compiling) the stop too.
     let why = match (&m.fatal, outcome.interrupted) {
@@ -396,8 +401,8 @@ pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);
 /// steady clock, when they are too many to leave flagged ([`crate::measure::clocks::to_remeasure`]):
 /// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
 /// and a new result replaces the first only when its own clock reading is clean. `isolation`
-/// is called only when there is something to re-time. Returns what it did and the worker it
-/// left idle; a failure of the second job is a warning (the first results stand).
+/// runs the second job. Returns what it did; a failure of the second job is a warning (the
+/// first results stand).
 fn remeasure_throttled(
     job: &Job,
     all_tasks: &[Task],
@@ -405,14 +410,12 @@ fn remeasure_throttled(
     task_record: &HashMap<usize, usize>,
     records: &mut [Record],
     work: f64,
-    isolation: impl FnOnce() -> Result<Isolation>,
-) -> (Option<Remeasured>, Option<GpuWorker>) {
+    gpus: &mut Gpus,
+) -> Option<Remeasured> {
     // The steady clock of every reading, as the CSV's flags use; the timed results' readings.
     let all: Vec<crate::measure::clocks::ClockSample> =
         clock_samples.iter().map(|(_, c)| *c).collect();
-    let Some(sum) = crate::measure::clocks::summarize(&all) else {
-        return (None, None);
-    };
+    let sum = crate::measure::clocks::summarize(&all)?;
     let readings: Vec<(usize, crate::measure::clocks::ClockSample)> = clock_samples
         .iter()
         .filter(|(at, _)| records[*at].status == Status::Ok)
@@ -420,7 +423,7 @@ fn remeasure_throttled(
         .collect();
     let again = crate::measure::clocks::to_remeasure(&readings, sum.steady_sm_mhz);
     if again.is_empty() {
-        return (None, None);
+        return None;
     }
     let mut rjob = job.clone();
     let wanted: std::collections::HashSet<usize> = again.iter().copied().collect();
@@ -437,23 +440,17 @@ fn remeasure_throttled(
     };
     std::thread::sleep(REMEASURE_PAUSE);
     let mut fresh: Vec<(usize, TaskResult)> = Vec::new();
-    let run = isolation().and_then(|iso| {
-        run_tasks(&rjob, iso, &mut |r| {
-            if let Some(&at) = task_record.get(&r.id) {
-                fresh.push((at, r));
-            }
-        })
-    });
-    let idle = match run {
-        Ok((_, idle)) => idle,
-        Err(e) => {
-            eprintln!(
-                "warning: re-measuring {} throttled results failed: {e}",
-                done.retimed
-            );
-            None
+    let run = gpus.run(&rjob, &mut |r| {
+        if let Some(&at) = task_record.get(&r.id) {
+            fresh.push((at, r));
         }
-    };
+    });
+    if let Err(e) = run {
+        eprintln!(
+            "warning: re-measuring {} throttled results failed: {e}",
+            done.retimed
+        );
+    }
     for (at, r) in fresh {
         let clean = r
             .clock
@@ -474,5 +471,5 @@ fn remeasure_throttled(
             _ => rec.error.push_str("; re-measured once, still flagged"),
         }
     }
-    (Some(done), idle)
+    Some(done)
 }

@@ -12,14 +12,14 @@ use crate::error::Result;
 use std::time::Instant;
 
 pub use super::confirm::{CONFIRM_TOP, CONFIRM_WITHIN};
-pub use super::options::{TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_WATCHDOG_S};
+pub use super::options::{Isolation, TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_WATCHDOG_S};
 pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
 pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
 pub use super::rounds::REMEASURE_PAUSE;
 pub use super::search::{
     default_budget, warm_start, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
 };
-pub use crate::isolate::worker::CompileLimit;
+pub use crate::isolate::compile_pool::CompileLimit;
 
 /// Runs the whole pipeline for one op and shape.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
