@@ -444,6 +444,7 @@ mod tests {
             margin_ci_low_pct: None,
             margin_ci_high_pct: None,
             tie: false,
+            tied_with: String::new(),
         }
     }
 

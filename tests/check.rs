@@ -75,6 +75,7 @@ fn row(shape: &str, params: &str, ms: f64, runner_up: &str, gpu: &str) -> BestRo
         margin_ci_low_pct: None,
         margin_ci_high_pct: None,
         tie: false,
+        tied_with: String::new(),
     }
 }
 

@@ -38,6 +38,7 @@ fn row(shape: &str, median_ms: f64) -> BestRow {
         margin_ci_low_pct: None,
         margin_ci_high_pct: None,
         tie: false,
+        tied_with: String::new(),
     }
 }
 

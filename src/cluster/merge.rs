@@ -703,6 +703,11 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
         margin_ci_low_pct: margin.map(|c| c.ci_low_pct),
         margin_ci_high_pct: margin.map(|c| c.ci_high_pct),
         tie: (0..records.len()).any(|i| i != w && records[i].confirm.is_some_and(|c| c.tied)),
+        tied_with: (0..records.len())
+            .filter(|&i| i != w && records[i].confirm.is_some_and(|c| c.tied))
+            .map(|i| params(&records[i]))
+            .collect::<Vec<_>>()
+            .join(" | "),
     }
 }
 

@@ -288,11 +288,9 @@ fn reference_kernel(
 /// A record for every shown configuration: pruned ones with their reason, live ones
 /// "skipped" until a round submits them (a search leaves the ones it never proposed skipped).
 fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) {
-    let skipped = search.map(Search::skipped_reason).unwrap_or_default();
-    for c in (0..setup.candidates.len())
-        .filter(|&at| setup.shown(at))
-        .map(|at| &setup.candidates[at])
-    {
+    for at in (0..setup.candidates.len()).filter(|&at| setup.shown(at)) {
+        let c = &setup.candidates[at];
+        let skipped = search.map(|s| s.skipped_reason_of(at)).unwrap_or_default();
         let rec = super::build::shown_record(c, &skipped);
         ledger
             .task_record

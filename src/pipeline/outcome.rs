@@ -66,8 +66,10 @@ pub struct Confidence {
     pub candidates: Vec<usize>,
     /// Record index of the chosen winner.
     pub winner: usize,
-    /// Records statistically tied with the fastest candidate, other than the winner.
+    /// Records tied with the fastest candidate, other than the winner.
     pub tied_with: Vec<usize>,
+    /// The winner is the stored one (best.csv), kept because it is in the tie set.
+    pub kept_stored: bool,
     /// The fastest other candidate and how much slower it is than the winner.
     pub runner_up: Option<(usize, crate::measure::stats::Comparison)>,
     /// The winner's own noise over the rounds: IQR / median, in percent.

@@ -222,6 +222,17 @@ fn write_results(
                     .confidence
                     .as_ref()
                     .is_some_and(|c| !c.tied_with.is_empty()),
+                tied_with: outcome
+                    .confidence
+                    .as_ref()
+                    .map(|c| {
+                        c.tied_with
+                            .iter()
+                            .map(|&at| params_text(&outcome.records[at]))
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    })
+                    .unwrap_or_default(),
             },
             opts.keep_best,
         )?;

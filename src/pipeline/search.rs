@@ -137,8 +137,10 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
                 results::read_run_csv(&path).unwrap_or_default()
             })
             .unwrap_or_default();
+        let (replay, earlier) = last_measured(candidates, live, &last);
         Seeds {
-            replay: last_measured(candidates, live, &last),
+            replay,
+            earlier,
             tried: last
                 .iter()
                 .filter(|r| {
@@ -155,9 +157,11 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
 /// What a search measures before its own proposals.
 #[derive(Default)]
 pub struct Seeds {
-    /// The configurations the last run at this shape, on this GPU, into the same folder
-    /// measured, fastest first ([`last_measured`]).
+    /// The leaders of the last run at this shape, on this GPU, into the same folder, fastest
+    /// first ([`last_measured`]).
     pub replay: Vec<usize>,
+    /// The last run's median of the configurations it measured but that are not replayed.
+    pub earlier: HashMap<usize, f64>,
     /// How many configurations that run tried (measured, failed or not compiled): a re-run
     /// spends as much of its budget as that run did before it searches on, so it does not
     /// try again what failed or ran past the compile time limit.
@@ -166,22 +170,27 @@ pub struct Seeds {
     pub winners: Vec<usize>,
 }
 
-/// The live candidates (indices) that a run's CSV (`last`, the same op and shape) measured,
-/// fastest first.
+/// The leaders of a run's CSV (`last`, the same op and shape) as live candidates (indices),
+/// fastest first: the configurations its confirmation found tied with its winner, and those
+/// within [`super::confirm::CONFIRM_WITHIN`] of its fastest, at most
+/// [`super::confirm::CONFIRM_TOP`] in all; and the median of every other configuration it
+/// measured.
 ///
 /// Why: a search learns from noisy times, so running the same search again would propose a
-/// different set, and compiling what the first run did not costs most of a re-run. Timing the
-/// last run's configurations again (their images are in the cubin cache) answers a re-run in
-/// the time its GPU work takes, and a larger `--budget` searches on from there.
-pub fn last_measured(candidates: &[Candidate], live: &[usize], last: &[Record]) -> Vec<usize> {
+/// different set, and compiling what the first run did not costs most of a re-run. Timing
+/// again only the last run's leaders (their images are in the cubin cache) answers a re-run
+/// in the time the contest takes; the rest were clearly slower and keep their last time in
+/// their record's reason, and a larger `--budget` searches on from there.
+pub fn last_measured(
+    candidates: &[Candidate],
+    live: &[usize],
+    last: &[Record],
+) -> (Vec<usize>, HashMap<usize, f64>) {
     let mut measured: Vec<(f64, &Record)> = last
         .iter()
         .filter(|r| r.kind == "variant" && r.status == Status::Ok)
         .filter_map(|r| Some((r.stats?.median_ms, r)))
         .collect();
-    if measured.is_empty() {
-        return Vec::new();
-    }
     measured.sort_by(|a, b| a.0.total_cmp(&b.0));
     let key = |pairs: &mut dyn Iterator<Item = (&str, String)>| {
         let mut k: Vec<(&str, String)> = pairs.collect();
@@ -201,13 +210,29 @@ pub fn last_measured(candidates: &[Candidate], live: &[usize], last: &[Record]) 
             )
         })
         .collect();
-    measured
+    // The configurations of this space, fastest first (one pruned here is not one of them).
+    let here: Vec<(f64, usize, bool)> = measured
         .iter()
-        .filter_map(|(_, r)| {
+        .filter_map(|(ms, r)| {
             let k = key(&mut r.params.iter().map(|(n, v)| (n.as_str(), v.clone())));
-            by_key.get(&k).copied()
+            let tied = r.confirm.is_some_and(|c| c.tied || c.winner);
+            by_key.get(&k).map(|&at| (*ms, at, tied))
         })
-        .collect()
+        .collect();
+    let Some(&(fastest, ..)) = here.first() else {
+        return (Vec::new(), HashMap::new());
+    };
+    let limit = fastest * (1.0 + super::confirm::CONFIRM_WITHIN);
+    let mut replay = Vec::new();
+    let mut earlier = HashMap::new();
+    for (ms, at, tied) in here {
+        if tied || (ms <= limit && replay.len() < super::confirm::CONFIRM_TOP) {
+            replay.push(at);
+        } else {
+            earlier.insert(at, ms);
+        }
+    }
+    (replay, earlier)
 }
 
 /// A search over the live configurations: asks the strategy for a round at a time and keeps
@@ -225,6 +250,8 @@ pub(super) struct Search {
     /// Budget the last run at this shape spent on configurations this run does not measure
     /// again ([`Seeds::tried`]).
     carried: usize,
+    /// The last run's medians of what it measured and this run does not replay.
+    earlier: HashMap<usize, f64>,
     live: usize,
     started: Instant,
 }
@@ -307,6 +334,7 @@ impl Search {
             } else {
                 0
             },
+            earlier: seeds.earlier,
             live,
             started: Instant::now(),
         };
@@ -316,10 +344,10 @@ impl Search {
                 ", {n} stored winner(s) first, from best.csv or the shipped database (--no-warm-start: none)"
             ),
             (r, 0) => format!(
-                ", the {r} configurations the last run at this shape measured first (--no-warm-start: a fresh search)"
+                ", the last run's {r} leaders at this shape first (--no-warm-start: a fresh search)"
             ),
             (r, n) => format!(
-                ", the {r} configurations the last run at this shape measured and {n} stored winner(s) first (--no-warm-start: a fresh search)"
+                ", the last run's {r} leaders at this shape and {n} stored winner(s) first (--no-warm-start: a fresh search)"
             ),
         };
         eprintln!(
@@ -393,6 +421,18 @@ impl Search {
         self.strategy.first_rank(p).map(|(r, n)| (r + 1, n))
     }
 
+    /// Why the configuration at `at` (a candidate index) was not measured: the search did
+    /// not propose it, or the last run measured it and it was not among the leaders timed
+    /// again.
+    pub(super) fn skipped_reason_of(&self, at: usize) -> String {
+        match self.earlier.get(&at) {
+            Some(ms) => format!(
+                "not timed again: the last run at this shape measured {ms:.5} ms, outside its leaders"
+            ),
+            None => self.skipped_reason(),
+        }
+    }
+
     pub(super) fn skipped_reason(&self) -> String {
         format!(
             "not measured: --strategy {} ({}) did not propose it",
@@ -435,7 +475,7 @@ mod tests {
     /// parameters (whatever their position); failed rows, baselines and configurations that
     /// are not live here give nothing.
     #[test]
-    fn the_last_runs_measured_configurations_come_fastest_first() {
+    fn the_last_runs_leaders_come_fastest_first_and_the_rest_keep_their_time() {
         let op = Op::load("transpose", None).unwrap();
         let shape = Shape::parse("1000x1000", &op.spec.dims).unwrap();
         let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
@@ -465,13 +505,30 @@ mod tests {
             baseline,
             row(live[5], Status::Ok, Some(0.010)),
             row(pruned, Status::Ok, Some(0.005)),
-            row(live[1], Status::Ok, Some(0.020)),
+            row(live[1], Status::Ok, Some(0.0105)),
+            row(live[2], Status::Ok, Some(0.0109)),
         ];
+        // Within 10 % of the fastest: leaders, timed again; the rest keep their last time.
+        let (replay, earlier) = last_measured(&candidates, &live, &last);
+        assert_eq!(replay, vec![live[5], live[1], live[2]]);
+        assert_eq!(earlier, HashMap::from([(live[3], 0.030)]));
+        // A configuration the last run found tied with its winner is a leader at any time.
+        let mut tied = row(live[4], Status::Ok, Some(0.050));
+        tied.confirm = Some(crate::store::results::Confirmed {
+            median_ms: 0.050,
+            vs_winner_pct: 1.0,
+            ci_low_pct: -1.0,
+            ci_high_pct: 3.0,
+            tied: true,
+            winner: false,
+        });
+        let mut with_tie = last.clone();
+        with_tie.push(tied);
         assert_eq!(
-            last_measured(&candidates, &live, &last),
-            vec![live[5], live[1], live[3]]
+            last_measured(&candidates, &live, &with_tie).0,
+            vec![live[5], live[1], live[2], live[4]]
         );
-        assert!(last_measured(&candidates, &live, &[]).is_empty());
+        assert!(last_measured(&candidates, &live, &[]).0.is_empty());
     }
 
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner

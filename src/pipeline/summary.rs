@@ -262,11 +262,17 @@ fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
             }
         } else {
             let others: Vec<String> = c.tied_with.iter().map(|&at| label(at)).collect();
+            let rule = if c.kept_stored {
+                "kept the stored winner (the tie rule: the stored winner when it is tied)"
+            } else {
+                "picked by the tie rule (the stored winner when it is tied, else fewest registers, then first in the space)"
+            };
             let _ = writeln!(
                 s,
-                "Confidence: statistically tied with {} other(s) over {} interleaved rounds (95% intervals span zero): {}; picked by the tie rule (fewest registers, then first in the space)",
+                "Confidence: tied with {} other(s) over {} interleaved rounds (95% intervals span zero, or medians within {:.1}%): {}; {rule}",
                 c.tied_with.len(),
                 c.rounds,
+                crate::pipeline::tuner::TIE_WITHIN * 100.0,
                 others.join(" | ")
             );
         }

@@ -45,9 +45,12 @@ pub struct BestRow {
     pub margin_ci_low_pct: Option<f64>,
     #[serde(default)]
     pub margin_ci_high_pct: Option<f64>,
-    /// The winner was statistically tied with others and picked by the tie rule.
+    /// The winner was tied with others and picked by the tie rule.
     #[serde(default)]
     pub tie: bool,
+    /// The configurations it was tied with (`NAME=value;...`, separated by ` | `).
+    #[serde(default)]
+    pub tied_with: String,
 }
 
 impl BestRow {

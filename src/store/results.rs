@@ -156,6 +156,7 @@ mod tests {
             margin_ci_low_pct: Some(0.5),
             margin_ci_high_pct: Some(2.5),
             tie: false,
+            tied_with: String::new(),
         }
     }
 
