@@ -425,12 +425,12 @@ pub struct TuneArgs {
     pub in_process: bool,
 
     /// Time every variant with all --reps launches, even those whose first 5 launches are
-    /// all over 1.15x slower than the best so far (by default those stop after 5).
+    /// all over 1.05x slower than the best so far (by default those stop after 5).
     #[arg(long)]
     pub no_adaptive: bool,
 
-    /// Interleaved rounds that re-time the leading configurations (up to 5 within 10 % of
-    /// the fastest) to put a confidence interval on the winner; 0 skips it.
+    /// Interleaved rounds that re-time the leading configurations (up to 8 within 10 % of
+    /// the fastest, in halving stages) to put a confidence interval on the winner; 0 skips it.
     #[arg(long, default_value_t = 50, value_parser = values::count, allow_negative_numbers = true)]
     pub confirm_rounds: usize,
 

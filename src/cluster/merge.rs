@@ -14,8 +14,9 @@
 //!   against it;
 //! * the winner: when exactly one row carries the `winner` flag of an interleaved
 //!   confirmation (the whole shape was tuned in one shard), that one, as the tuner chose it;
-//!   otherwise the fastest verified variant by median, ties broken like the tuner's tie rule
-//!   (fewest registers, then the first in the space). Confirmation columns from several
+//!   otherwise the tuner's tie rule over the medians: of the verified variants within
+//!   `TIE_WITHIN` of the fastest median, the fewest registers, then the first in the space
+//!   (the same configuration whichever shard's noise was lowest). Confirmation columns from several
 //!   shards' partial confirmations would compare against different winners, so they are
 //!   cleared then;
 //! * the journal is the shards' journals, entries deduplicated, torn lines of killed runs
@@ -619,19 +620,21 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
                 r.confirm = None;
             }
         }
-        (0..records.len())
+        // The tuner's tie rule over medians: every variant within TIE_WITHIN of the fastest
+        // is tied with it, and the fewest registers, then the first in the space, wins.
+        let fastest = (0..records.len())
             .filter(|&i| verified(&records[i]))
-            .min_by(|&a, &b| {
-                let (x, y) = (&records[a], &records[b]);
-                median(x)
-                    .total_cmp(&median(y))
-                    .then(
-                        x.registers
-                            .unwrap_or(i32::MAX)
-                            .cmp(&y.registers.unwrap_or(i32::MAX)),
-                    )
-                    .then(a.cmp(&b))
-            })
+            .map(|i| median(&records[i]))
+            .min_by(f64::total_cmp);
+        fastest.and_then(|fastest| {
+            (0..records.len())
+                .filter(|&i| {
+                    verified(&records[i])
+                        && median(&records[i])
+                            <= fastest * (1.0 + crate::pipeline::tuner::TIE_WITHIN)
+                })
+                .min_by_key(|&i| (records[i].registers.unwrap_or(i32::MAX), i))
+        })
     };
 
     let mut info = first.run.clone();

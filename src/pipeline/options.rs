@@ -141,7 +141,10 @@ impl Default for TuneOptions {
 
 /// A variant whose first timed launches ([`crate::measure::bench::PROBE_REPS`]) are all
 /// slower than this factor times the best median so far is not a contender: it is timed no
-/// further. A contender's fastest launch is at or below its own median, so 15 % leaves room
-/// for noise while a sgemm search, whose proposals mostly lie within 1.5x of each other,
-/// spends its 30 launches on the close ones only.
-pub const ADAPTIVE_CUTOFF: f64 = 1.15;
+/// further. This is the first stage of the run's successive halving (the leaders are then
+/// re-timed interleaved in halving stages, `super::confirm`): a few launches for every
+/// candidate, the full `--reps` only for those within reach of the best. A contender's
+/// fastest launch is at or below its own median, so 5 % still leaves room for noise, while
+/// most of a sgemm search's proposals, which lie within 1.5x of each other, are judged on their
+/// probe alone.
+pub const ADAPTIVE_CUTOFF: f64 = 1.05;
