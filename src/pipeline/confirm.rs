@@ -41,6 +41,7 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         let mut cjob = job.clone();
         cjob.tasks = all_tasks;
         let stored = stored_winner(opts, &built.setup.op, &info, &ledger.records);
+        let t = std::time::Instant::now();
         let confidence = retime_leaders(
             &cjob,
             &mut gpus,
@@ -50,6 +51,7 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
             stored,
         );
         gpus.finish();
+        built.outcome.phases.confirm_s = t.elapsed().as_secs_f64();
         built.outcome.confidence = confidence?;
     } else {
         gpus.finish();
@@ -71,8 +73,18 @@ pub const CONFIRM_WITHIN: f64 = 0.10;
 /// Leaders whose confirmed medians lie within this fraction of the fastest are tied with it
 /// even where the intervals tell them apart: a difference this small moves from run to run
 /// (clocks, memory placement, the other tenants of a shared GPU), so ranking on it would
-/// change the winner with every run.
+/// change the winner with every run. Noisy leaders widen it ([`tie_band`]).
 pub const TIE_WITHIN: f64 = 0.015;
+/// The tie band grows to this fraction of the fastest leader's spread over the rounds (IQR
+/// / median): the medians of microsecond kernels, whose launches spread by 10 % and more,
+/// move by several percent from one run to the next.
+const BAND_OF_SPREAD: f64 = 0.5;
+
+/// The tie band of a contest, as a fraction of the fastest median: [`TIE_WITHIN`], or half
+/// the fastest leader's relative IQR where that is wider.
+fn tie_band(fastest: &[f64]) -> f64 {
+    TIE_WITHIN.max(BAND_OF_SPREAD * crate::measure::stats::rel_iqr_pct(fastest) / 100.0)
+}
 /// Interleaved rounds of each halving stage, at least: a stage's rounds are a quarter of
 /// `--confirm-rounds`.
 const MIN_STAGE_ROUNDS: usize = 5;
@@ -119,8 +131,9 @@ pub(super) fn stored_winner(
 ///
 /// Successive halving spends the rounds where they decide something: every leader gets a
 /// stage of interleaved rounds, then those clearly slower than the fastest (slower by more
-/// than [`TIE_WITHIN`] at 95 % confidence) drop out and the rest get another stage, until
-/// `--confirm-rounds` rounds are spent or one leader is left.
+/// than the tie band at 95 % confidence) drop out and the rest get another stage, until
+/// `--confirm-rounds` rounds are spent, one leader is left, or every one left is surely
+/// within the band (tied whatever more rounds would show).
 fn retime_leaders(
     job: &Job,
     gpus: &mut Gpus,
@@ -162,17 +175,13 @@ fn retime_leaders(
         return Ok(None);
     }
     let seed = opts.seed ^ 0xC0_FFEE;
-    let stage = (opts.confirm_rounds / 4).max(MIN_STAGE_ROUNDS);
-    let mut samples: HashMap<usize, Vec<f64>> = HashMap::new();
-    let mut alive: Vec<(usize, usize)> = picked.clone();
-    let mut spent = 0;
-    while spent < opts.confirm_rounds && alive.len() > 1 {
-        let rounds = stage.min(opts.confirm_rounds - spent);
+    let ids: Vec<usize> = picked.iter().map(|(id, _)| *id).collect();
+    let (mut samples, spent) = halving(&ids, opts.confirm_rounds, seed, |alive, rounds| {
         let mut cjob = job.clone();
         cjob.tasks = job
             .tasks
             .iter()
-            .filter(|t| alive.iter().any(|(id, _)| *id == t.id))
+            .filter(|t| alive.contains(&t.id))
             .cloned()
             .collect();
         cjob.confirm_rounds = rounds;
@@ -183,25 +192,8 @@ fn retime_leaders(
                 got.insert(r.id, r.samples);
             }
         })?;
-        spent += rounds;
-        // A leader that failed to re-time leaves the contest.
-        alive.retain(|(id, _)| got.contains_key(id));
-        for (id, s) in got {
-            samples.entry(id).or_default().extend(s);
-        }
-        let Some(fastest) = alive
-            .iter()
-            .map(|(id, _)| &samples[id])
-            .min_by(|a, b| med(a).total_cmp(&med(b)))
-            .cloned()
-        else {
-            break;
-        };
-        alive.retain(|(id, _)| {
-            let cmp = crate::measure::stats::compare(&fastest, &samples[id], 2000, seed);
-            cmp.ci_low_pct <= TIE_WITHIN * 100.0
-        });
-    }
+        Ok(got)
+    })?;
     let timed: Vec<(usize, Vec<f64>)> = picked
         .iter()
         .filter_map(|(id, at)| samples.remove(id).map(|s| (*at, s)))
@@ -212,12 +204,58 @@ fn retime_leaders(
     Ok(Some(pick(&timed, records, stored, seed, spent)))
 }
 
+/// The halving schedule over the leaders `ids` (task ids): stages of a quarter of `total`
+/// interleaved rounds (at least [`MIN_STAGE_ROUNDS`]), each timed by `time(alive, rounds)`;
+/// after each, the leaders slower than the fastest by more than the tie band at 95 %
+/// confidence drop out, and the contest ends when the rounds are spent, one leader is left,
+/// or none is undecided (each left is surely within the band). A leader that failed to
+/// re-time leaves. Returns every leader's samples, in round order, and the rounds spent.
+fn halving(
+    ids: &[usize],
+    total: usize,
+    seed: u64,
+    mut time: impl FnMut(&[usize], usize) -> Result<HashMap<usize, Vec<f64>>>,
+) -> Result<(HashMap<usize, Vec<f64>>, usize)> {
+    let stage = (total / 4).max(MIN_STAGE_ROUNDS);
+    let mut samples: HashMap<usize, Vec<f64>> = HashMap::new();
+    let mut alive: Vec<usize> = ids.to_vec();
+    let mut spent = 0;
+    while spent < total && alive.len() > 1 {
+        let rounds = stage.min(total - spent);
+        let got = time(&alive, rounds)?;
+        spent += rounds;
+        alive.retain(|id| got.contains_key(id));
+        for (id, s) in got {
+            samples.entry(id).or_default().extend(s);
+        }
+        let Some(fastest) = alive
+            .iter()
+            .map(|id| &samples[id])
+            .min_by(|a, b| med(a).total_cmp(&med(b)))
+            .cloned()
+        else {
+            break;
+        };
+        let band = tie_band(&fastest) * 100.0;
+        let mut undecided = false;
+        alive.retain(|id| {
+            let cmp = crate::measure::stats::compare(&fastest, &samples[id], 2000, seed);
+            undecided |= cmp.ci_low_pct <= band && cmp.ci_high_pct > band;
+            cmp.ci_low_pct <= band
+        });
+        if !undecided {
+            break;
+        }
+    }
+    Ok((samples, spent))
+}
+
 fn med(s: &[f64]) -> f64 {
     crate::measure::stats::median(s)
 }
 
 /// The tie rule. The tie set is the fastest leader and every leader tied with it: its 95 %
-/// interval spans zero, or its median is within [`TIE_WITHIN`] of the fastest. The winner is
+/// interval spans zero, or its median is within the tie band ([`tie_band`]) of the fastest. The winner is
 /// the stored winner when it is in the tie set (a re-run keeps its answer while the data
 /// cannot tell it apart), else the tie set's member with the fewest registers, then the
 /// first in the space. Nothing of it depends on which member the noise made fastest.
@@ -233,11 +271,12 @@ fn pick(
         .min_by(|a, b| med(&a.1).total_cmp(&med(&b.1)))
         .expect("two or more");
     let lead = med(&leader.1);
+    let band = tie_band(&leader.1);
     let tied: Vec<usize> = timed
         .iter()
         .filter(|(at, s)| {
             *at == leader.0
-                || med(s) <= lead * (1.0 + TIE_WITHIN)
+                || med(s) <= lead * (1.0 + band)
                 || crate::measure::stats::compare(&leader.1, s, 2000, seed).tied()
         })
         .map(|(at, _)| *at)
@@ -276,7 +315,144 @@ fn pick(
         winner,
         tied_with: tied.into_iter().filter(|&at| at != winner).collect(),
         kept_stored: kept.is_some(),
+        band_pct: band * 100.0,
         runner_up,
         winner_iqr_pct: crate::measure::stats::rel_iqr_pct(winner_samples),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::results::Record;
+
+    /// `n` samples around `ms`: a fixed up-and-down pattern of +-`noise` (a fraction).
+    fn around(ms: f64, noise: f64, n: usize, phase: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| ms * (1.0 + noise * (((i + phase) * 7 % 11) as f64 / 5.0 - 1.0)))
+            .collect()
+    }
+
+    /// A fake device for the schedule: leader `id` takes `means[id]`, with noise.
+    fn timer(
+        means: Vec<f64>,
+        noise: f64,
+        log: &mut Vec<(Vec<usize>, usize)>,
+    ) -> impl FnMut(&[usize], usize) -> Result<HashMap<usize, Vec<f64>>> + '_ {
+        let mut round = 0;
+        move |alive: &[usize], rounds: usize| {
+            log.push((alive.to_vec(), rounds));
+            let got = alive
+                .iter()
+                .map(|&id| (id, around(means[id], noise, rounds, round + id)))
+                .collect();
+            round += rounds;
+            Ok(got)
+        }
+    }
+
+    #[test]
+    fn halving_drops_the_clearly_slower_and_spends_the_rest_on_the_undecided() {
+        // 0 and 1 are 2 % apart in 5 % noise (the band is about 2.5 %): undecided, so they go
+        // on to the last round; 2 and 3 are 30 % slower and drop after the first stage.
+        let mut log = Vec::new();
+        let (samples, spent) = halving(
+            &[0, 1, 2, 3],
+            50,
+            7,
+            timer(vec![1.0, 1.02, 1.3, 1.3], 0.05, &mut log),
+        )
+        .unwrap();
+        assert_eq!(spent, 50);
+        assert_eq!(log[0], (vec![0, 1, 2, 3], 12));
+        assert!(
+            log[1..].iter().all(|(alive, _)| alive == &vec![0, 1]),
+            "{log:?}"
+        );
+        assert_eq!((samples[&2].len(), samples[&3].len()), (12, 12));
+        assert_eq!((samples[&0].len(), samples[&1].len()), (50, 50));
+    }
+
+    #[test]
+    fn halving_stops_once_nothing_is_undecided() {
+        // Quiet leaders: 0 and 1 surely tied (0.1 % apart), 2 surely out (10 %): one stage.
+        let mut log = Vec::new();
+        let (samples, spent) = halving(
+            &[0, 1, 2],
+            50,
+            7,
+            timer(vec![1.0, 1.001, 1.1], 0.001, &mut log),
+        )
+        .unwrap();
+        assert_eq!((spent, log.len()), (12, 1));
+        assert_eq!(samples[&0].len(), 12);
+        // Too few rounds for a quarter: stages of the minimum.
+        let mut log = Vec::new();
+        halving(&[0, 1], 8, 7, timer(vec![1.0, 1.02], 0.05, &mut log)).unwrap();
+        assert_eq!(log.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![5, 3]);
+    }
+
+    fn records(registers: &[i32]) -> Vec<Record> {
+        registers
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| {
+                let mut rec = Record::new("variant", &format!("v{i:04}"), vec![]);
+                rec.registers = Some(r);
+                rec
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tie_rule_ignores_which_tied_leader_the_noise_made_fastest() {
+        // Record 2 is fastest by 1 % (inside the band): 1 wins on registers, whichever of
+        // the three is fastest; record 3, 20 % slower, is not in the tie set.
+        for fastest in [0, 1, 2] {
+            let mut recs = records(&[40, 32, 48, 16]);
+            let timed: Vec<(usize, Vec<f64>)> = (0..4)
+                .map(|at| {
+                    let ms = match at {
+                        3 => 1.2,
+                        _ if at == fastest => 0.99,
+                        _ => 1.0,
+                    };
+                    (at, around(ms, 0.001, 30, at))
+                })
+                .collect();
+            let c = pick(&timed, &mut recs, None, 1, 30);
+            assert_eq!(c.winner, 1, "fastest {fastest}");
+            let mut tied = c.tied_with.clone();
+            tied.sort();
+            assert_eq!(tied, vec![0, 2]);
+            assert!(!c.kept_stored);
+            assert!(recs[1].confirm.unwrap().winner && !recs[3].confirm.unwrap().tied);
+        }
+    }
+
+    #[test]
+    fn the_stored_winner_stays_while_it_is_tied_and_not_beyond() {
+        let timed = vec![
+            (0, around(1.0, 0.001, 30, 0)),
+            (1, around(1.01, 0.001, 30, 1)),
+        ];
+        let c = pick(&timed, &mut records(&[16, 64]), Some(1), 1, 30);
+        assert_eq!((c.winner, c.kept_stored), (1, true));
+        // 5 % slower in quiet data: out of the tie set, so the rule no longer keeps it.
+        let timed = vec![
+            (0, around(1.0, 0.001, 30, 0)),
+            (1, around(1.05, 0.001, 30, 1)),
+        ];
+        let c = pick(&timed, &mut records(&[16, 64]), Some(1), 1, 30);
+        assert_eq!((c.winner, c.kept_stored), (0, false));
+        assert!(c.tied_with.is_empty());
+    }
+
+    #[test]
+    fn noisy_leaders_widen_the_tie_band() {
+        assert_eq!(tie_band(&around(1.0, 0.001, 30, 0)), TIE_WITHIN);
+        let noisy = around(1.0, 0.2, 30, 0);
+        let want = 0.5 * crate::measure::stats::rel_iqr_pct(&noisy) / 100.0;
+        assert!(want > TIE_WITHIN && tie_band(&noisy) == want);
     }
 }

@@ -13,6 +13,8 @@ pub struct Phases {
     pub compile_s: f64,
     pub verify_s: f64,
     pub timing_s: f64,
+    /// Re-timing the leaders interleaved (the confirm stage).
+    pub confirm_s: f64,
     pub total_s: f64,
 }
 
@@ -70,6 +72,8 @@ pub struct Confidence {
     pub tied_with: Vec<usize>,
     /// The winner is the stored one (best.csv), kept because it is in the tie set.
     pub kept_stored: bool,
+    /// The tie band, in percent: leaders whose medians lie this close to the fastest are tied.
+    pub band_pct: f64,
     /// The fastest other candidate and how much slower it is than the winner.
     pub runner_up: Option<(usize, crate::measure::stats::Comparison)>,
     /// The winner's own noise over the rounds: IQR / median, in percent.

@@ -145,7 +145,8 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
                 .iter()
                 .filter(|r| {
                     r.kind == "variant"
-                        && matches!(r.status, Status::Ok | Status::Failed | Status::NotRun)
+                        && (matches!(r.status, Status::Ok | Status::Failed | Status::NotRun)
+                            || r.error.starts_with(NOT_TIMED_AGAIN))
                 })
                 .count(),
             winners: warm_start(op, shape, gpu, candidates, live, &stored),
@@ -160,8 +161,9 @@ pub struct Seeds {
     /// The leaders of the last run at this shape, on this GPU, into the same folder, fastest
     /// first ([`last_measured`]).
     pub replay: Vec<usize>,
-    /// The last run's median of the configurations it measured but that are not replayed.
-    pub earlier: HashMap<usize, f64>,
+    /// Why the configurations the last runs measured but this one does not replay are not
+    /// measured, with their last median.
+    pub earlier: HashMap<usize, String>,
     /// How many configurations that run tried (measured, failed or not compiled): a re-run
     /// spends as much of its budget as that run did before it searches on, so it does not
     /// try again what failed or ran past the compile time limit.
@@ -170,11 +172,15 @@ pub struct Seeds {
     pub winners: Vec<usize>,
 }
 
+/// The start of the reason of a configuration an earlier run measured and a re-run did not
+/// time again (it was not among the leaders).
+pub const NOT_TIMED_AGAIN: &str = "not timed again:";
+
 /// The leaders of a run's CSV (`last`, the same op and shape) as live candidates (indices),
 /// fastest first: the configurations its confirmation found tied with its winner, and those
 /// within [`super::confirm::CONFIRM_WITHIN`] of its fastest, at most
-/// [`super::confirm::CONFIRM_TOP`] in all; and the median of every other configuration it
-/// measured.
+/// [`super::confirm::CONFIRM_TOP`] in all; and, for every other configuration it measured (or
+/// carried from a run before it), the reason it is not measured again, with its last median.
 ///
 /// Why: a search learns from noisy times, so running the same search again would propose a
 /// different set, and compiling what the first run did not costs most of a re-run. Timing
@@ -185,7 +191,7 @@ pub fn last_measured(
     candidates: &[Candidate],
     live: &[usize],
     last: &[Record],
-) -> (Vec<usize>, HashMap<usize, f64>) {
+) -> (Vec<usize>, HashMap<usize, String>) {
     let mut measured: Vec<(f64, &Record)> = last
         .iter()
         .filter(|r| r.kind == "variant" && r.status == Status::Ok)
@@ -210,13 +216,16 @@ pub fn last_measured(
             )
         })
         .collect();
+    let find = |r: &Record| {
+        let k = key(&mut r.params.iter().map(|(n, v)| (n.as_str(), v.clone())));
+        by_key.get(&k).copied()
+    };
     // The configurations of this space, fastest first (one pruned here is not one of them).
     let here: Vec<(f64, usize, bool)> = measured
         .iter()
         .filter_map(|(ms, r)| {
-            let k = key(&mut r.params.iter().map(|(n, v)| (n.as_str(), v.clone())));
             let tied = r.confirm.is_some_and(|c| c.tied || c.winner);
-            by_key.get(&k).map(|&at| (*ms, at, tied))
+            find(r).map(|at| (*ms, at, tied))
         })
         .collect();
     let Some(&(fastest, ..)) = here.first() else {
@@ -229,7 +238,16 @@ pub fn last_measured(
         if tied || (ms <= limit && replay.len() < super::confirm::CONFIRM_TOP) {
             replay.push(at);
         } else {
-            earlier.insert(at, ms);
+            earlier.insert(
+                at,
+                format!("{NOT_TIMED_AGAIN} an earlier run at this shape measured {ms:.5} ms, outside its leaders"),
+            );
+        }
+    }
+    // What the last run carried from the runs before it stays carried.
+    for r in last.iter().filter(|r| r.error.starts_with(NOT_TIMED_AGAIN)) {
+        if let Some(at) = find(r).filter(|at| !replay.contains(at)) {
+            earlier.entry(at).or_insert_with(|| r.error.clone());
         }
     }
     (replay, earlier)
@@ -250,8 +268,8 @@ pub(super) struct Search {
     /// Budget the last run at this shape spent on configurations this run does not measure
     /// again ([`Seeds::tried`]).
     carried: usize,
-    /// The last run's medians of what it measured and this run does not replay.
-    earlier: HashMap<usize, f64>,
+    /// Why what the last runs measured and this run does not replay is not measured.
+    earlier: HashMap<usize, String>,
     live: usize,
     started: Instant,
 }
@@ -426,9 +444,7 @@ impl Search {
     /// again.
     pub(super) fn skipped_reason_of(&self, at: usize) -> String {
         match self.earlier.get(&at) {
-            Some(ms) => format!(
-                "not timed again: the last run at this shape measured {ms:.5} ms, outside its leaders"
-            ),
+            Some(why) => why.clone(),
             None => self.skipped_reason(),
         }
     }
@@ -511,7 +527,19 @@ mod tests {
         // Within 10 % of the fastest: leaders, timed again; the rest keep their last time.
         let (replay, earlier) = last_measured(&candidates, &live, &last);
         assert_eq!(replay, vec![live[5], live[1], live[2]]);
-        assert_eq!(earlier, HashMap::from([(live[3], 0.030)]));
+        assert_eq!(
+            earlier,
+            HashMap::from([(
+                live[3],
+                "not timed again: an earlier run at this shape measured 0.03000 ms, outside its leaders"
+                    .to_string()
+            )])
+        );
+        // A re-run's CSV carries that reason on: the run after it keeps it.
+        let mut carried = row(live[3], Status::Skipped, None);
+        carried.error = earlier[&live[3]].clone();
+        let again = vec![row(live[5], Status::Ok, Some(0.010)), carried];
+        assert_eq!(last_measured(&candidates, &live, &again).1, earlier);
         // A configuration the last run found tied with its winner is a leader at any time.
         let mut tied = row(live[4], Status::Ok, Some(0.050));
         tied.confirm = Some(crate::store::results::Confirmed {

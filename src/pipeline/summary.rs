@@ -272,7 +272,7 @@ fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
                 "Confidence: tied with {} other(s) over {} interleaved rounds (95% intervals span zero, or medians within {:.1}%): {}; {rule}",
                 c.tied_with.len(),
                 c.rounds,
-                crate::pipeline::tuner::TIE_WITHIN * 100.0,
+                c.band_pct,
                 others.join(" | ")
             );
         }
@@ -346,8 +346,8 @@ fn write_run_notes(s: &mut String, o: &TuneOutcome) {
     let p = o.phases;
     let _ = writeln!(
         s,
-        "Time: {:.2} s total (setup {:.2} s, waiting for the compiler {:.2} s for {} unique sources, {} from cache; verify {:.2} s; timing {:.2} s)",
-        p.total_s, p.setup_s, p.compile_s, o.compiled, o.from_cache, p.verify_s, p.timing_s
+        "Time: {:.2} s total (setup {:.2} s, waiting for the compiler {:.2} s for {} unique sources, {} from cache; verify {:.2} s; timing {:.2} s; confirming {:.2} s)",
+        p.total_s, p.setup_s, p.compile_s, o.compiled, o.from_cache, p.verify_s, p.timing_s, p.confirm_s
     );
 }
 
