@@ -183,3 +183,241 @@ pub(crate) fn failed(id: usize, error: String) -> TaskResult {
         warmup: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::bench::CacheState;
+    use crate::measure::clocks::{ClockSample, Warmup, WarmupEnd};
+    use crate::model::dtype::Dtype;
+
+    fn dims(shared: u32) -> LaunchDims {
+        LaunchDims {
+            grid: (2, 8, 1),
+            block: (32, 8, 1),
+            shared,
+        }
+    }
+
+    /// A job with one task of each kind of work, as the tuner sends it to a GPU worker.
+    fn job() -> Job {
+        let kernel = Task {
+            id: 1_000_004,
+            label: "X=2 Y=2 BROKEN=0".into(),
+            work: Work::Kernel {
+                cubin: PathBuf::from("/tmp/s0004.cubin"),
+                kernel: "transpose".into(),
+                launch: dims(4096),
+                before: vec![PreLaunch {
+                    kernel: "pack".into(),
+                    launch: dims(0),
+                }],
+            },
+            expect: "reference".into(),
+            contender: true,
+        };
+        let copy = Task {
+            id: 0,
+            label: "copy".into(),
+            work: Work::Memcpy {
+                from: "in".into(),
+                to: "out".into(),
+            },
+            expect: "in".into(),
+            contender: false,
+        };
+        let sgemm = Task {
+            id: 1,
+            label: String::new(),
+            work: Work::Sgemm {
+                a: "a".into(),
+                b: "b".into(),
+                c: "c".into(),
+                m: 64,
+                n: 32,
+                k: 16,
+            },
+            expect: "reference".into(),
+            contender: false,
+        };
+        Job {
+            device: 1,
+            bench: BenchSettings {
+                warmup: 3,
+                reps: 30,
+                cache: CacheState::Warm,
+            },
+            seed: 7,
+            dtype: Dtype::F16,
+            reference: "transpose".into(),
+            reference_kernel: Some(ReferenceKernel {
+                cubin: PathBuf::from("/tmp/reference.cubin"),
+                kernel: "reference".into(),
+                launch: dims(0),
+                before: Vec::new(),
+            }),
+            shape: vec![64, 64],
+            buffers: vec![BufferDesc {
+                name: "in".into(),
+                input: true,
+                len: 4096,
+                fill: crate::spec::ops::Fill::Iota,
+            }],
+            args: vec![ArgDesc::Buffer("out".into()), ArgDesc::Int(-64)],
+            output: "out".into(),
+            compare: Compare::Tolerance,
+            rtol: 1e-5,
+            checker_cubin: PathBuf::from("/tmp/checker.cubin"),
+            adaptive_cutoff: Some(1.15),
+            confirm_rounds: 0,
+            tasks: vec![kernel, copy, sgemm],
+        }
+    }
+
+    /// A job survives the trip to the worker unchanged: what is serialized again from what
+    /// was read is what was sent, every kind of work included.
+    #[test]
+    fn a_job_round_trips_through_its_json_line() {
+        let sent = serde_json::to_string(&job()).unwrap();
+        assert!(!sent.contains('\n'), "one line per job");
+        let read: Job = serde_json::from_str(&sent).unwrap();
+        assert_eq!(serde_json::to_string(&read).unwrap(), sent);
+        assert_eq!(read.tasks.len(), 3);
+        match &read.tasks[0].work {
+            Work::Kernel {
+                kernel,
+                launch,
+                before,
+                ..
+            } => {
+                assert_eq!(kernel, "transpose");
+                assert_eq!(*launch, dims(4096));
+                assert_eq!(before.len(), 1);
+                assert_eq!(before[0].kernel, "pack");
+            }
+            other => panic!("expected a kernel, read {other:?}"),
+        }
+        assert!(matches!(
+            read.tasks[2].work,
+            Work::Sgemm {
+                m: 64,
+                n: 32,
+                k: 16,
+                ..
+            }
+        ));
+        assert!(matches!(read.args[1], ArgDesc::Int(-64)));
+        assert_eq!(
+            (read.dtype, read.bench.cache),
+            (Dtype::F16, CacheState::Warm)
+        );
+        // Empty fields are left out of the line: no label, no prologue, no dynamic shared memory.
+        assert!(!sent.contains(r#""label":"""#), "{sent}");
+        assert_eq!(sent.matches(r#""before""#).count(), 1, "{sent}");
+        assert_eq!(sent.matches(r#""shared""#).count(), 1, "{sent}");
+    }
+
+    /// A job line without the fields added over time (element type, label, contender,
+    /// prologue, confirmation rounds) reads with their defaults.
+    #[test]
+    fn a_job_without_the_optional_fields_reads_with_their_defaults() {
+        let mut value = serde_json::to_value(job()).unwrap();
+        let obj = value.as_object_mut().unwrap();
+        obj.remove("dtype");
+        obj.remove("confirm_rounds");
+        for task in obj["tasks"].as_array_mut().unwrap() {
+            let task = task.as_object_mut().unwrap();
+            task.remove("label");
+            task.remove("contender");
+            if let Some(k) = task["work"].get_mut("Kernel") {
+                k.as_object_mut().unwrap().remove("before");
+            }
+        }
+        let read: Job = serde_json::from_value(value).unwrap();
+        assert_eq!(read.dtype, Dtype::F32);
+        assert_eq!(read.confirm_rounds, 0);
+        assert!(read
+            .tasks
+            .iter()
+            .all(|t| t.label.is_empty() && !t.contender));
+        assert!(matches!(&read.tasks[0].work, Work::Kernel { before, .. } if before.is_empty()));
+    }
+
+    /// Every line a worker writes reads back as what it wrote: results (with statistics,
+    /// samples, clocks and warm-up), a fatal error, the device report and the ready mark.
+    #[test]
+    fn worker_lines_round_trip() {
+        let mut r = failed(1_000_004, String::new());
+        r.stats = crate::measure::bench::Stats::from_samples(&[0.03, 0.031, 0.029]);
+        r.registers = Some(40);
+        r.samples = vec![0.03, 0.031, 0.029];
+        r.timing_s = 0.09;
+        r.clock = Some(ClockSample {
+            sm_mhz: 1100,
+            mem_mhz: 2619,
+            temp_c: 88,
+            throttle_bits: 0x4,
+        });
+        r.warmup = Some(Warmup {
+            end: WarmupEnd::AtMax,
+            seconds: 0.2,
+            before_mhz: 345,
+            after_mhz: 1980,
+            max_mhz: Some(1980),
+            launches: 4095,
+        });
+        let mut sticky = failed(3, "an illegal memory access was encountered".into());
+        sticky.sticky = true;
+        let info = DeviceInfo {
+            ordinal: 1,
+            name: "Simulated GPU".into(),
+            uuid: "0".repeat(32),
+            compute_capability: (9, 0),
+            limits: crate::model::limits::DeviceLimits::SM90_DEFAULT,
+            l2_bytes: 50 << 20,
+            total_mem: 80 << 30,
+            driver_version: 13000,
+        };
+        for line in [
+            Line::Result(r.clone()),
+            Line::Result(sticky),
+            Line::Fatal("no CUDA GPU is usable: none found".into()),
+            Line::Device(info, 80 << 30),
+            Line::Ready,
+        ] {
+            let text = serde_json::to_string(&line).unwrap();
+            let read: Line = serde_json::from_str(&text).unwrap();
+            assert_eq!(serde_json::to_string(&read).unwrap(), text);
+        }
+        let text = serde_json::to_string(&Line::Result(r.clone())).unwrap();
+        let Line::Result(read) = serde_json::from_str(&text).unwrap() else {
+            panic!("not a result: {text}");
+        };
+        assert_eq!(read.stats, r.stats);
+        assert_eq!(read.clock, r.clock);
+        assert_eq!(read.warmup, r.warmup);
+        assert_eq!(read.samples, r.samples);
+        // A result line written before samples, clocks and warm-ups existed still reads.
+        let old = r#"{"Result":{"id":5,"stats":null,"error":"wrong result","registers":null,"sticky":false,"verify_s":0.0,"timing_s":0.0}}"#;
+        let Line::Result(read) = serde_json::from_str(old).unwrap() else {
+            panic!("not a result");
+        };
+        assert_eq!((read.id, read.error.as_str()), (5, "wrong result"));
+        assert!(read.samples.is_empty() && read.clock.is_none() && read.warmup.is_none());
+    }
+
+    /// Jobs that differ only in their tasks and in how they are timed share a session's
+    /// data; any difference in the data (here the seed of the inputs) does not.
+    #[test]
+    fn the_data_key_ignores_tasks_and_timing_only() {
+        let a = job();
+        let mut b = job();
+        b.tasks.truncate(1);
+        b.confirm_rounds = 50;
+        b.adaptive_cutoff = None;
+        assert_eq!(a.data_key(), b.data_key());
+        let mut c = job();
+        c.seed += 1;
+        assert_ne!(a.data_key(), c.data_key());
+    }
+}

@@ -207,3 +207,30 @@ pub fn interrupt_after_first_cubin(
     assert!(kill.success());
     signalled
 }
+
+/// Waits until `ready` says so while `child` still runs, at most `limit` (`what` names what it
+/// waits for, in the failure message), then sends `child` one SIGINT: a run interrupted at
+/// a chosen moment. Returns when the signal was about to be sent.
+pub fn interrupt_when(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+    mut ready: impl FnMut() -> bool,
+) -> std::time::Instant {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < limit, "no {what} in {limit:?}");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "tune ended before {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let signalled = std::time::Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    signalled
+}

@@ -1,0 +1,1348 @@
+//! The pipeline's stages and the worker isolation, end to end through the real `tune` binary,
+//! on the simulated device (src/isolate/simulated.rs): `CUDA_AUTOTUNE_SIMULATE` names a model
+//! file that plants times, registers, noise, throttled clock readings, wrong results, faults
+//! and hangs by configuration, and the test-only op `sim` (tests/fixtures/sim: X=1..4 x Y=1..3,
+//! `--param BROKEN=0,1` adds sources that do not compile) gives it real kernel images.
+//!
+//! Covered: rounds (exhaustive, and searches spending a variant budget over several rounds),
+//! ranking against the roof and persisting (run CSV, best.csv), settling (throttled results
+//! flagged or re-timed), confirmation (ties, the tie rule, a clear margin), failures (each
+//! costs its own record; in-process a fault ends the run), Ctrl-C and `--resume`, time
+//! budgets, the compile time limit, and sweeps over shapes and simulated GPUs.
+//!
+//! No test needs a GPU; they need NVRTC (the kernels are compiled for real) and fail, saying
+//! what to do, when it cannot be loaded: run them through scripts/test.sh, or with
+//! `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`. The cubin cache is shared by the runs of
+//! this file (under cargo's test scratch folder), so each source compiles once.
+
+use cuda_autotune::isolate::simulated::Model;
+use cuda_autotune::model::task::TaskId;
+use cuda_autotune::pipeline::tuner::{REMEASURE_PAUSE, SEARCH_BATCH};
+use cuda_autotune::store::results::{read_best, read_run_csv, BestRow, Record, Status};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+mod common;
+use common::{
+    count_before, interrupt_after_first_cubin, interrupt_when, repo, text, tmp, tune_exe,
+};
+
+/// The shape every single-shape run tunes.
+const SHAPE: &str = "64x64";
+/// Bytes one transpose of the shape moves (the fixture's metric: 2 * ROWS * COLS * 4).
+const BYTES: f64 = 2.0 * 64.0 * 64.0 * 4.0;
+/// The run CSV's file name part after the shape: the simulated device's name, as a slug.
+const GPU_SLUG: &str = "simulated-gpu";
+
+/// The cubin cache the runs of this file share: every run compiles the same few sources, and
+/// a source compiled once is read from here by every later run (of this process or the next).
+fn shared_cache() -> &'static Path {
+    static CACHE: OnceLock<PathBuf> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("simulated-cubin-cache");
+        std::fs::create_dir_all(&dir).expect("a cubin cache folder");
+        dir
+    })
+}
+
+/// Every label of the fixture's default space, in space order (X outer, Y inner).
+fn default_labels() -> Vec<String> {
+    (1..=4)
+        .flat_map(|x| (1..=3).map(move |y| format!("X={x} Y={y} BROKEN=0")))
+        .collect()
+}
+
+/// A simulated machine (its model file) and a folder for one test's runs.
+struct Sim {
+    tmp: TempDir,
+    cache: PathBuf,
+    /// The `--templates` folder that holds the op `sim`.
+    templates: PathBuf,
+}
+
+/// What a finished run printed and returned.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Sim {
+    /// A machine described by `model` (a simulated-device model, as JSON).
+    fn new(model: Value) -> Sim {
+        let sim = Sim {
+            tmp: tmp(),
+            cache: shared_cache().to_path_buf(),
+            templates: repo("tests/fixtures/sim"),
+        };
+        sim.set_model(&model);
+        sim
+    }
+
+    /// Replaces the model: later runs see the new one.
+    fn set_model(&self, model: &Value) {
+        std::fs::write(self.model_path(), model.to_string()).expect("the model file");
+    }
+
+    fn model_path(&self) -> PathBuf {
+        self.tmp.path().join("model.json")
+    }
+
+    /// The `--out` folder.
+    fn out(&self) -> PathBuf {
+        self.tmp.path().join("out")
+    }
+
+    /// `tune --templates TEMPLATES --op sim ARGS --out OUT` on the simulated device, with this
+    /// machine's cubin cache.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(tune_exe());
+        cmd.env("CUDA_AUTOTUNE_SIMULATE", self.model_path())
+            .env("CUDA_AUTOTUNE_CACHE", &self.cache)
+            .env_remove("XDG_CACHE_HOME")
+            .current_dir(self.tmp.path())
+            .arg("--templates")
+            .arg(&self.templates)
+            .args(["--op", "sim"])
+            .args(args)
+            .arg("--out")
+            .arg(self.out());
+        cmd
+    }
+
+    /// Runs `tune` with `args` to its end.
+    fn run(&self, args: &[&str]) -> Ran {
+        let out = self.command(args).output().expect("tune runs");
+        let ran = Ran {
+            code: out.status.code(),
+            stdout: text(&out.stdout),
+            stderr: text(&out.stderr),
+        };
+        ran.check_tools();
+        ran
+    }
+
+    /// Starts `tune` with `args`, its output piped.
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tune starts")
+    }
+
+    fn csv_path(&self, shape: &str) -> PathBuf {
+        self.out().join(format!("sim_{shape}_{GPU_SLUG}.csv"))
+    }
+
+    /// The run CSV of `shape`.
+    fn csv(&self, shape: &str) -> Vec<Record> {
+        let path = self.csv_path(shape);
+        read_run_csv(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn journal_path(&self, shape: &str) -> PathBuf {
+        self.out()
+            .join(format!("sim_{shape}_{GPU_SLUG}.journal.jsonl"))
+    }
+
+    /// The journal's entries (`{"key", "result"}`), without its header line; none when there
+    /// is no journal yet. A line still being written is left out.
+    fn journal(&self, shape: &str) -> Vec<Value> {
+        let Ok(body) = std::fs::read_to_string(self.journal_path(shape)) else {
+            return Vec::new();
+        };
+        body.lines()
+            .skip(1)
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The rows of `--out`'s best.csv (none when it was not written).
+    fn best(&self) -> Vec<BestRow> {
+        read_best(&self.out().join("best.csv")).expect("best.csv reads")
+    }
+}
+
+impl Ran {
+    /// Fails with what to do when NVRTC could not be loaded, and on a panic.
+    fn check_tools(&self) {
+        assert!(
+            !self.stderr.contains("NVRTC is not available"),
+            "NVRTC could not be loaded: run the tests with scripts/test.sh (or `export \
+             LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)` first).\n{}",
+            self.stderr
+        );
+        assert!(
+            !self.stderr.contains("panicked"),
+            "tune panicked:\n{}",
+            self.stderr
+        );
+    }
+
+    /// Asserts the exit code, showing the output otherwise.
+    fn expect_code(&self, code: i32) -> &Ran {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// The stdout line that starts with `prefix`.
+    fn line(&self, prefix: &str) -> &str {
+        self.stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting with '{prefix}' in:\n{}", self.stdout))
+    }
+}
+
+/// Waits for `child` and returns what it printed.
+fn finish(child: Child) -> Ran {
+    let out = child.wait_with_output().expect("tune ends");
+    let ran = Ran {
+        code: out.status.code(),
+        stdout: text(&out.stdout),
+        stderr: text(&out.stderr),
+    };
+    ran.check_tools();
+    ran
+}
+
+fn variants(records: &[Record]) -> impl Iterator<Item = &Record> {
+    records.iter().filter(|r| r.kind == "variant")
+}
+
+/// How many variant records have `status`.
+fn count(records: &[Record], status: Status) -> usize {
+    variants(records).filter(|r| r.status == status).count()
+}
+
+/// The record labelled `label` (`X=1 Y=2 BROKEN=0`, or a baseline's name).
+fn record<'a>(records: &'a [Record], label: &str) -> &'a Record {
+    records
+        .iter()
+        .find(|r| r.label() == label)
+        .unwrap_or_else(|| panic!("no record {label}"))
+}
+
+fn median(r: &Record) -> f64 {
+    r.stats
+        .unwrap_or_else(|| panic!("{} has no time", r.label()))
+        .median_ms
+}
+
+/// The verified variant with the lowest median.
+fn fastest(records: &[Record]) -> &Record {
+    variants(records)
+        .filter(|r| r.status == Status::Ok)
+        .min_by(|a, b| median(a).total_cmp(&median(b)))
+        .expect("a verified variant")
+}
+
+/// `a` and `b` equal to within a relative `tol`.
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * b.abs().max(f64::MIN_POSITIVE)
+}
+
+/// The task id of a variant's record (its name is `v` and its index in the space).
+fn task_id(r: &Record) -> u64 {
+    let index: usize = r.name[1..].parse().expect("a variant name");
+    TaskId::variant(index).number() as u64
+}
+
+/// The task ids the journal holds results for, in the order they finished.
+fn journal_ids(entries: &[Value]) -> Vec<u64> {
+    entries
+        .iter()
+        .map(|e| e["result"]["id"].as_u64().expect("a task id"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Rounds
+// ---------------------------------------------------------------------------------------
+
+/// Without a search every configuration is measured exactly once, in one job with the copy
+/// baseline: one journal entry each, every record verified, the summary's counts those of the
+/// CSV.
+#[test]
+fn an_exhaustive_run_measures_every_configuration_once() {
+    let sim = Sim::new(json!({"noise_pct": 2, "baselines": {"copy": 0.04}}));
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--strategy",
+        "exhaustive",
+        "--confirm-rounds",
+        "0",
+    ]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let mut labels: Vec<String> = variants(&records).map(Record::label).collect();
+    labels.sort();
+    let mut expected = default_labels();
+    expected.sort();
+    assert_eq!(labels, expected, "one row per configuration");
+    assert_eq!(count(&records, Status::Ok), 12);
+    assert_eq!(record(&records, "copy").status, Status::Ok);
+    for r in variants(&records) {
+        let samples = r.stats.expect("timed").samples;
+        assert!(
+            samples == 30 || samples == 5,
+            "{}: {samples} samples: all 30 reps, or the 5 of the adaptive probe",
+            r.label()
+        );
+    }
+    let entries = sim.journal(SHAPE);
+    let mut ids = journal_ids(&entries);
+    assert_eq!(ids.len(), 13, "the copy and 12 variants, each once");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 13, "no task measured twice");
+    assert!(entries.iter().all(|e| e["result"]["stats"].is_object()));
+    assert!(
+        ran.line("Top 10 of 12 verified configurations")
+            .contains("(12 in the space: 0 failed, 0 pruned)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(!ran.stdout.contains("Search:"), "no search: {}", ran.stdout);
+}
+
+/// Checks a search run that measured `budget` of `space` configurations: the CSV's statuses
+/// add up to the space, exactly the budget was measured (and journaled), the rest say which
+/// search left them out, and the summary says so.
+fn assert_spent(sim: &Sim, ran: &Ran, strategy: &str, budget: usize, space: usize) {
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let (ok, failed, skipped, not_run) = (
+        count(&records, Status::Ok),
+        count(&records, Status::Failed),
+        count(&records, Status::Skipped),
+        count(&records, Status::NotRun),
+    );
+    assert_eq!(
+        ok + failed + skipped + not_run,
+        space,
+        "one row per configuration"
+    );
+    assert_eq!(
+        (ok, failed, not_run),
+        (budget, 0, 0),
+        "the budget, measured"
+    );
+    let why = format!(
+        "not measured: --strategy {strategy} (budget {budget} variants) did not propose it"
+    );
+    for r in variants(&records).filter(|r| r.status == Status::Skipped) {
+        assert_eq!(r.error, why, "{}", r.label());
+    }
+    assert_eq!(
+        sim.journal(SHAPE).len(),
+        budget + 1,
+        "the budget and the copy baseline journaled"
+    );
+    let search = ran.line("Search: ");
+    assert!(
+        search.starts_with(&format!(
+            "Search: {strategy}: {budget} of {space} valid configurations measured (budget {budget} variants"
+        )),
+        "{search}"
+    );
+    let top = ran.line("Top ");
+    assert!(
+        top.contains(&format!(
+            "of {budget} verified configurations ({space} in the space: 0 failed, 0 pruned, {} not searched)",
+            space - budget
+        )),
+        "{top}"
+    );
+}
+
+/// A random search of 6 of the 12 configurations: one round of 6, nothing more.
+#[test]
+fn a_random_search_measures_exactly_its_budget() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--strategy",
+        "random",
+        "--budget",
+        "6",
+        "--confirm-rounds",
+        "0",
+    ]);
+    assert_spent(&sim, &ran, "random", 6, 12);
+}
+
+/// The arguments of a search over a 30-configuration space (X=1..6 x Y=1..5) with a budget
+/// of 20: more than one round of [`SEARCH_BATCH`], so the search hears the first round's
+/// times before it proposes the rest.
+fn larger_search(strategy: &str) -> Vec<String> {
+    let budget = LARGER_BUDGET.to_string();
+    [
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1,2,3,4,5,6",
+        "--param",
+        "Y=1,2,3,4,5",
+        "--strategy",
+        strategy,
+        "--budget",
+        &budget,
+        "--confirm-rounds",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The budget of [`larger_search`] takes more than one round: a round holds at most
+/// [`SEARCH_BATCH`] proposals.
+const LARGER_BUDGET: usize = 20;
+const _: () = assert!(LARGER_BUDGET > SEARCH_BATCH);
+
+/// `args` as the `&str`s [`Sim::run`] takes.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// A random search whose budget takes two rounds spends it exactly.
+#[test]
+fn a_random_search_spends_its_budget_over_several_rounds() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
+    let ran = sim.run(&strs(&larger_search("random")));
+    assert_spent(&sim, &ran, "random", LARGER_BUDGET, 30);
+}
+
+/// The model search (its all-pairs cover first, capped at half the budget, then rounds of
+/// its own fits) spends its budget exactly, and finds the planted fastest configuration.
+#[test]
+fn a_model_search_spends_its_budget_over_several_rounds() {
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "rules": [{"when": "X=5", "factor": 0.7}, {"when": "Y=4", "factor": 0.7}],
+    }));
+    let ran = sim.run(&strs(&larger_search("model")));
+    assert_spent(&sim, &ran, "model", LARGER_BUDGET, 30);
+    assert_eq!(fastest(&sim.csv(SHAPE)).label(), "X=5 Y=4 BROKEN=0");
+}
+
+// ---------------------------------------------------------------------------------------
+// Ranking and persisting
+// ---------------------------------------------------------------------------------------
+
+/// The planted fastest configuration (half the time of its neighbours) is first in the CSV,
+/// the winner of the summary and best.csv's row; its fraction of the roof is the copy
+/// baseline's planted time over its own, and its throughput the bytes moved over its time.
+#[test]
+fn the_planted_fastest_is_ranked_first_and_persisted_against_the_copy_roof() {
+    let model = json!({
+        "baselines": {"copy": 0.04},
+        "rules": [{"when": "X=3 Y=2", "factor": 0.5}],
+    });
+    let sim = Sim::new(model.clone());
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "5"]);
+    ran.expect_code(0);
+    let planted: Model = serde_json::from_value(model).unwrap();
+    let winner = "X=3 Y=2 BROKEN=0";
+    let t = planted.time_ms(winner, false);
+    let roof = planted.time_ms("copy", true);
+    assert_eq!(roof, 0.04);
+    let frac = roof / t;
+    let gbs = BYTES / (t * 1e-3) / 1e9;
+
+    let records = sim.csv(SHAPE);
+    let copy = record(&records, "copy");
+    assert_eq!(median(copy), roof, "no noise: the planted time");
+    assert_eq!(copy.frac_of_roof, Some(1.0));
+    let best = fastest(&records);
+    assert_eq!(best.label(), winner);
+    assert!(close(median(best), t, 1e-12), "{} vs {t}", median(best));
+    assert!(
+        close(best.frac_of_roof.unwrap(), frac, 1e-9),
+        "{:?}",
+        best.frac_of_roof
+    );
+    assert!(
+        close(best.throughput.unwrap(), gbs, 1e-9),
+        "{:?}",
+        best.throughput
+    );
+    for r in variants(&records) {
+        assert!(
+            close(median(r), planted.time_ms(&r.label(), false), 1e-12),
+            "{}: every time is the model's",
+            r.label()
+        );
+    }
+    assert!(best.confirm.expect("the winner was re-timed").winner);
+    let others: Vec<&Record> = variants(&records)
+        .filter(|r| r.confirm.is_some() && r.label() != winner)
+        .collect();
+    assert_eq!(others.len(), 1, "the runner-up alone is re-timed with it");
+    assert!(!others[0].confirm.unwrap().tied, "half the time is no tie");
+    assert_eq!(
+        variants(&records)
+            .filter(|r| r.confirm.is_some_and(|c| c.winner))
+            .count(),
+        1
+    );
+
+    assert!(
+        ran.line("Best: ").starts_with(&format!(
+            "Best: {winner}  {gbs:.1} GB/s, {:.1}% of copy ({t:.4} ms median",
+            frac * 100.0
+        )),
+        "{}",
+        ran.stdout
+    );
+    assert!(ran
+        .stdout
+        .contains("roof = the fastest verified baseline marked as roof: copy"));
+
+    let rows = sim.best();
+    assert_eq!(rows.len(), 1, "one row for the op, shape, dtype and GPU");
+    let row = &rows[0];
+    assert_eq!(
+        (row.op.as_str(), row.shape.as_str(), row.gpu.as_str()),
+        ("sim", SHAPE, "Simulated GPU")
+    );
+    assert_eq!(row.params, "X=3;Y=2;BROKEN=0");
+    assert_eq!(row.roof, "copy");
+    assert!(close(row.median_ms, t, 1e-12), "{}", row.median_ms);
+    assert!(
+        close(row.frac_of_roof.unwrap(), frac, 1e-9),
+        "{:?}",
+        row.frac_of_roof
+    );
+    assert!(close(row.throughput, gbs, 1e-9), "{}", row.throughput);
+    assert!(!row.source_hash.is_empty() && !row.runner_up.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Settling
+// ---------------------------------------------------------------------------------------
+
+/// The reason a result measured at the simulated throttled clock carries.
+const THROTTLED: &str =
+    "warning: measured while the GPU ran at 1100 MHz (steady 1980 MHz), throttle bits 0x4";
+
+/// One throttled reading of 13 (under 10 %) is flagged in the CSV and the clocks line, and
+/// nothing is timed again.
+#[test]
+fn a_single_throttled_result_is_flagged_not_re_timed() {
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "throttle": [{"when": "X=2 Y=1"}],
+    }));
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "0"]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let flagged = record(&records, "X=2 Y=1 BROKEN=0");
+    assert_eq!(
+        (flagged.status, flagged.error.as_str()),
+        (Status::Ok, THROTTLED)
+    );
+    assert_eq!(
+        records.iter().filter(|r| !r.error.is_empty()).count(),
+        1,
+        "only the throttled result is flagged"
+    );
+    assert!(
+        ran.line("Clocks").contains(
+            "SM steady 1980 MHz (min 1100, max 1980), memory 2619 MHz, max 88 °C; \
+             1 of 13 readings throttled or >10% below steady (flagged in the CSV)"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(!ran.stdout.contains("Re-measured"), "{}", ran.stdout);
+}
+
+/// Two throttled readings of 13 (over 10 %) are timed again after the pause: the one whose
+/// second reading is clean takes the new result and says it was re-measured; the one planted
+/// throttled twice keeps its first result, flagged.
+#[test]
+fn throttled_results_are_re_timed_when_they_are_many() {
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "throttle": [{"when": "X=1 Y=2"}, {"when": "X=4 Y=3", "times": 2}],
+    }));
+    let started = Instant::now();
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "0"]);
+    ran.expect_code(0);
+    assert!(started.elapsed() >= REMEASURE_PAUSE, "the GPU rested first");
+    let records = sim.csv(SHAPE);
+    let again = record(&records, "X=1 Y=2 BROKEN=0");
+    assert_eq!(again.status, Status::Ok);
+    assert_eq!(
+        again.error,
+        "re-measured: first timed at 1100 MHz (steady 1980 MHz), throttle bits 0x4"
+    );
+    let still = record(&records, "X=4 Y=3 BROKEN=0");
+    assert_eq!(still.status, Status::Ok);
+    assert_eq!(
+        still.error,
+        format!("{THROTTLED}; re-measured once, still flagged")
+    );
+    assert_eq!(records.iter().filter(|r| !r.error.is_empty()).count(), 2);
+    assert!(
+        ran.stdout.contains(
+            "Re-measured 2 results after throttling (2 of 13 timed results were flagged, over \
+             10%; after a 1 s pause): 1 still flagged (their first result stands, flagged in \
+             the CSV)."
+        ),
+        "{}",
+        ran.stdout
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Confirmation
+// ---------------------------------------------------------------------------------------
+
+/// A model where every configuration takes 0.05 ms (no spread) with noise, and `rules` plant
+/// the leaders.
+fn flat_model(seed: u64, rules: Value) -> Value {
+    json!({
+        "spread": 0,
+        "noise_pct": 2,
+        "seed": seed,
+        "baselines": {"copy": 0.04},
+        "rules": rules,
+    })
+}
+
+/// Runs a confirmation with 40 interleaved rounds and returns the run and its CSV.
+fn confirm_run(sim: &Sim) -> (Ran, Vec<Record>) {
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40"]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    (ran, records)
+}
+
+/// Two configurations planted equal (same time, same registers) are reported tied, and the
+/// tie rule picks the one that comes first in the space whatever the noise: the same winner
+/// under three noise seeds. With fewer registers, the later one wins instead.
+#[test]
+fn planted_equals_are_tied_and_the_tie_rule_picks_the_same_winner_under_any_noise() {
+    let equal = json!([
+        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+        {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
+    ]);
+    let (first, second) = ("X=2 Y=3 BROKEN=0", "X=3 Y=1 BROKEN=0");
+    let labels = default_labels();
+    let at = |l: &str| labels.iter().position(|x| x == l).unwrap();
+    assert!(at(first) < at(second), "X=2 Y=3 comes first in the space");
+    for seed in [1, 2, 3] {
+        let sim = Sim::new(flat_model(seed, equal.clone()));
+        let (ran, records) = confirm_run(&sim);
+        let (a, b) = (record(&records, first), record(&records, second));
+        let (ca, cb) = (a.confirm.expect("re-timed"), b.confirm.expect("re-timed"));
+        assert!(ca.tied && cb.tied, "seed {seed}: {ca:?} {cb:?}");
+        assert!(ca.winner && !cb.winner, "seed {seed}: {ca:?} {cb:?}");
+        assert_eq!(
+            variants(&records).filter(|r| r.confirm.is_some()).count(),
+            2,
+            "seed {seed}: only the two leaders are within 10 % of the fastest"
+        );
+        assert!(
+            ran.line("Best: ").starts_with(&format!("Best: {first} ")),
+            "seed {seed}"
+        );
+        assert!(
+            ran.line("Confidence: ").starts_with(&format!(
+                "Confidence: statistically tied with 1 other(s) over 40 interleaved rounds \
+                 (95% intervals span zero): {second}; picked by the tie rule (fewest \
+                 registers, then first in the space)"
+            )),
+            "seed {seed}: {}",
+            ran.stdout
+        );
+        let row = &sim.best()[0];
+        assert_eq!(row.params, "X=2;Y=3;BROKEN=0");
+        assert!(row.tie, "seed {seed}: best.csv records the tie");
+        assert_eq!(row.runner_up, "X=3;Y=1;BROKEN=0");
+    }
+    // Fewer registers come before the place in the space.
+    let fewer = json!([
+        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+        {"when": "X=3 Y=1", "factor": 0.6, "registers": 32},
+    ]);
+    let sim = Sim::new(flat_model(1, fewer));
+    let (ran, records) = confirm_run(&sim);
+    assert!(record(&records, second).confirm.unwrap().winner);
+    assert_eq!(record(&records, second).registers, Some(32));
+    assert!(ran.line("Best: ").starts_with(&format!("Best: {second} ")));
+    assert_eq!(sim.best()[0].params, "X=3;Y=1;BROKEN=0");
+}
+
+/// A configuration planted 30 % faster than all others wins its confirmation: "ahead by" the
+/// margin the model implies (the others take 1/0.7 - 1 = 42.9 % longer), within the noise.
+#[test]
+fn a_clearly_faster_configuration_wins_ahead_by_its_margin() {
+    let sim = Sim::new(flat_model(1, json!([{"when": "X=2 Y=3", "factor": 0.7}])));
+    let (ran, records) = confirm_run(&sim);
+    let winner = record(&records, "X=2 Y=3 BROKEN=0");
+    assert!(winner.confirm.expect("re-timed").winner);
+    assert!(
+        variants(&records)
+            .filter(|r| r.label() != winner.label())
+            .all(|r| r.confirm.is_none_or(|c| !c.tied && !c.winner)),
+        "nothing ties with it"
+    );
+    let margin = (1.0 / 0.7 - 1.0) * 100.0;
+    let line = ran.line("Confidence: ");
+    assert!(
+        line.starts_with("Confidence: re-timed interleaved (40 rounds, 2 leaders): ahead by "),
+        "{line}"
+    );
+    let ahead: f64 = line
+        .split("ahead by ")
+        .nth(1)
+        .and_then(|s| s.split('%').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no margin in: {line}"));
+    assert!(
+        (ahead - margin).abs() < 4.0,
+        "ahead by {ahead} %, planted {margin:.1} %"
+    );
+    let row = &sim.best()[0];
+    assert_eq!(row.params, "X=2;Y=3;BROKEN=0");
+    assert!(!row.tie);
+    let m = row.margin_pct.expect("a margin");
+    assert!((m - ahead).abs() < 0.06, "best.csv {m} vs summary {ahead}");
+    assert!(
+        row.margin_ci_low_pct.unwrap() > 0.0,
+        "the interval excludes a tie"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures
+// ---------------------------------------------------------------------------------------
+
+/// A wrong result, a sticky fault (its worker dies and a fresh one takes the rest), a hang
+/// (the watchdog kills its worker) and twelve sources that do not compile: each costs its own
+/// record with its reason; every other configuration is measured and the planted fastest wins.
+#[test]
+fn each_planted_failure_costs_only_its_own_record() {
+    let sim = Sim::new(json!({
+        "noise_pct": 2,
+        "baselines": {"copy": 0.04},
+        "rules": [{"when": "X=3 Y=2", "factor": 0.5}],
+        "wrong": ["X=1 Y=1"],
+        "fault": ["X=2 Y=2"],
+        "hang": ["X=4 Y=1"],
+    }));
+    let started = Instant::now();
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "BROKEN=0,1",
+        "--watchdog",
+        "1",
+        "--confirm-rounds",
+        "3",
+    ]);
+    ran.expect_code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the hang cost about the watchdog: {:?}",
+        started.elapsed()
+    );
+    let records = sim.csv(SHAPE);
+    let failed = |label: &str, start: &str| {
+        let r = record(&records, label);
+        assert_eq!(r.status, Status::Failed, "{label}");
+        assert!(r.error.starts_with(start), "{label}: {}", r.error);
+    };
+    failed(
+        "X=1 Y=1 BROKEN=0",
+        "wrong result: 4096 of 4096 elements differ",
+    );
+    failed(
+        "X=2 Y=2 BROKEN=0",
+        "simulated fault: an illegal memory access was encountered",
+    );
+    failed("X=4 Y=1 BROKEN=0", "watchdog: no result after ");
+    assert!(record(&records, "X=4 Y=1 BROKEN=0")
+        .error
+        .contains("worker killed"));
+    for r in variants(&records).filter(|r| r.label().ends_with("BROKEN=1")) {
+        assert_eq!(r.status, Status::Failed, "{}", r.label());
+        assert!(
+            r.error.starts_with("compile: ")
+                && r.error.contains("this_identifier_is_not_declared_anywhere"),
+            "{}: {}",
+            r.label(),
+            r.error
+        );
+    }
+    let good: Vec<&Record> = variants(&records)
+        .filter(|r| r.status == Status::Ok)
+        .collect();
+    assert_eq!(good.len(), 9, "every other configuration measured");
+    assert!(good.iter().all(|r| r.label().ends_with("BROKEN=0")));
+    assert_eq!(count(&records, Status::Failed), 15);
+    // Only what compiled reached the GPU: the copy and the 12 good sources, each journaled
+    // once, failures included; results came in after the fault and after the hang (from
+    // fresh workers).
+    let ids = journal_ids(&sim.journal(SHAPE));
+    assert_eq!(ids.len(), 13, "{ids:?}");
+    let ok_ids: Vec<u64> = variants(&records)
+        .filter(|r| r.status == Status::Ok)
+        .map(task_id)
+        .collect();
+    for planted in ["X=2 Y=2 BROKEN=0", "X=4 Y=1 BROKEN=0"] {
+        let id = task_id(record(&records, planted));
+        let at = ids.iter().position(|&i| i == id).expect("journaled");
+        assert!(
+            ids[at + 1..].iter().any(|i| ok_ids.contains(i)),
+            "nothing was measured after {planted}: {ids:?}"
+        );
+    }
+    assert_eq!(fastest(&records).label(), "X=3 Y=2 BROKEN=0");
+    assert!(ran.line("Best: ").starts_with("Best: X=3 Y=2 BROKEN=0 "));
+    assert!(
+        ran.stdout
+            .contains("CUDA context restarted 2 time(s) after faulting variants."),
+        "one restart for the fault, one for the hang:\n{}",
+        ran.stdout
+    );
+    assert!(
+        ran.line("Top 9 of 9 verified configurations")
+            .contains("(24 in the space: 15 failed, 0 pruned)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(ran
+        .stdout
+        .contains("Failed configurations (15; reasons in the CSV):"));
+    assert_eq!(sim.best()[0].params, "X=3;Y=2;BROKEN=0");
+}
+
+/// In this process (`--in-process`) a fault leaves the device unusable: what ran before it
+/// stays measured, and every configuration after it says it did not run and why.
+#[test]
+fn in_process_a_fault_ends_the_run_and_the_rest_say_why() {
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "fault": ["X=2 Y=2"],
+    }));
+    let ran = sim.run(&["--shape", SHAPE, "--in-process", "--confirm-rounds", "0"]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let labels = default_labels();
+    let fault = labels.iter().position(|l| l == "X=2 Y=2 BROKEN=0").unwrap();
+    assert_eq!(record(&records, "copy").status, Status::Ok);
+    for l in &labels[..fault] {
+        assert_eq!(
+            record(&records, l).status,
+            Status::Ok,
+            "{l} ran before the fault"
+        );
+    }
+    assert!(record(&records, &labels[fault])
+        .error
+        .starts_with("simulated fault: an illegal memory access"));
+    let why = "not run: an earlier variant faulted (simulated fault: an illegal memory access \
+               was encountered (CUDA_ERROR_ILLEGAL_ADDRESS)); in-process runs cannot recover";
+    for l in &labels[fault + 1..] {
+        let r = record(&records, l);
+        assert_eq!(r.error, why, "{l}");
+        assert!(r.stats.is_none(), "{l} has no time");
+    }
+    assert_eq!(count(&records, Status::Ok), fault);
+    assert!(!ran.stdout.contains("restarted"), "no workers to restart");
+    assert!(
+        ran.line("Best: ").starts_with("Best: X="),
+        "a configuration measured before the fault wins"
+    );
+}
+
+/// The configurations an in-process fault kept from running never ran: their records say
+/// so as `not_run` (the status the CSV keeps for "its GPU path failed first"), the summary
+/// does not count them as failed, and `--resume` with worker processes measures them instead
+/// of reusing the placeholder as a result.
+#[test]
+#[ignore = "bug: after an in-process fault the tasks that never ran are recorded as failed \
+            results and journaled, so the summary counts them as failed and --resume reuses \
+            them instead of measuring them (isolate::worker::run_tasks, Runner::Local)"]
+fn configurations_an_in_process_fault_kept_from_running_are_run_on_resume() {
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "fault": ["X=2 Y=2"],
+    }));
+    let args = ["--shape", SHAPE, "--confirm-rounds", "0"];
+    let mut first: Vec<&str> = args.to_vec();
+    first.push("--in-process");
+    let ran = sim.run(&first);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    assert_eq!(count(&records, Status::NotRun), 7, "never run");
+    assert_eq!(count(&records, Status::Failed), 1, "the fault alone failed");
+    assert!(
+        ran.line("Top 4 of 4 verified configurations")
+            .contains("(12 in the space: 1 failed, 0 pruned, 7 not run)"),
+        "{}",
+        ran.stdout
+    );
+    let mut again: Vec<&str> = args.to_vec();
+    again.push("--resume");
+    let ran = sim.run(&again);
+    ran.expect_code(0);
+    assert_eq!(
+        count_before(ran.line("Resumed: "), "results reused"),
+        6,
+        "the copy, the 4 measured and the fault"
+    );
+    let records = sim.csv(SHAPE);
+    assert_eq!(
+        count(&records, Status::Ok),
+        11,
+        "all but the fault measured"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Ctrl-C and --resume
+// ---------------------------------------------------------------------------------------
+
+/// The journal of [`SHAPE`] holds `n` results or more.
+fn journaled(sim: &Sim, n: usize) -> impl FnMut() -> bool + '_ {
+    move || sim.journal(SHAPE).len() >= n
+}
+
+/// Ctrl-C once results stream in: exit code 130, the CSV keeps every journaled result and
+/// says why the rest did not run, best.csv is left alone and the resume command is printed.
+/// `--resume` then reuses every journaled result (the same times, not measured again) and
+/// measures only the rest.
+#[test]
+fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}, "noise_pct": 2, "launch_us": 20000}));
+    let args = [
+        "--shape",
+        SHAPE,
+        "--reps",
+        "5",
+        "--warmup",
+        "1",
+        "--confirm-rounds",
+        "0",
+    ];
+    let mut child = sim.spawn(&args);
+    // The copy and a first variant (each 6 launches of 20 ms).
+    interrupt_when(
+        &mut child,
+        Duration::from_secs(60),
+        "two results",
+        journaled(&sim, 2),
+    );
+    let ran = finish(child);
+    ran.expect_code(130);
+    assert!(
+        ran.stderr
+            .contains("interrupted: partial results written; resume with: tune "),
+        "{}",
+        ran.stderr
+    );
+    let entries = sim.journal(SHAPE);
+    let records = sim.csv(SHAPE);
+    let ok = count(&records, Status::Ok);
+    assert_eq!(
+        ok + 1,
+        entries.len(),
+        "every journaled result is in the CSV"
+    );
+    assert!((1..12).contains(&ok), "{ok} of 12 measured before the stop");
+    for r in variants(&records).filter(|r| r.status != Status::Ok) {
+        assert_eq!(
+            (r.status, r.error.as_str()),
+            (Status::NotRun, "interrupted (Ctrl-C)"),
+            "{}",
+            r.label()
+        );
+    }
+    assert!(!sim.out().join("best.csv").exists(), "best.csv left alone");
+    let first: Vec<(String, f64)> = variants(&records)
+        .filter(|r| r.status == Status::Ok)
+        .map(|r| (r.label(), median(r)))
+        .collect();
+
+    let mut again: Vec<&str> = args.to_vec();
+    again.push("--resume");
+    let ran = sim.run(&again);
+    ran.expect_code(0);
+    let reused = count_before(ran.line("Resumed: "), "results reused");
+    assert_eq!(reused, entries.len(), "the copy and every measured variant");
+    assert!(ran
+        .line("Resumed: ")
+        .contains(&sim.journal_path(SHAPE).display().to_string()));
+    let records = sim.csv(SHAPE);
+    assert_eq!(count(&records, Status::Ok), 12);
+    for (label, ms) in first {
+        assert_eq!(
+            median(record(&records, &label)),
+            ms,
+            "{label}: reused as it was"
+        );
+    }
+    let mut ids = journal_ids(&sim.journal(SHAPE));
+    assert_eq!(ids.len(), 13, "the journal gained only what was missing");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 13);
+    assert_eq!(sim.best().len(), 1);
+}
+
+/// Ctrl-C while the sources compile (64 of them, into a fresh cubin cache), before any GPU
+/// result: the copy baseline already on the GPU finishes and is kept, no variant is measured,
+/// the sources not compiled yet never are, and `--resume` reuses the copy.
+#[test]
+fn ctrl_c_while_compiling_keeps_the_result_in_flight() {
+    // The copy takes 8 launches of 400 ms: on the GPU well before the sources are compiled.
+    let mut sim = Sim::new(json!({"baselines": {"copy": 0.04}, "launch_us": 400000}));
+    let cache = sim.tmp.path().join("cache");
+    sim.cache = cache.clone();
+    let args = [
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1,2,3,4,5,6,7,8",
+        "--param",
+        "Y=1,2,3,4,5,6,7,8",
+        "--reps",
+        "8",
+        "--warmup",
+        "0",
+        "--jobs",
+        "2",
+        "--confirm-rounds",
+        "0",
+    ];
+    let mut child = sim.spawn(&args);
+    // The journal is opened just before the rounds start: a moment later the copy runs.
+    let mut opened: Option<Instant> = None;
+    while opened.is_none_or(|t| t.elapsed() < Duration::from_millis(300)) {
+        assert!(child.try_wait().unwrap().is_none(), "tune ended early");
+        if opened.is_none() && sim.journal_path(SHAPE).exists() {
+            opened = Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    interrupt_after_first_cubin(&mut child, &cache, Duration::from_secs(120));
+    let before = sim.journal(SHAPE).len();
+    let ran = finish(child);
+    ran.expect_code(130);
+    assert_eq!(before, 0, "interrupted before any GPU result");
+    let records = sim.csv(SHAPE);
+    assert_eq!(
+        record(&records, "copy").status,
+        Status::Ok,
+        "the task in flight finished"
+    );
+    assert_eq!(
+        journal_ids(&sim.journal(SHAPE)),
+        vec![0],
+        "and was journaled"
+    );
+    for r in variants(&records) {
+        assert_eq!(
+            (r.status, r.error.as_str()),
+            (Status::NotRun, "interrupted (Ctrl-C)"),
+            "{}",
+            r.label()
+        );
+    }
+    let compiled = common::cubin_count(&cache);
+    assert!(
+        compiled < 64,
+        "the stop ended the compiles: {compiled} images"
+    );
+    assert!(!sim.out().join("best.csv").exists());
+    // The rest, measured at once this time (and compiled into the shared cache); the copy
+    // is reused.
+    sim.set_model(&json!({"baselines": {"copy": 0.04}}));
+    sim.cache = shared_cache().to_path_buf();
+    let mut again: Vec<&str> = args.to_vec();
+    again.push("--resume");
+    let ran = sim.run(&again);
+    ran.expect_code(0);
+    assert_eq!(count_before(ran.line("Resumed: "), "results reused"), 1);
+    assert_eq!(count(&sim.csv(SHAPE), Status::Ok), 64);
+}
+
+/// Ctrl-C during the interleaved confirmation: every measured row stays in the CSV, and the
+/// run is reported as interrupted as the README says of any Ctrl-C: exit code 130, best.csv
+/// left alone, the resume command printed.
+#[test]
+#[ignore = "bug: a Ctrl-C during confirmation is not seen as a stop: the run waits for the \
+            whole confirmation job, drops its samples, exits 0 and writes best.csv \
+            (settle records `interrupted` before confirm runs)"]
+fn ctrl_c_during_confirmation_keeps_every_measured_row_and_reports_the_stop() {
+    // 13 tasks of one 20 ms launch, then 2 leaders x 100 rounds of 20 ms: 4 s of confirming.
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "rules": [{"when": "X=3 Y=2", "factor": 0.5}],
+        "launch_us": 20000,
+    }));
+    let mut child = sim.spawn(&[
+        "--shape",
+        SHAPE,
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--confirm-rounds",
+        "100",
+    ]);
+    interrupt_when(
+        &mut child,
+        Duration::from_secs(60),
+        "every result",
+        journaled(&sim, 13),
+    );
+    let ran = finish(child);
+    let records = sim.csv(SHAPE);
+    assert_eq!(count(&records, Status::Ok), 12, "every measured row kept");
+    assert_eq!(record(&records, "copy").status, Status::Ok);
+    ran.expect_code(130);
+    assert!(ran.stderr.contains("resume with: tune "), "{}", ran.stderr);
+    assert!(!sim.out().join("best.csv").exists(), "best.csv left alone");
+}
+
+// ---------------------------------------------------------------------------------------
+// Budgets and limits
+// ---------------------------------------------------------------------------------------
+
+/// A time budget (`--budget 1s`) ends the search after the round under way when it ran out:
+/// whole rounds of 16 were measured, fewer than the 64 configurations, and the rest say the
+/// search did not propose them. A budget in an unknown unit is bad input.
+#[test]
+fn a_time_budget_stops_the_search_and_says_so() {
+    // Each variant takes 4 launches of 20 ms: a round of 16 takes longer than the budget.
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}, "launch_us": 20000}));
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1,2,3,4,5,6,7,8",
+        "--param",
+        "Y=1,2,3,4,5,6,7,8",
+        "--strategy",
+        "random",
+        "--budget",
+        "1s",
+        "--reps",
+        "3",
+        "--warmup",
+        "1",
+        "--confirm-rounds",
+        "0",
+    ]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let measured = count(&records, Status::Ok);
+    assert!(
+        measured.is_multiple_of(SEARCH_BATCH) && (SEARCH_BATCH..64).contains(&measured),
+        "{measured} measured: whole rounds, not all 64"
+    );
+    assert_eq!(count(&records, Status::Skipped), 64 - measured);
+    for r in variants(&records).filter(|r| r.status == Status::Skipped) {
+        assert_eq!(
+            r.error,
+            "not measured: --strategy random (budget 1 s) did not propose it"
+        );
+    }
+    assert!(
+        ran.line("Search: ").starts_with(&format!(
+            "Search: random: {measured} of 64 valid configurations measured (budget 1 s, "
+        )),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stderr.contains("searching with random (budget 1 s"),
+        "{}",
+        ran.stderr
+    );
+
+    let bad = sim.run(&["--shape", SHAPE, "--strategy", "random", "--budget", "2x"]);
+    bad.expect_code(2);
+    assert!(
+        bad.stderr
+            .contains("invalid budget '2x': unknown time unit"),
+        "{}",
+        bad.stderr
+    );
+}
+
+/// A source NVRTC takes far longer over than `--compile-timeout` allows is stopped at the
+/// limit and recorded as not compiled; the rest of the space is measured as usual. The slow
+/// source is a variant of the sim fixture (in a templates folder written here) whose kernel
+/// computes 200 dependent sines, written out, when SLOW=1.
+#[test]
+fn a_source_past_the_compile_limit_costs_only_its_own_record() {
+    let dir = tmp();
+    let spec = std::fs::read_to_string(repo("tests/fixtures/sim/sim.toml")).unwrap();
+    let spec = spec.replace(
+        "[[params]]\nname = \"BROKEN\"",
+        "[[params]]\nname = \"SLOW\"\nvalues = [0, 1]\nhelp = \"1: a source NVRTC takes seconds over\"\n\n[[params]]\nname = \"BROKEN\"",
+    );
+    assert!(
+        spec.contains("name = \"SLOW\""),
+        "the fixture's spec changed shape"
+    );
+    std::fs::write(dir.path().join("sim.toml"), spec).unwrap();
+    let template = std::fs::read_to_string(repo("tests/fixtures/sim/sim.cu.tera")).unwrap();
+    // 200 dependent sines written out: about a minute of NVRTC on a 2-core machine.
+    let slow = "{% if SLOW == 1 %}    float acc = (float)x;\n{% for i in range(end=200) %}    acc = sinf(acc * 1.0001f + {{ i }}.0f);\n{% endfor %}    if (acc == 12345.f) out[0] = acc;\n{% endif %}";
+    let template = template.replace(
+        "    if (x < cols && y < rows)",
+        &format!("{slow}    if (x < cols && y < rows)"),
+    );
+    assert!(
+        template.contains("SLOW == 1"),
+        "the fixture's template changed shape"
+    );
+    std::fs::write(dir.path().join("sim.cu.tera"), template).unwrap();
+
+    let mut sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
+    sim.templates = dir.path().to_path_buf();
+    let started = Instant::now();
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1,2",
+        "--param",
+        "Y=1",
+        "--compile-timeout",
+        "2",
+        "--confirm-rounds",
+        "0",
+    ]);
+    let took = started.elapsed();
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    for label in ["X=1 Y=1 SLOW=1 BROKEN=0", "X=2 Y=1 SLOW=1 BROKEN=0"] {
+        let r = record(&records, label);
+        assert_eq!(r.status, Status::NotRun, "{label}: {}", r.error);
+        assert!(
+            r.error
+                .starts_with("not compiled: NVRTC ran past the compile time limit (")
+                && r.error.ends_with(" s; --compile-timeout sets it)"),
+            "{label}: {}",
+            r.error
+        );
+    }
+    for label in ["X=1 Y=1 SLOW=0 BROKEN=0", "X=2 Y=1 SLOW=0 BROKEN=0"] {
+        assert_eq!(record(&records, label).status, Status::Ok, "{label}");
+    }
+    assert!(
+        ran.line("Top 2 of 2 verified configurations")
+            .contains("(4 in the space: 0 failed, 0 pruned, 2 past the compile time limit)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "stopped at the limit: {took:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Sweeps over shapes and GPUs
+// ---------------------------------------------------------------------------------------
+
+/// The shapes of the sweep tests.
+const SHAPES: [&str; 3] = ["64x64", "32x96", "96x32"];
+
+/// A sweep of three shapes (`--shapes FILE`) over both GPUs of a simulated machine: every
+/// shape gets its run CSV with every configuration and its best.csv row; both GPUs take work
+/// and the summary table names each shape's GPU. `--gpus all` and `--gpus 0,1` alike.
+#[test]
+fn a_sweep_spreads_its_shapes_over_the_simulated_gpus() {
+    for gpus in ["all", "0,1"] {
+        let sim = Sim::new(json!({"devices": 2, "baselines": {"copy": 0.04}}));
+        let file = sim.tmp.path().join("shapes.txt");
+        std::fs::write(
+            &file,
+            format!(
+                "# the sweep\n{}\n\n{}\n{}\n",
+                SHAPES[0], SHAPES[1], SHAPES[2]
+            ),
+        )
+        .unwrap();
+        let ran = sim.run(&[
+            "--shapes",
+            file.to_str().unwrap(),
+            "--gpus",
+            gpus,
+            "--confirm-rounds",
+            "0",
+        ]);
+        ran.expect_code(0);
+        let mut best: Vec<String> = sim.best().into_iter().map(|r| r.shape).collect();
+        best.sort();
+        let mut expected: Vec<String> = SHAPES.iter().map(|s| s.to_string()).collect();
+        expected.sort();
+        assert_eq!(best, expected, "--gpus {gpus}: a best.csv row per shape");
+        for shape in SHAPES {
+            let records = sim.csv(shape);
+            assert_eq!(count(&records, Status::Ok), 12, "--gpus {gpus}: {shape}");
+            assert!(
+                ran.stdout.contains(&format!("==== {shape} on GPU ")),
+                "--gpus {gpus}: {}",
+                ran.stdout
+            );
+        }
+        for g in 0..2 {
+            assert!(
+                ran.stdout.contains(&format!(" on GPU {g}\n")),
+                "--gpus {gpus}: GPU {g} took no shape:\n{}",
+                ran.stdout
+            );
+        }
+        let table = ran
+            .stdout
+            .split("\nSummary:\n")
+            .nth(1)
+            .expect("a summary table");
+        for shape in SHAPES {
+            assert!(
+                table.contains(&format!("{shape} (GPU 0)"))
+                    || table.contains(&format!("{shape} (GPU 1)")),
+                "--gpus {gpus}: {table}"
+            );
+        }
+    }
+}
+
+/// `--gpus 0,2` on a machine with two GPUs is bad input (exit code 2), said in one line
+/// before anything runs.
+#[test]
+fn gpus_the_simulated_machine_lacks_are_refused() {
+    let sim = Sim::new(json!({"devices": 2}));
+    let ran = sim.run(&["--shape", SHAPE, "--gpus", "0,2"]);
+    ran.expect_code(2);
+    assert_eq!(
+        ran.stderr.trim(),
+        "error: --gpus: device 2 does not exist (this machine has 2: 0..1)"
+    );
+    assert!(!sim.out().exists(), "nothing was run");
+}
