@@ -142,7 +142,9 @@ impl Retimer for GpuRetimer<'_> {
                     info.name
                 },
             ),
-            None => crate::isolate::device::open(self.opts.device).map(|d| d.info().name.clone()),
+            None => {
+                crate::isolate::worker::open_device(self.opts.device).map(|d| d.info().name.clone())
+            }
         };
         name.map_err(|e| match e {
             Error::NoGpu(why) => Error::NoGpu(without_gpu(&why)),

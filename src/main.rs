@@ -4,7 +4,7 @@
 use clap::Parser;
 use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::cluster::{merge, sweep};
-use cuda_autotune::isolate::{compile_pool, interrupt, protocol, session};
+use cuda_autotune::isolate::{compile_pool, interrupt, protocol, worker};
 use cuda_autotune::{check, export};
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some(protocol::GPU_WORKER_ARG) => {
-            return ExitCode::from(session::gpu_worker_main(&args[1..]) as u8)
+            return ExitCode::from(worker::gpu_worker_main(&args[1..]) as u8)
         }
         Some(protocol::COMPILE_WORKER_ARG) => {
             return ExitCode::from(compile_pool::compile_worker_main(&args[1..]) as u8)

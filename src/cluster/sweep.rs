@@ -42,7 +42,7 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
         Some(spec) => {
             // The list's syntax first, so a typo is reported as such without a GPU.
             let listed = crate::cuda::gpu::parse_gpu_spec(spec)?;
-            let count = crate::isolate::device::count().map_err(|e| match e {
+            let count = crate::isolate::worker::device_count().map_err(|e| match e {
                 crate::error::Error::NoGpu(why) => {
                     crate::error::Error::NoGpu(format!("--gpus: {why}"))
                 }

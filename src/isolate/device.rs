@@ -1,10 +1,10 @@
 //! The device seam: everything the tuner asks of a GPU goes through [`Device`], one job at a
-//! time. The CUDA implementation ([`super::session::CudaDevice`]) loads each task's cubin,
-//! verifies its output against the reference, times its launches with events and reads the
-//! clocks after it; a fault that poisons its context is reported as sticky. Tests build the
-//! crate with the `simulated` feature, and `CUDA_AUTOTUNE_SIMULATE` then names a model file
-//! that stands in for the GPU ([`super::simulated`]), so the stages that decide the answer
-//! run without one.
+//! time. The CUDA implementation (`session::CudaDevice`) loads each task's cubin, verifies
+//! its output against the reference, times its launches with events and reads the clocks
+//! after it; a fault that poisons its context is reported as sticky. Tests build the crate
+//! with the `simulated` feature, and `CUDA_AUTOTUNE_SIMULATE` then names a model file that
+//! stands in for the GPU (`simulated`), so the stages that decide the answer run without one.
+//! `worker::open_device` picks the implementation.
 
 use super::protocol::{Job, Task, TaskResult};
 use crate::cuda::gpu::DeviceInfo;
@@ -31,22 +31,3 @@ pub trait Device {
 /// The environment variable that, in a build with the `simulated` feature, names the model
 /// file of a simulated device used instead of the GPU.
 pub const SIMULATE_ENV: &str = "CUDA_AUTOTUNE_SIMULATE";
-
-/// Opens device `ordinal`: the GPU, or the simulated device where the build and the
-/// environment ask for one.
-pub fn open(ordinal: usize) -> Result<Box<dyn Device>> {
-    #[cfg(feature = "simulated")]
-    if let Some(model) = super::simulated::Model::from_env()? {
-        return Ok(Box::new(super::simulated::Simulated::open(model, ordinal)?));
-    }
-    Ok(Box::new(super::session::CudaDevice::open(ordinal)?))
-}
-
-/// How many devices [`open`] can open.
-pub fn count() -> Result<usize> {
-    #[cfg(feature = "simulated")]
-    if let Some(model) = super::simulated::Model::from_env()? {
-        return Ok(model.devices);
-    }
-    crate::cuda::gpu::device_count()
-}

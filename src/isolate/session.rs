@@ -3,7 +3,7 @@
 
 use super::device::Device;
 use super::interrupt::interrupted;
-use super::protocol::{failed, ArgDesc, Job, Line, PreLaunch, Task, TaskResult, Work};
+use super::protocol::{failed, ArgDesc, Job, PreLaunch, Task, TaskResult, Work};
 use crate::cuda::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::error::{Error, Result};
 use crate::measure::bench::{Stats, Timer};
@@ -11,7 +11,6 @@ use crate::measure::verify::{self, Checker, NAN_BITS};
 use crate::model::limits::LaunchDims;
 use crate::model::shape::Shape;
 use crate::spec::ops::Compare;
-use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 /// A kernel task loaded on the device: its prologue launches, then its kernel.
@@ -568,60 +567,4 @@ impl Device for CudaDevice {
         }
         Ok(sticky)
     }
-}
-
-/// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
-/// the parent never needs a CUDA context of its own, and the driver's start overlaps the
-/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s. Exits 3
-/// after a fault that left the device unusable (the parent starts a fresh worker).
-pub fn gpu_worker_main(args: &[String]) -> i32 {
-    let stdout = std::io::stdout();
-    let emit = |line: &Line| {
-        let mut out = stdout.lock();
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string(line).expect("serializable")
-        );
-        let _ = out.flush();
-    };
-    let ordinal = args.first().and_then(|d| d.parse().ok()).unwrap_or(0);
-    let mut device = match super::device::open(ordinal) {
-        Ok(device) => device,
-        Err(e) => {
-            emit(&Line::Fatal(e.to_string()));
-            return 1;
-        }
-    };
-    let free = device.free_mem().unwrap_or(0);
-    emit(&Line::Device(device.info().clone(), free));
-    // One job per line. EOF ends the worker.
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let job: Job = match serde_json::from_str(&line) {
-            Ok(job) => job,
-            Err(e) => {
-                emit(&Line::Fatal(format!("parsing the job: {e}")));
-                return 1;
-            }
-        };
-        if let Err(e) = device.prepare(&job) {
-            emit(&Line::Fatal(e.to_string()));
-            return 1;
-        }
-        emit(&Line::Ready);
-        let ran = device.run(&job, &job.tasks, &mut |r| emit(&Line::Result(r)));
-        match ran {
-            Ok(true) => return 3,
-            Ok(false) => {}
-            Err(e) => {
-                emit(&Line::Fatal(e.to_string()));
-                return 1;
-            }
-        }
-    }
-    0
 }

@@ -118,24 +118,22 @@ pub fn run_tasks(
 ) -> Result<(usize, Option<GpuWorker>)> {
     match runner {
         Runner::Local(device) => {
-            let mut done = std::collections::BTreeSet::new();
             let mut lost = None;
             device.run(job, &job.tasks, &mut |r| {
-                done.insert(r.id);
                 if r.sticky {
                     lost = Some(r.error.clone());
                 }
                 on_result(r);
             })?;
-            if let Some(why) = lost {
-                for t in job.tasks.iter().filter(|t| !done.contains(&t.id)) {
-                    on_result(failed(
-                        t.id,
-                        format!("not run: an earlier variant faulted ({why}); in-process runs cannot recover"),
-                    ));
-                }
+            // The tasks after the fault never ran: the error that ends the run says why, and
+            // they stay without a result (a resumed run measures them).
+            match lost {
+                Some(why) => Err(Error::NoGpu(format!(
+                    "a variant faulted ({why}) and left this process's CUDA context unusable; \
+                     without --in-process each variant runs in a worker process that survives this"
+                ))),
+                None => Ok((0, None)),
             }
-            Ok((0, None))
         }
         Runner::Workers {
             exe,
@@ -254,4 +252,79 @@ fn run_subprocess(
         }
     }
     Ok((restarts, next))
+}
+
+/// Opens device `ordinal`: the GPU, or the simulated device where the build (feature
+/// `simulated`) and the environment ([`super::device::SIMULATE_ENV`]) ask for one.
+pub fn open_device(ordinal: usize) -> Result<Box<dyn Device>> {
+    #[cfg(feature = "simulated")]
+    if let Some(model) = super::simulated::Model::from_env()? {
+        return Ok(Box::new(super::simulated::Simulated::open(model, ordinal)?));
+    }
+    Ok(Box::new(super::session::CudaDevice::open(ordinal)?))
+}
+
+/// How many devices [`open_device`] can open.
+pub fn device_count() -> Result<usize> {
+    #[cfg(feature = "simulated")]
+    if let Some(model) = super::simulated::Model::from_env()? {
+        return Ok(model.devices);
+    }
+    crate::cuda::gpu::device_count()
+}
+
+/// Entry point of `tune __gpu-worker DEVICE`: opens the device at once and reports it (so
+/// the parent never needs a CUDA context of its own, and the driver's start overlaps the
+/// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s. Exits 3
+/// after a fault that left the device unusable (the parent starts a fresh worker).
+pub fn gpu_worker_main(args: &[String]) -> i32 {
+    let stdout = std::io::stdout();
+    let emit = |line: &Line| {
+        let mut out = stdout.lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(line).expect("serializable")
+        );
+        let _ = out.flush();
+    };
+    let ordinal = args.first().and_then(|d| d.parse().ok()).unwrap_or(0);
+    let mut device = match open_device(ordinal) {
+        Ok(device) => device,
+        Err(e) => {
+            emit(&Line::Fatal(e.to_string()));
+            return 1;
+        }
+    };
+    let free = device.free_mem().unwrap_or(0);
+    emit(&Line::Device(device.info().clone(), free));
+    // One job per line. EOF ends the worker.
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let job: Job = match serde_json::from_str(&line) {
+            Ok(job) => job,
+            Err(e) => {
+                emit(&Line::Fatal(format!("parsing the job: {e}")));
+                return 1;
+            }
+        };
+        if let Err(e) = device.prepare(&job) {
+            emit(&Line::Fatal(e.to_string()));
+            return 1;
+        }
+        emit(&Line::Ready);
+        let ran = device.run(&job, &job.tasks, &mut |r| emit(&Line::Result(r)));
+        match ran {
+            Ok(true) => return 3,
+            Ok(false) => {}
+            Err(e) => {
+                emit(&Line::Fatal(e.to_string()));
+                return 1;
+            }
+        }
+    }
+    0
 }

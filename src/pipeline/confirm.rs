@@ -4,7 +4,7 @@
 
 use super::build::Built;
 use super::job::Ledger;
-use super::options::TuneOptions;
+use super::options::{TuneOptions, CONFIRM_TOP, CONFIRM_WITHIN};
 use super::outcome::Confidence;
 use super::rounds::{Gpus, Measured};
 use crate::error::{Error, Result};
@@ -52,7 +52,13 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         );
         gpus.finish();
         built.outcome.phases.confirm_s = t.elapsed().as_secs_f64();
-        built.outcome.confidence = confidence?;
+        // Ctrl-C during the contest stops the run like any other: no winner is claimed and
+        // best.csv is left alone; every measured row is kept.
+        if crate::isolate::interrupt::interrupted() {
+            built.outcome.interrupted = true;
+        } else {
+            built.outcome.confidence = confidence?;
+        }
     } else {
         gpus.finish();
     }
@@ -66,10 +72,6 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
     })
 }
 
-/// At most this many leading variants are re-timed interleaved ...
-pub const CONFIRM_TOP: usize = 8;
-/// ... and only those within this fraction of the fastest (the runner-up always).
-pub const CONFIRM_WITHIN: f64 = 0.10;
 /// Leaders whose confirmed medians lie within this fraction of the fastest are tied with it
 /// even where the intervals tell them apart: a difference this small moves from run to run
 /// (clocks, memory placement, the other tenants of a shared GPU), so ranking on it would
@@ -223,6 +225,9 @@ fn halving(
     while spent < total && alive.len() > 1 {
         let rounds = stage.min(total - spent);
         let got = time(&alive, rounds)?;
+        if crate::isolate::interrupt::interrupted() {
+            break;
+        }
         spent += rounds;
         alive.retain(|id| got.contains_key(id));
         for (id, s) in got {
@@ -254,8 +259,10 @@ fn med(s: &[f64]) -> f64 {
     crate::measure::stats::median(s)
 }
 
-/// The tie rule. The tie set is the fastest leader and every leader tied with it: its 95 %
-/// interval spans zero, or its median is within the tie band ([`tie_band`]) of the fastest. The winner is
+/// The tie rule. The tie set is the fastest leader and every leader tied with it: one the
+/// rounds cannot show to be slower by more than the tie band ([`tie_band`]) at 95 %
+/// confidence (its median within the band, or the low end of its interval) — the leaders
+/// the halving could not separate. The winner is
 /// the stored winner when it is in the tie set (a re-run keeps its answer while the data
 /// cannot tell it apart), else the tie set's member with the fewest registers, then the
 /// first in the space. Nothing of it depends on which member the noise made fastest.
@@ -277,7 +284,8 @@ fn pick(
         .filter(|(at, s)| {
             *at == leader.0
                 || med(s) <= lead * (1.0 + band)
-                || crate::measure::stats::compare(&leader.1, s, 2000, seed).tied()
+                || crate::measure::stats::compare(&leader.1, s, 2000, seed).ci_low_pct
+                    <= band * 100.0
         })
         .map(|(at, _)| *at)
         .collect();
@@ -298,7 +306,8 @@ fn pick(
             vs_winner_pct: if mine { 0.0 } else { cmp.slower_pct },
             ci_low_pct: if mine { 0.0 } else { cmp.ci_low_pct },
             ci_high_pct: if mine { 0.0 } else { cmp.ci_high_pct },
-            tied: tied.contains(at),
+            // The winner is in its own tie set; it is tied only when others are.
+            tied: tied.len() > 1 && tied.contains(at),
             winner: mine,
         });
         if !mine

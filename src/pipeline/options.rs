@@ -148,3 +148,9 @@ impl Default for TuneOptions {
 /// most of a sgemm search's proposals, which lie within 1.5x of each other, are judged on their
 /// probe alone.
 pub const ADAPTIVE_CUTOFF: f64 = 1.05;
+
+/// At most this many leading variants are re-timed interleaved (the confirm stage), and a
+/// re-run times again at most this many of the last run's leaders besides its tie set ...
+pub const CONFIRM_TOP: usize = 8;
+/// ... and only those within this fraction of the fastest (the runner-up always).
+pub const CONFIRM_WITHIN: f64 = 0.10;

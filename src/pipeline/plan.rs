@@ -110,7 +110,7 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
             (Some(info), free, Some(w), None)
         }
         Isolation::InProcess => {
-            let d = crate::isolate::device::open(opts.device)?;
+            let d = crate::isolate::worker::open_device(opts.device)?;
             let free = d.free_mem()?;
             (Some(d.info().clone()), free, None, Some(d))
         }

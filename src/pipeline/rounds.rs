@@ -45,7 +45,7 @@ impl Gpus {
             },
             None => {
                 if self.local.is_none() {
-                    self.local = Some(crate::isolate::device::open(self.device)?);
+                    self.local = Some(crate::isolate::worker::open_device(self.device)?);
                 }
                 Runner::Local(self.local.as_deref_mut().expect("opened above"))
             }

@@ -178,8 +178,8 @@ pub const NOT_TIMED_AGAIN: &str = "not timed again:";
 
 /// The leaders of a run's CSV (`last`, the same op and shape) as live candidates (indices),
 /// fastest first: the configurations its confirmation found tied with its winner, and those
-/// within [`super::confirm::CONFIRM_WITHIN`] of its fastest, at most
-/// [`super::confirm::CONFIRM_TOP`] in all; and, for every other configuration it measured (or
+/// within [`super::options::CONFIRM_WITHIN`] of its fastest, at most
+/// [`super::options::CONFIRM_TOP`] in all; and, for every other configuration it measured (or
 /// carried from a run before it), the reason it is not measured again, with its last median.
 ///
 /// Why: a search learns from noisy times, so running the same search again would propose a
@@ -231,11 +231,11 @@ pub fn last_measured(
     let Some(&(fastest, ..)) = here.first() else {
         return (Vec::new(), HashMap::new());
     };
-    let limit = fastest * (1.0 + super::confirm::CONFIRM_WITHIN);
+    let limit = fastest * (1.0 + super::options::CONFIRM_WITHIN);
     let mut replay = Vec::new();
     let mut earlier = HashMap::new();
     for (ms, at, tied) in here {
-        if tied || (ms <= limit && replay.len() < super::confirm::CONFIRM_TOP) {
+        if tied || (ms <= limit && replay.len() < super::options::CONFIRM_TOP) {
             replay.push(at);
         } else {
             earlier.insert(

@@ -269,7 +269,7 @@ fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
             };
             let _ = writeln!(
                 s,
-                "Confidence: tied with {} other(s) over {} interleaved rounds (95% intervals span zero, or medians within {:.1}%): {}; {rule}",
+                "Confidence: tied with {} other(s) over {} interleaved rounds (not slower by more than {:.1}% at 95% confidence): {}; {rule}",
                 c.tied_with.len(),
                 c.rounds,
                 c.band_pct,

@@ -11,8 +11,10 @@ use super::{build, confirm, job, persist, plan, rounds};
 use crate::error::Result;
 use std::time::Instant;
 
-pub use super::confirm::{CONFIRM_TOP, CONFIRM_WITHIN, TIE_WITHIN};
-pub use super::options::{Isolation, TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_WATCHDOG_S};
+pub use super::confirm::TIE_WITHIN;
+pub use super::options::{
+    Isolation, TuneOptions, ADAPTIVE_CUTOFF, CONFIRM_TOP, CONFIRM_WITHIN, DEFAULT_WATCHDOG_S,
+};
 pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
 pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
 pub use super::rounds::REMEASURE_PAUSE;
