@@ -192,7 +192,10 @@ ctld_port=$(free_port)
 slurmd_port=$(free_port)
 while [[ "$slurmd_port" == "$ctld_port" ]]; do slurmd_port=$(free_port); done
 
-node=$(hostname -s 2>/dev/null || hostname)
+# The short host name, which slurmctld looks for in SlurmctldHost (uname: `hostname` is not in
+# every image).
+node=$(uname -n)
+node=${node%%.*}
 cpus=$(nproc)
 # The node's GPUs as the generic resource gpu. Slurm counts a GPU only with a device file;
 # without one, /dev/null stands in for one GPU.
