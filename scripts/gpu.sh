@@ -33,6 +33,10 @@
 #                                        docs/benchmarks.md (each row: the default command and
 #                                        `--budget 400`, both from an empty cache and folder:
 #                                        winner as % of the same-run roof, wall time)
+#   bash scripts/gpu.sh slurm [--no-gpu] GPU machine: the cluster path on a real single-node Slurm
+#                                        (scripts/gpu-slurm.sh): prebuild, 2-task GPU array and
+#                                        merge against an unsharded run of the same sweep; carry
+#                                        .slurm/ (bash scripts/slurm-local.sh prefix) with .gpu/
 #
 # Logs and tables go to $OUT (default: gpu-out/, git-ignored).
 set -uo pipefail
@@ -376,6 +380,9 @@ roof)
     done
   } > "$md"
   cat "$md"
+  ;;
+slurm)
+  OUT=$OUT GPU_BIN=$bin exec bash scripts/gpu-slurm.sh run "$@"
   ;;
 *)
   sed -n '2,/^set /p' "$0" | grep -v '^set ' | sed 's/^# \{0,1\}//'

@@ -1,51 +1,99 @@
 #!/usr/bin/env bash
-# Tune a sweep on a Slurm cluster: a job array of N tasks, one GPU each, task K running
-# `tune --shard K/N`, then one job that starts when every task succeeded and runs `tune merge`.
-# Slurm does all the scheduling; nothing else runs between the jobs.
+# Tune a sweep on a Slurm cluster in up to three stages, each a job that Slurm starts only
+# when the stage before it succeeded (--dependency=afterok), so nothing runs between the jobs:
+#
+#   prebuild  a job array of CPU tasks (no GPU): task K runs `tune --compile-only
+#             --arch TUNE_ARCH --shard K/P`, filling the shared cubin cache with what the GPU
+#             tasks will compile
+#   shards    a job array of N tasks, one GPU each: task K runs `tune --shard K/N`, and finds
+#             every source the prebuild compiled in the cache ("N from cache" in its log)
+#   merge     one job without a GPU: `tune merge` of the N shards
 #
 #   deploy/slurm/tune-array.sh N RUN_DIR TUNE_ARGS...
 #   deploy/slurm/tune-array.sh 8 /shared/tune/transpose --op transpose --shapes shapes.txt
+#   STAGES=prebuild,shards,merge TUNE_ARCH=sm_90 PREBUILD_TASKS=32 \
+#       deploy/slurm/tune-array.sh 8 /shared/tune/transpose --op transpose --shapes shapes.txt
 #
-# Run it on a login node: it submits itself twice (the array with sbatch --array=0-(N-1), the
-# merge with --dependency=afterok:<array job>) and prints the two job ids. RUN_DIR must be on a
-# file system that every node sees: shard K writes RUN_DIR/shard-K, the merge writes
-# RUN_DIR/merged (run CSVs, journals, best.csv). Every shard must run on the same GPU model
-# (the merge refuses to rank different models together): pin one with SBATCH_ARGS.
+# Run it on a login node: it submits itself once per stage and prints one line per stage with
+# its job id. RUN_DIR must be on a file system that every node sees: prebuild task K writes
+# its compile-only CSVs to RUN_DIR/prebuild/shard-K, shard K writes RUN_DIR/shard-K, the merge
+# writes RUN_DIR/merged (run CSVs, journals, best.csv), and the logs go to RUN_DIR/logs. Every
+# shard must run on the same GPU model (the merge refuses to rank different models together):
+# pin one with SBATCH_ARGS, and give the prebuild that model's architecture as TUNE_ARCH.
+# A job whose stage before it failed is cancelled (--kill-on-invalid-dep=yes), not left
+# pending.
 #
 # Environment:
-#   TUNE         the tune binary, on the shared file system (default: tune on PATH)
-#   SBATCH_ARGS  extra sbatch options for the shards, e.g. "--partition=gpu --constraint=h100"
-#   SHARD_TIME   time limit of one shard (default 04:00:00)
-#   ONLY         resubmit only these tasks (e.g. ONLY=3,5) after a failure; they resume from
-#                their journals, and a new merge job waits for them
-#   CUDA_AUTOTUNE_CACHE  the cubin cache (default RUN_DIR/cache, shared by the shards)
+#   STAGES          the stages to submit, in order (default shards,merge): prebuild,shards,merge
+#                   | prebuild,shards | prebuild | shards,merge | shards | merge
+#   TUNE            the tune binary, on the shared file system (default: tune on PATH)
+#   TUNE_ARCH       the GPUs' architecture for the prebuild, e.g. sm_90 for H100 and H200
+#                   (`nvidia-smi --query-gpu=compute_cap`: 9.0 is sm_90); needed by prebuild
+#   PREBUILD_TASKS  the number of prebuild tasks (default N); any number covers the sweep
+#   PREBUILD_ARGS   extra sbatch options for the prebuild tasks, e.g. "--partition=cpu"
+#   PREBUILD_TUNE_ARGS  extra tune options of the prebuild tasks only, e.g. "--budget 1000" to
+#                   compile more of a search's space than the first rounds a GPU run measures
+#   PREBUILD_CPUS   cores of one prebuild task (default 8); PREBUILD_TIME its time limit
+#                   (default 02:00:00)
+#   SBATCH_ARGS     extra sbatch options for the shards, e.g. "--partition=gpu --constraint=h100"
+#   SHARD_CPUS      cores of one shard (default 8); SHARD_TIME its time limit (default 04:00:00)
+#   ONLY            submit only these tasks (e.g. ONLY=3,5) of the first array in STAGES after a
+#                   failure, and the later stages whole: shards resume from their journals,
+#                   prebuild tasks find what was compiled already in the cache
+#   CUDA_AUTOTUNE_CACHE  the cubin cache (default RUN_DIR/cache), shared by every task
 set -euo pipefail
 
 tune=${TUNE:-tune}
 
-if [[ "${TUNE_ROLE:-}" == shard ]]; then
+case "${TUNE_ROLE:-}" in
+prebuild)
+    # Inside prebuild task K of P: compile this task's share of the sweep for the GPUs'
+    # architecture into the shared cache. Its CSVs say what it compiled.
+    p=$1 run_dir=$2
+    shift 2
+    k=$SLURM_ARRAY_TASK_ID
+    # shellcheck disable=SC2086  # PREBUILD_TUNE_ARGS holds several options
+    exec "$tune" "$@" ${PREBUILD_TUNE_ARGS:-} --compile-only --arch "$TUNE_ARCH" \
+        --shard "$k/$p" --out "$run_dir/prebuild/shard-$k"
+    ;;
+shard)
     # Inside array task K. N comes from the command line, not SLURM_ARRAY_TASK_COUNT, which
     # counts only the tasks of this submission (1 when ONLY resubmits one).
     n=$1 run_dir=$2
     shift 2
     k=$SLURM_ARRAY_TASK_ID
-    export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$run_dir/cache}
     # --resume: a requeued or resubmitted task reuses what its journal already holds.
     exec "$tune" "$@" --shard "$k/$n" --out "$run_dir/shard-$k" --resume
-fi
-
-if [[ "${TUNE_ROLE:-}" == merge ]]; then
+    ;;
+merge)
     n=$1 run_dir=$2
     dirs=()
     for ((k = 0; k < n; k++)); do
         dirs+=("$run_dir/shard-$k")
     done
     exec "$tune" merge "${dirs[@]}" --out "$run_dir/merged"
-fi
+    ;;
+"") ;;
+*)
+    echo "error: TUNE_ROLE must be prebuild, shard or merge (set by this script), got '$TUNE_ROLE'" >&2
+    exit 2
+    ;;
+esac
 
-# On the login node: submit the shards, then the merge.
-if (($# < 3)); then
-    echo "usage: $0 N RUN_DIR TUNE_ARGS...   (e.g. $0 8 /shared/tune/run --op transpose --shapes shapes.txt)" >&2
+# On the login node: check everything, then submit the stages.
+usage="usage: $0 N RUN_DIR TUNE_ARGS...   (e.g. $0 8 /shared/tune/run --op transpose --shapes shapes.txt)"
+stages=${STAGES:-shards,merge}
+case "$stages" in
+prebuild,shards,merge | prebuild,shards | prebuild | shards,merge | shards | merge) ;;
+*)
+    echo "error: STAGES must be prebuild,shards,merge, prebuild,shards, prebuild, shards,merge, shards or merge, got '$stages'" >&2
+    exit 2
+    ;;
+esac
+has() { [[ ",$stages," == *",$1,"* ]]; }
+# Only the merge runs without tune arguments.
+if (($# < 2)) || { [[ "$stages" != merge ]] && (($# < 3)); }; then
+    echo "$usage" >&2
     exit 2
 fi
 n=$1 run_dir=$2
@@ -53,21 +101,70 @@ if ! [[ "$n" =~ ^[1-9][0-9]*$ ]]; then
     echo "error: N must be a positive number, got '$n'" >&2
     exit 2
 fi
+p=${PREBUILD_TASKS:-$n}
+if has prebuild; then
+    if ! [[ "$p" =~ ^[1-9][0-9]*$ ]]; then
+        echo "error: PREBUILD_TASKS must be a positive number, got '$p'" >&2
+        exit 2
+    fi
+    if ! [[ "${TUNE_ARCH:-}" =~ ^sm_[0-9]+a?$ ]]; then
+        echo "error: the prebuild needs TUNE_ARCH, the GPUs' architecture such as sm_90 (got '${TUNE_ARCH:-}')" >&2
+        exit 2
+    fi
+fi
+if [[ -n "${ONLY:-}" && "$stages" == merge ]]; then
+    echo "error: ONLY selects tasks of an array; STAGES=merge has none" >&2
+    exit 2
+fi
 mkdir -p "$run_dir/logs"
 run_dir=$(cd "$run_dir" && pwd)
-array=${ONLY:-0-$((n - 1))}
-# The resources are given here, not as #SBATCH lines, because the merge job (this same
-# script) needs no GPU.
-# shellcheck disable=SC2086  # SBATCH_ARGS holds several options
-shards=$(sbatch --parsable --export=ALL,TUNE_ROLE=shard --array="$array" \
-    --gres=gpu:1 --cpus-per-task=8 --time="${SHARD_TIME:-04:00:00}" ${SBATCH_ARGS:-} \
-    --job-name=tune-shard --output="$run_dir/logs/shard-%a-%A.out" \
-    "$0" "$n" "$run_dir" "${@:3}")
-shards=${shards%%;*}
-merge=$(sbatch --parsable --export=ALL,TUNE_ROLE=merge --dependency="afterok:$shards" \
-    --cpus-per-task=1 --time=00:30:00 \
-    --job-name=tune-merge --output="$run_dir/logs/merge-%j.out" \
-    "$0" "$n" "$run_dir")
-merge=${merge%%;*}
-echo "submitted: shards = job array $shards (tasks $array of 0-$((n - 1))), merge = job $merge"
-echo "merged results: $run_dir/merged; logs: $run_dir/logs"
+# Every task of every stage reads and writes the same cache (sbatch --export=ALL passes it).
+export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$run_dir/cache}
+export TUNE_ARCH=${TUNE_ARCH:-}
+export PREBUILD_TUNE_ARGS=${PREBUILD_TUNE_ARGS:-}
+
+# ONLY narrows the first array submitted; the stages after it are submitted whole.
+only=${ONLY:-}
+# Sets `array`, the tasks to submit of an array of $1 tasks.
+tasks() {
+    if [[ -n "$only" ]]; then
+        array=$only
+        only=
+    else
+        array=0-$(($1 - 1))
+    fi
+}
+# The resources are given here, not as #SBATCH lines, because the stages (this same script)
+# need different ones.
+after=()
+if has prebuild; then
+    tasks "$p"
+    # shellcheck disable=SC2086  # PREBUILD_ARGS holds several options
+    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=prebuild --array="$array" \
+        --cpus-per-task="${PREBUILD_CPUS:-8}" --time="${PREBUILD_TIME:-02:00:00}" ${PREBUILD_ARGS:-} \
+        --job-name=tune-prebuild --output="$run_dir/logs/prebuild-%a-%A.out" \
+        "$0" "$p" "$run_dir" "${@:3}")
+    job=${job%%;*}
+    echo "prebuild: job array $job, tasks $array of 0-$((p - 1)) (CPU, compile-only for $TUNE_ARCH)"
+    after=(--dependency="afterok:$job" --kill-on-invalid-dep=yes)
+fi
+if has shards; then
+    tasks "$n"
+    # shellcheck disable=SC2086  # SBATCH_ARGS holds several options
+    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=shard --array="$array" "${after[@]}" \
+        --gres=gpu:1 --cpus-per-task="${SHARD_CPUS:-8}" --time="${SHARD_TIME:-04:00:00}" ${SBATCH_ARGS:-} \
+        --job-name=tune-shard --output="$run_dir/logs/shard-%a-%A.out" \
+        "$0" "$n" "$run_dir" "${@:3}")
+    job=${job%%;*}
+    echo "shards: job array $job, tasks $array of 0-$((n - 1)) (one GPU each)"
+    after=(--dependency="afterok:$job" --kill-on-invalid-dep=yes)
+fi
+if has merge; then
+    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=merge "${after[@]}" \
+        --cpus-per-task=1 --time=00:30:00 \
+        --job-name=tune-merge --output="$run_dir/logs/merge-%j.out" \
+        "$0" "$n" "$run_dir")
+    job=${job%%;*}
+    echo "merge: job $job"
+fi
+echo "cubin cache: $CUDA_AUTOTUNE_CACHE; merged results: $run_dir/merged; logs: $run_dir/logs"
