@@ -264,6 +264,15 @@ NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus Gres=gpu:$gpus State=UNKNOWN
 PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
 echo "$gres_line" > "$dir/gres.conf"
+# slurmd sets up a cgroup for its step daemons whatever the plugins above say; where systemd's
+# D-Bus is not there (containers, sandboxes) it makes that cgroup itself.
+cat > "$dir/cgroup.conf" <<EOF
+IgnoreSystemdOnFailure=yes
+EOF
+# Without systemd nothing made the slice it puts that cgroup in (cgroup v2 only).
+if [[ -f /sys/fs/cgroup/cgroup.controllers && ! -d /sys/fs/cgroup/system.slice ]]; then
+    mkdir /sys/fs/cgroup/system.slice 2>/dev/null || true
+fi
 {
     echo "export SLURM_CONF=$dir/slurm.conf"
     if [[ -n "$prefix" ]]; then
