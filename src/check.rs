@@ -1,13 +1,49 @@
 //! `tune check`: a regression check for CI on a GPU runner. Every stored winner of this GPU
-//! is re-tuned with its parameters pinned (and so is its recorded runner-up), then compared
-//! with the stored figures: a winner that no longer verifies, got slower than the stored time
-//! by more than the margin, or is now slower than its runner-up by more than the margin fails.
+//! is re-timed with its parameters pinned (and so is its recorded runner-up), in several
+//! separate runs, then compared with the stored figures: a winner that no longer verifies, got
+//! slower than the stored time by more than its margin, or is now slower than its runner-up by
+//! more than its margin fails.
+//!
+//! The margin of a row comes from the noise measured for it (unless `--margin` fixes one):
+//! [`Measured::run_noise_pct`] is how much one run's median of this configuration varies,
+//! taken from the spread of its launches; the stored median was one such run and the fresh one
+//! is the median of `rounds` runs, so their difference varies by
+//! `sqrt(run² + (1.2533 · run / sqrt(rounds))²)`; the margin is [`DRIFT_PCT`] plus [`Z`] times
+//! that.
 
 use crate::error::{Error, Result};
-use crate::measure::bench::{BenchSettings, CacheState};
+use crate::measure::bench::{BenchSettings, CacheState, Stats};
 use crate::pipeline::tuner::{tune, Isolation, TuneOptions};
 use crate::store::results::{read_best, BestRow, Status};
 use std::path::PathBuf;
+
+/// Separate pinned runs per configuration when `--rounds` is not given: the median of three
+/// runs' medians is not moved by one slow run, and varies less than one run's.
+pub const DEFAULT_ROUNDS: usize = 3;
+
+/// The medians of separate runs of one configuration scatter more than its launches predict:
+/// all launches of a run share its allocations, clocks and GPU state. On the H100, medians of
+/// 16 separate runs of each 5-6 µs transpose scattered with a standard deviation of 0.1 to
+/// 0.36 times the p90-p10 spread of their launches (2 to 7 times the standard error of a
+/// median of their 100 launches), and 0.07 to 0.35 times it for 0.2-3 ms kernels. One run's
+/// median is taken to vary by this fraction of its launches' spread.
+pub const RUN_NOISE_PER_SPREAD: f64 = 0.25;
+
+/// Standard deviations of its noise a slowdown must exceed before a row fails: one-sided,
+/// chance alone goes that far about once in 700 comparisons of normal noise.
+pub const Z: f64 = 3.0;
+
+/// Slowdown, in percent, every row is allowed beyond its noise. The stored median is the
+/// fastest of many candidates timed once, so it is biased low (the candidates that timed
+/// fast by chance win), and it was timed on another day, GPU unit and driver: winners of
+/// 5-6 µs came back 2-3 % slower on average than stored, without any change to them.
+pub const DRIFT_PCT: f64 = 3.0;
+
+/// p90 - p10 of a normal distribution, in standard deviations (2 x 1.2816).
+const P10_P90_SIGMAS: f64 = 2.563;
+
+/// A median of n samples varies sqrt(pi/2) = 1.2533 times as much as their mean (sigma/sqrt(n)).
+const MEDIAN_SE_FACTOR: f64 = 1.2533;
 
 /// What `tune check` compares and how strictly.
 #[derive(Debug, Clone)]
@@ -15,53 +51,214 @@ pub struct CheckOptions {
     pub db: PathBuf,
     pub op: Option<String>,
     pub shape: Option<String>,
-    /// Allowed slowdown, in percent.
-    pub margin_pct: f64,
+    /// Allowed slowdown, in percent, for every row; `None`: each row's from its measured noise.
+    pub margin_pct: Option<f64>,
+    /// Separate pinned runs per configuration (at least 1).
+    pub rounds: usize,
     pub device: usize,
     pub reps: usize,
     pub isolation: Isolation,
     pub templates: Option<PathBuf>,
 }
 
+/// One pinned run of a configuration: its median and the noise of its launches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub median_ms: f64,
+    /// (p90 - p10) / median of its launches, in percent.
+    pub spread_pct: f64,
+    /// Timed launches.
+    pub samples: usize,
+}
+
+impl From<Stats> for Timing {
+    fn from(s: Stats) -> Timing {
+        Timing {
+            median_ms: s.median_ms,
+            spread_pct: s.spread_pct,
+            samples: s.samples,
+        }
+    }
+}
+
+impl Timing {
+    /// How much this run's median varies from run to run, in percent (one standard
+    /// deviation): [`RUN_NOISE_PER_SPREAD`] times the spread, or the standard error of a
+    /// median of its launches (1.2533 sigma / sqrt(n), sigma = spread / 2.563) where that is
+    /// larger (a run of very few launches).
+    pub fn run_noise_pct(&self) -> f64 {
+        let sigma = self.spread_pct.max(0.0) / P10_P90_SIGMAS;
+        let launches = MEDIAN_SE_FACTOR * sigma / (self.samples.max(1) as f64).sqrt();
+        launches.max(RUN_NOISE_PER_SPREAD * self.spread_pct.max(0.0))
+    }
+}
+
+/// A configuration re-timed in one or more separate runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The median of the runs' medians.
+    pub median_ms: f64,
+    /// How much one run's median varies, in percent: [`Timing::run_noise_pct`] of the run of
+    /// median spread.
+    pub run_noise_pct: f64,
+    pub runs: usize,
+}
+
+impl Measured {
+    /// The runs summarized; `None` when there are none.
+    pub fn of(runs: &[Timing]) -> Option<Measured> {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        };
+        if runs.is_empty() {
+            return None;
+        }
+        Some(Measured {
+            median_ms: median(runs.iter().map(|t| t.median_ms).collect()),
+            run_noise_pct: median(runs.iter().map(Timing::run_noise_pct).collect()),
+            runs: runs.len(),
+        })
+    }
+
+    /// How much `median_ms` varies, in percent: one run's noise over sqrt(runs), times 1.2533
+    /// for a median of three or more (the median of one or two runs is their mean).
+    pub fn noise_pct(&self) -> f64 {
+        let k = self.runs.max(1) as f64;
+        let median = if self.runs >= 3 {
+            MEDIAN_SE_FACTOR
+        } else {
+            1.0
+        };
+        self.run_noise_pct * median / k.sqrt()
+    }
+}
+
+/// The margin, in percent, for a slowdown whose chance variation has standard deviation
+/// `sd_pct`: [`DRIFT_PCT`] + [`Z`] x `sd_pct`.
+pub fn noise_margin_pct(sd_pct: f64) -> f64 {
+    DRIFT_PCT + Z * sd_pct
+}
+
+/// The margin against the stored median: that was one run, taken to vary as much as one run
+/// now does (best.csv keeps no spread), and the fresh median varies by its own noise.
+pub fn stored_margin_pct(now: &Measured) -> f64 {
+    noise_margin_pct(now.run_noise_pct.hypot(now.noise_pct()))
+}
+
+/// The margin against the runner-up: both fresh medians vary by their own noise, and the
+/// stored lead of the winner (which the runner-up rule allows for) by its 95 % interval.
+pub fn runner_up_margin_pct(row: &BestRow, now: &Measured, runner_up: &Measured) -> f64 {
+    let stored = match (row.margin_ci_low_pct, row.margin_ci_high_pct) {
+        (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() => (hi - lo).abs() / (2.0 * 1.96),
+        _ => 0.0,
+    };
+    noise_margin_pct(
+        (now.noise_pct().powi(2) + runner_up.noise_pct().powi(2) + stored.powi(2)).sqrt(),
+    )
+}
+
+/// How much slower than its runner-up, in percent, the winner was stored: when the tie rule
+/// kept a winner whose runner-up timed faster (a negative stored margin), the winner may be
+/// that much slower now too; otherwise 0.
+pub fn stored_deficit_pct(row: &BestRow) -> f64 {
+    match row.margin_pct {
+        Some(m) if m.is_finite() && m < 0.0 && m > -100.0 => (100.0 / (100.0 + m) - 1.0) * 100.0,
+        _ => 0.0,
+    }
+}
+
 /// The verdict on one stored winner.
 #[derive(Debug, Clone)]
 pub struct CheckResult {
     pub row: BestRow,
-    pub now_ms: Option<f64>,
-    pub runner_up_ms: Option<f64>,
+    /// The winner re-timed; `None` when it no longer verifies or runs.
+    pub now: Option<Measured>,
+    /// The runner-up re-timed; `None` when there is none or it did not run.
+    pub runner_up: Option<Measured>,
+    /// The margin, in percent, against the stored median (`None` when the winner did not run).
+    pub margin_pct: Option<f64>,
+    /// The margin, in percent, against the runner-up (`None` when it was not timed).
+    pub runner_up_margin_pct: Option<f64>,
     /// `None` when it passes, else why it fails.
     pub failure: Option<String>,
 }
 
-/// Pure verdict from the measured times, so the rule is testable without a GPU.
-pub fn verdict(
-    row: &BestRow,
-    now_ms: Option<f64>,
-    runner_up_ms: Option<f64>,
-    margin_pct: f64,
-    why_not: &str,
-) -> Option<String> {
-    let Some(now) = now_ms else {
-        return Some(format!("no longer verifies or runs: {why_not}"));
-    };
-    let limit = row.median_ms * (1.0 + margin_pct / 100.0);
-    if now > limit {
-        return Some(format!(
-            "now {now:.4} ms, {:.1}% slower than the stored {:.4} ms (margin {margin_pct}%)",
-            (now / row.median_ms - 1.0) * 100.0,
-            row.median_ms
-        ));
+/// How a margin is written: `margin 10%` when given, `margin 6.2% from measured noise`.
+fn margin_text(pct: f64, given: bool) -> String {
+    if given {
+        format!("margin {pct}%")
+    } else {
+        format!("margin {pct:.1}% from measured noise")
     }
-    if let Some(ru) = runner_up_ms {
-        if now > ru * (1.0 + margin_pct / 100.0) {
-            return Some(format!(
-                "now {now:.4} ms, {:.1}% slower than its runner-up {} ({ru:.4} ms)",
-                (now / ru - 1.0) * 100.0,
-                row.runner_up.replace(';', " ")
-            ));
+}
+
+/// Pure verdict from the measurements, so the rule is testable without a GPU: `now` is the
+/// winner re-timed (or why it does not run), `runner_up` its runner-up re-timed, `margin_pct`
+/// the given `--margin` (`None`: from the measured noise).
+pub fn judge(
+    row: BestRow,
+    now: std::result::Result<Measured, String>,
+    runner_up: Option<Measured>,
+    margin_pct: Option<f64>,
+) -> CheckResult {
+    let given = margin_pct.is_some();
+    let now = match now {
+        Ok(now) => now,
+        Err(why_not) => {
+            return CheckResult {
+                row,
+                now: None,
+                runner_up,
+                margin_pct: None,
+                runner_up_margin_pct: None,
+                failure: Some(format!("no longer verifies or runs: {why_not}")),
+            }
         }
+    };
+    let margin = margin_pct.unwrap_or_else(|| stored_margin_pct(&now));
+    let ru_margin =
+        runner_up.map(|ru| margin_pct.unwrap_or_else(|| runner_up_margin_pct(&row, &now, &ru)));
+    let t = now.median_ms;
+    let failure = if t > row.median_ms * (1.0 + margin / 100.0) {
+        Some(format!(
+            "now {t:.4} ms, {:.1}% slower than the stored {:.4} ms ({})",
+            (t / row.median_ms - 1.0) * 100.0,
+            row.median_ms,
+            margin_text(margin, given)
+        ))
+    } else {
+        runner_up.zip(ru_margin).and_then(|(ru, m)| {
+            let deficit = stored_deficit_pct(&row);
+            let ru_ms = ru.median_ms;
+            (t > ru_ms * (1.0 + deficit / 100.0) * (1.0 + m / 100.0)).then(|| {
+                format!(
+                    "now {t:.4} ms, {:.1}% slower than its runner-up {} ({ru_ms:.4} ms{}; {})",
+                    (t / ru_ms - 1.0) * 100.0,
+                    row.runner_up.replace(';', " "),
+                    if deficit > 0.0 {
+                        format!(", the winner stored {deficit:.1}% slower")
+                    } else {
+                        String::new()
+                    },
+                    margin_text(m, given)
+                )
+            })
+        })
+    };
+    CheckResult {
+        row,
+        now: Some(now),
+        runner_up,
+        margin_pct: Some(margin),
+        runner_up_margin_pct: ru_margin,
+        failure,
     }
-    None
 }
 
 fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Path) -> TuneOptions {
@@ -105,16 +302,16 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
 }
 
 /// What `tune check` needs from the GPU, apart from everything it decides: the GPU's name
-/// (only its stored rows are checked) and a fresh time for a stored configuration. The real
-/// one is [`GpuRetimer`]; tests give recorded times, so the comparison and the exit code are
-/// tested without a GPU.
+/// (only its stored rows are checked) and a fresh measurement of a stored configuration. The
+/// real one is [`GpuRetimer`]; tests give recorded measurements, so the comparison and the
+/// exit code are tested without a GPU.
 pub trait Retimer {
     /// The name of the GPU the configurations are re-timed on, as best.csv stores it.
     fn gpu_name(&mut self) -> Result<String>;
-    /// The median time in ms of `params` (a `NAME=value;...` configuration of `row`'s op and
-    /// shape) measured now, or why there is none (does not verify, does not compile, pruned
-    /// on this GPU).
-    fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<f64, String>;
+    /// One run of `params` (a `NAME=value;...` configuration of `row`'s op and shape) timed
+    /// now: its median and the spread of its launches, or why there is none (does not
+    /// verify, does not compile, pruned on this GPU). `tune check` calls it once per round.
+    fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<Timing, String>;
 }
 
 /// Re-times on the GPU: a `tune` run per configuration with its parameters pinned.
@@ -152,7 +349,7 @@ impl Retimer for GpuRetimer<'_> {
         })
     }
 
-    fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<f64, String> {
+    fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<Timing, String> {
         let scratch = match &mut self.scratch {
             Some(dir) => dir,
             none => none.insert(tempfile::tempdir().map_err(|e| {
@@ -166,8 +363,8 @@ impl Retimer for GpuRetimer<'_> {
     }
 }
 
-/// Time of the single pinned configuration, or why there is none.
-fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
+/// Timing of the single pinned configuration, or why there is none.
+fn time_of(opts: TuneOptions) -> std::result::Result<Timing, String> {
     let o = tune(&opts).map_err(|e| e.to_string())?;
     let r = o
         .records
@@ -175,7 +372,7 @@ fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
         .find(|r| r.kind == "variant" && r.status != Status::Pruned)
         .ok_or("pruned on this GPU")?;
     match (r.status, r.stats) {
-        (Status::Ok, Some(s)) => Ok(s.median_ms),
+        (Status::Ok, Some(s)) => Ok(s.into()),
         _ => Err(r.error.clone()),
     }
 }
@@ -210,10 +407,14 @@ pub fn without_gpu(why: &str) -> String {
 /// that match the filters, re-times each winner (and its runner-up) and judges it.
 pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<CheckResult>> {
     // The command line refuses these as it parses them; a library caller gets the same.
-    crate::model::domain::non_negative(opts.margin_pct)
-        .map_err(|why| Error::Usage(format!("--margin {why}")))?;
+    if let Some(margin) = opts.margin_pct {
+        crate::model::domain::non_negative(margin)
+            .map_err(|why| Error::Usage(format!("--margin {why}")))?;
+    }
     crate::model::domain::at_least_one(opts.reps)
         .map_err(|why| Error::Usage(format!("--reps {why}")))?;
+    crate::model::domain::at_least_one(opts.rounds)
+        .map_err(|why| Error::Usage(format!("--rounds {why}")))?;
     let rows = read_best(&opts.db)?;
     // Said before the GPU is touched: in CI a missing database is the likelier mistake.
     if rows.is_empty() {
@@ -291,59 +492,94 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
     }
     let mut out = Vec::new();
     for row in selected {
-        let now = retimer.retime(&row, &row.params);
-        let runner_up = if row.runner_up.is_empty() {
-            None
-        } else {
-            retimer.retime(&row, &row.runner_up).ok()
+        // The winner and its runner-up alternate, round by round, so a slow spell of the GPU
+        // falls on both; a configuration that fails a round is not timed again (the winner
+        // fails the check, a runner-up is left out of it).
+        let mut now = Vec::new();
+        let mut why_not = None;
+        let mut runner_up = Some(Vec::new()).filter(|_| !row.runner_up.is_empty());
+        for _ in 0..opts.rounds {
+            match retimer.retime(&row, &row.params) {
+                Ok(t) => now.push(t),
+                Err(why) => {
+                    why_not = Some(why);
+                    break;
+                }
+            }
+            if let Some(runs) = &mut runner_up {
+                match retimer.retime(&row, &row.runner_up) {
+                    Ok(t) => runs.push(t),
+                    Err(_) => runner_up = None,
+                }
+            }
+        }
+        let now = match why_not {
+            Some(why) => Err(why),
+            None => Measured::of(&now).ok_or_else(|| "not timed".to_string()),
         };
-        let why_not = now.as_ref().err().cloned().unwrap_or_default();
-        let now_ms = now.ok();
-        let failure = verdict(&row, now_ms, runner_up, opts.margin_pct, &why_not);
-        out.push(CheckResult {
-            row,
-            now_ms,
-            runner_up_ms: runner_up,
-            failure,
-        });
+        let runner_up = runner_up.as_deref().and_then(Measured::of);
+        out.push(judge(row, now, runner_up, opts.margin_pct));
     }
     Ok(out)
 }
 
-/// What `tune check` prints: a PASS or FAIL line per stored winner and a summary line; and
-/// whether all passed (the binary then exits 0, else 1).
-pub fn report(results: &[CheckResult], margin_pct: f64) -> (String, bool) {
+/// What `tune check` prints: a PASS or FAIL line per stored winner, each with the margin it
+/// was judged by, and a summary line; and whether all passed (the binary then exits 0, else 1).
+/// `margin_pct` is the given `--margin` (`None`: each row's came from its measured noise).
+pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool) {
     use std::fmt::Write;
+    let given = margin_pct.is_some();
     let mut s = String::new();
     for r in results {
-        let now = r
-            .now_ms
-            .map(|m| format!("{m:.4} ms"))
-            .unwrap_or_else(|| "-".into());
-        let _ = match &r.failure {
-            None => writeln!(
+        let config = format!(
+            "{} {} {}",
+            r.row.op,
+            r.row.shape,
+            r.row.params.replace(';', " ")
+        );
+        let _ = match (&r.failure, r.now, r.margin_pct) {
+            (None, Some(now), Some(margin)) => writeln!(
                 s,
-                "PASS {} {} {}: stored {:.4} ms, now {now}",
-                r.row.op,
-                r.row.shape,
-                r.row.params.replace(';', " "),
-                r.row.median_ms
+                "PASS {config}: stored {:.4} ms, now {:.4} ms ({}){}",
+                r.row.median_ms,
+                now.median_ms,
+                margin_text(margin, given),
+                r.runner_up
+                    .zip(r.runner_up_margin_pct)
+                    .map(|(ru, m)| format!(
+                        "; runner-up {:.4} ms ({})",
+                        ru.median_ms,
+                        margin_text(m, given)
+                    ))
+                    .unwrap_or_default()
             ),
-            Some(why) => writeln!(
+            (why, _, _) => writeln!(
                 s,
-                "FAIL {} {} {}: {why}",
-                r.row.op,
-                r.row.shape,
-                r.row.params.replace(';', " ")
+                "FAIL {config}: {}",
+                why.as_deref().unwrap_or("not timed")
             ),
         };
     }
     let failed = results.iter().filter(|r| r.failure.is_some()).count();
-    let _ = writeln!(
-        s,
-        "{} checked, {failed} failed (margin {margin_pct}%)",
-        results.len()
-    );
+    let margins: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.margin_pct.into_iter().chain(r.runner_up_margin_pct))
+        .collect();
+    let which = match margin_pct {
+        Some(m) => format!("margin {m}%"),
+        None => {
+            let lo = margins.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = margins.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if margins.is_empty() {
+                "margins from measured noise".to_string()
+            } else if format!("{lo:.1}") == format!("{hi:.1}") {
+                format!("margin {lo:.1}% from measured noise")
+            } else {
+                format!("margins from measured noise, {lo:.1}..{hi:.1}%")
+            }
+        }
+    };
+    let _ = writeln!(s, "{} checked, {failed} failed ({which})", results.len());
     (s, failed == 0)
 }
 
@@ -373,32 +609,44 @@ mod tests {
         fn gpu_name(&mut self) -> Result<String> {
             panic!("the GPU was asked for its name")
         }
-        fn retime(&mut self, _: &BestRow, _: &str) -> std::result::Result<f64, String> {
+        fn retime(&mut self, _: &BestRow, _: &str) -> std::result::Result<Timing, String> {
             panic!("a configuration was re-timed")
         }
     }
 
     /// A margin that would switch the gate off (NaN, infinite) or invert it (negative), and
-    /// zero repetitions, are bad input before the database or the GPU is read.
+    /// zero repetitions or rounds, are bad input before the database or the GPU is read.
     #[test]
-    fn a_margin_or_reps_outside_its_domain_is_refused_first() {
-        let opts = |margin_pct: f64, reps: usize| CheckOptions {
+    fn a_margin_reps_or_rounds_outside_its_domain_is_refused_first() {
+        let opts = |margin_pct: Option<f64>, reps: usize, rounds: usize| CheckOptions {
             db: PathBuf::from("/nonexistent/best.csv"),
             op: None,
             shape: None,
             margin_pct,
+            rounds,
             device: 0,
             reps,
             isolation: Isolation::InProcess,
             templates: None,
         };
-        for (margin, reps, want) in [
-            (f64::NAN, 30, "--margin must be a finite number, 0 or more"),
-            (f64::INFINITY, 30, "--margin must be a finite number"),
-            (-5.0, 30, "--margin must be a finite number"),
-            (10.0, 0, "--reps must be at least 1"),
+        for (margin, reps, rounds, want) in [
+            (
+                Some(f64::NAN),
+                30,
+                3,
+                "--margin must be a finite number, 0 or more",
+            ),
+            (
+                Some(f64::INFINITY),
+                30,
+                3,
+                "--margin must be a finite number",
+            ),
+            (Some(-5.0), 30, 3, "--margin must be a finite number"),
+            (Some(10.0), 0, 3, "--reps must be at least 1"),
+            (None, 30, 0, "--rounds must be at least 1"),
         ] {
-            let err = check_with(&opts(margin, reps), &mut Untouched).unwrap_err();
+            let err = check_with(&opts(margin, reps, rounds), &mut Untouched).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{err}");
             assert!(err.to_string().starts_with(want), "{want}: {err}");
         }
@@ -450,16 +698,136 @@ mod tests {
         }
     }
 
+    /// `runs` runs of a configuration, each with this median, spread and launch count.
+    fn runs(ms: f64, spread_pct: f64, samples: usize, runs: usize) -> Measured {
+        Measured::of(&vec![
+            Timing {
+                median_ms: ms,
+                spread_pct,
+                samples
+            };
+            runs
+        ])
+        .unwrap()
+    }
+
+    /// A 6 µs kernel as the H100 times it (launches spread 10 %, 100 of them) and a 2 ms one
+    /// (spread 2 %, 30 launches), each re-timed in 3 runs.
+    fn noisy(ms: f64) -> Measured {
+        runs(ms, 10.0, 100, 3)
+    }
+    fn quiet(ms: f64) -> Measured {
+        runs(ms, 2.0, 30, 3)
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 0.01
+    }
+
+    /// The margin formula's numbers: one run varies by a quarter of its spread; the stored
+    /// median (one run) and the median of 3 runs differ by sqrt(1 + 1.2533^2 / 3) = 1.234
+    /// times that; the margin is 3 % + 3 times the difference's standard deviation.
     #[test]
-    fn within_the_margin_passes() {
-        assert_eq!(verdict(&row(1.0, ""), Some(1.05), None, 10.0, ""), None);
-        assert_eq!(verdict(&row(1.0, ""), Some(0.8), None, 10.0, ""), None);
+    fn the_margin_follows_the_measured_noise() {
+        let t = |spread_pct, samples| Timing {
+            median_ms: 0.006,
+            spread_pct,
+            samples,
+        };
+        assert!(close(t(20.0, 100).run_noise_pct(), 5.0));
+        assert!(close(t(2.0, 30).run_noise_pct(), 0.5));
+        // A run of one launch: its median is one launch, sigma = 20 / 2.563 = 7.80, x 1.2533.
+        assert!(close(t(20.0, 1).run_noise_pct(), 9.78));
+        assert!(close(runs(0.006, 20.0, 100, 1).noise_pct(), 5.0));
+        assert!(close(runs(0.006, 20.0, 100, 2).noise_pct(), 3.54));
+        assert!(close(runs(0.006, 20.0, 100, 3).noise_pct(), 3.62));
+        // 6 µs rows: spread 10 % (as the H100's 5-6 µs transposes time) -> 12.3 %, under a
+        // 15 % regression; spread 20 % -> 21.5 %.
+        assert!(close(stored_margin_pct(&noisy(0.006)), 12.26));
+        assert!(close(stored_margin_pct(&runs(0.006, 20.0, 100, 3)), 21.51));
+        // A 2 ms row, spread 2 %, 30 launches: 4.85 %; an almost silent one: the drift floor.
+        assert!(close(stored_margin_pct(&quiet(2.0)), 4.85));
+        assert!(close(stored_margin_pct(&runs(2.0, 0.0, 30, 3)), DRIFT_PCT));
+        // More runs narrow it (the stored run's own noise stays).
+        assert!(stored_margin_pct(&runs(0.006, 10.0, 100, 9)) < 11.5);
+    }
+
+    #[test]
+    fn one_slow_run_does_not_move_the_median_of_three() {
+        let t = |ms| Timing {
+            median_ms: ms,
+            spread_pct: 10.0,
+            samples: 100,
+        };
+        let m = Measured::of(&[t(0.0060), t(0.0075), t(0.0061)]).unwrap();
+        assert_eq!(m.median_ms, 0.0061);
+        assert_eq!(m.runs, 3);
+        assert_eq!(Measured::of(&[t(1.0), t(2.0)]).unwrap().median_ms, 1.5);
+        assert!(Measured::of(&[]).is_none());
+    }
+
+    #[test]
+    fn within_its_noise_margin_passes() {
+        // 10 % slower: within the 6 µs row's 12.3 %, and faster is never a failure.
+        let r = judge(row(0.006, ""), Ok(noisy(0.0066)), None, None);
+        assert_eq!(r.failure, None);
+        assert!(close(r.margin_pct.unwrap(), 12.26));
+        assert_eq!(
+            judge(row(0.006, ""), Ok(noisy(0.0048)), None, None).failure,
+            None
+        );
+        assert_eq!(
+            judge(row(2.0, ""), Ok(quiet(2.08)), None, None).failure,
+            None
+        );
+    }
+
+    #[test]
+    fn a_15_percent_regression_fails_noisy_and_quiet_rows() {
+        let why = judge(row(0.006, ""), Ok(noisy(0.0069)), None, None)
+            .failure
+            .unwrap();
+        assert!(
+            why.contains(
+                "15.0% slower than the stored 0.0060 ms (margin 12.3% from measured noise)"
+            ),
+            "{why}"
+        );
+        let why = judge(row(2.0, ""), Ok(quiet(2.3)), None, None)
+            .failure
+            .unwrap();
+        assert!(
+            why.contains(
+                "15.0% slower than the stored 2.0000 ms (margin 4.9% from measured noise)"
+            ),
+            "{why}"
+        );
+        // 10 % is noise for the 6 µs row but not for the quiet 2 ms one.
+        assert!(judge(row(2.0, ""), Ok(quiet(2.2)), None, None)
+            .failure
+            .is_some());
+    }
+
+    #[test]
+    fn a_given_margin_overrides_the_measured_noise() {
+        let why = judge(row(0.006, ""), Ok(noisy(0.0066)), None, Some(5.0))
+            .failure
+            .unwrap();
+        assert!(
+            why.ends_with("10.0% slower than the stored 0.0060 ms (margin 5%)"),
+            "{why}"
+        );
+        let r = judge(row(2.0, ""), Ok(quiet(2.2)), None, Some(25.0));
+        assert_eq!(r.failure, None);
+        assert_eq!(r.margin_pct, Some(25.0));
     }
 
     #[test]
     fn a_stored_winner_claimed_20_percent_too_fast_fails() {
         // The database says 0.8 ms; the kernel really takes 1.0 ms: 25 % slower than stored.
-        let why = verdict(&row(0.8, ""), Some(1.0), None, 10.0, "").unwrap();
+        let why = judge(row(0.8, ""), Ok(quiet(1.0)), None, None)
+            .failure
+            .unwrap();
         assert!(
             why.contains("25.0% slower than the stored 0.8000 ms"),
             "{why}"
@@ -468,34 +836,63 @@ mod tests {
 
     #[test]
     fn a_winner_now_slower_than_its_runner_up_fails() {
-        let why = verdict(
-            &row(1.0, "TILE_DIM=64;BLOCK_ROWS=16"),
-            Some(1.05),
-            Some(0.9),
-            10.0,
-            "",
-        )
-        .unwrap();
-        assert!(why.contains("runner-up TILE_DIM=64 BLOCK_ROWS=16"), "{why}");
+        let stored = row(1.0, "TILE_DIM=64;BLOCK_ROWS=16");
+        // Both quiet (3 runs of spread 2 %, each median varying by 0.362 %): margin
+        // 3 + 3 x sqrt(2) x 0.362 = 4.5 %.
+        let r = judge(stored.clone(), Ok(quiet(1.0)), Some(quiet(0.9)), None);
+        let why = r.failure.unwrap();
+        assert!(
+            why.contains(
+                "11.1% slower than its runner-up TILE_DIM=64 BLOCK_ROWS=16 (0.9000 ms; margin 4.5% from measured noise)"
+            ),
+            "{why}"
+        );
+        assert!(close(r.runner_up_margin_pct.unwrap(), 4.54));
         assert_eq!(
-            verdict(&row(1.0, "X=1"), Some(1.0), Some(0.95), 10.0, ""),
+            judge(stored, Ok(quiet(1.0)), Some(quiet(0.97)), None).failure,
             None
         );
     }
 
+    /// A winner kept by the tie rule although its runner-up timed 5 % faster may be that much
+    /// slower than it now too; the stored lead's own interval widens the margin.
+    #[test]
+    fn a_tied_winner_stored_slower_than_its_runner_up_is_allowed_that_much() {
+        let mut tied = row(1.1, "X=1");
+        tied.margin_pct = Some(-5.0);
+        tied.margin_ci_low_pct = Some(-7.0);
+        tied.margin_ci_high_pct = Some(-3.0);
+        assert!(close(stored_deficit_pct(&tied), 5.26));
+        // Noise sqrt(2 x 0.362^2 + 1.02^2) = 1.14 -> margin 3 + 3.42 = 6.4 %, on top of 5.3 %.
+        let r = judge(tied.clone(), Ok(quiet(1.1)), Some(quiet(1.0)), None);
+        assert_eq!(r.failure, None, "10 % slower, 5.3 % of it stored");
+        assert!(close(r.runner_up_margin_pct.unwrap(), 6.42));
+        let why = judge(tied, Ok(quiet(1.15)), Some(quiet(1.0)), None)
+            .failure
+            .unwrap();
+        assert!(
+            why.contains("15.0% slower than its runner-up X=1 (1.0000 ms, the winner stored 5.3% slower; margin 6.4% from measured noise)"),
+            "{why}"
+        );
+        // A winner that led its runner-up gets no allowance.
+        let mut led = row(1.0, "X=1");
+        led.margin_pct = Some(4.0);
+        assert_eq!(stored_deficit_pct(&led), 0.0);
+    }
+
     #[test]
     fn a_winner_that_no_longer_verifies_fails() {
-        let why = verdict(
-            &row(1.0, ""),
+        let r = judge(
+            row(1.0, ""),
+            Err("wrong result: 3 of 10 elements differ".into()),
             None,
             None,
-            10.0,
-            "wrong result: 3 of 10 elements differ",
-        )
-        .unwrap();
+        );
+        let why = r.failure.unwrap();
         assert!(
             why.contains("no longer verifies") && why.contains("wrong result"),
             "{why}"
         );
+        assert_eq!(r.margin_pct, None);
     }
 }

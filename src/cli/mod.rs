@@ -78,7 +78,8 @@ Examples:
 const CHECK_EXAMPLES: &str = "\
 Examples:
   tune check
-      re-time every stored winner of this GPU in results/best.csv (margin 10 %)
+      re-time every stored winner of this GPU in results/best.csv, 3 runs each; each
+      row's margin comes from its measured noise
   tune check --op transpose --shape 1000x1000 --margin 5
       one entry, failing at more than 5 % slower
   tune check --db ci/best.csv --device 1 --reps 100
@@ -141,7 +142,8 @@ pub enum Command {
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// Re-time the stored winners on this GPU; exit 1 when one is slower than stored (or than
-    /// its runner-up) by more than --margin, or no longer verifies. For CI on a GPU runner.
+    /// its runner-up) by more than its margin (from its measured noise, or --margin), or no
+    /// longer verifies. For CI on a GPU runner.
     #[command(after_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
     /// Merge the output folders of `tune --shard K/N` runs into one results folder and one
@@ -194,14 +196,19 @@ pub struct CheckArgs {
     /// Only entries of this shape.
     #[arg(long, allow_hyphen_values = true)]
     pub shape: Option<String>,
-    /// Allowed slowdown in percent before a check fails (a finite number, 0 or more).
+    /// Allowed slowdown in percent before a check fails, for every row (a finite number, 0 or
+    /// more). Default: each row's own, from its measured noise (3 % + 3 standard deviations
+    /// of the difference, one run's median taken to vary by a quarter of its launches' spread).
+    #[arg(long, value_parser = values::non_negative, allow_hyphen_values = true)]
+    pub margin: Option<f64>,
+    /// Separate timed runs per configuration; the median of their medians is compared.
     #[arg(
         long,
-        default_value_t = 10.0,
-        value_parser = values::non_negative,
-        allow_hyphen_values = true
+        default_value_t = crate::check::DEFAULT_ROUNDS,
+        value_parser = values::at_least_one,
+        allow_negative_numbers = true
     )]
-    pub margin: f64,
+    pub rounds: usize,
     /// CUDA device index.
     #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
     pub device: usize,
@@ -622,6 +629,7 @@ impl CheckArgs {
             op: self.op.clone(),
             shape: self.shape.clone(),
             margin_pct: self.margin,
+            rounds: self.rounds,
             device: self.device,
             reps: self.reps,
             isolation: match std::env::current_exe() {
