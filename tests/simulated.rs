@@ -667,8 +667,8 @@ fn planted_equals_are_tied_and_the_tie_rule_picks_the_same_winner_under_any_nois
             line.starts_with("Confidence: tied with 1 other(s) over ")
                 && line.contains(&format!(
                     "interleaved rounds (not slower by more than 1.5% at 95% confidence): \
-                     {second}; picked by the tie rule (the stored winner when it is tied, else \
-                     fewest registers, then first in the space)"
+                     {second}; picked by the tie rule (the stored winner unless clearly \
+                     beaten, else fewest registers, then first in the space)"
                 )),
             "seed {seed}: {}",
             ran.stdout

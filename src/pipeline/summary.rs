@@ -263,9 +263,9 @@ fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
         } else {
             let others: Vec<String> = c.tied_with.iter().map(|&at| label(at)).collect();
             let rule = if c.kept_stored {
-                "kept the stored winner (the tie rule: the stored winner when it is tied)"
+                "kept the stored winner (the tie rule keeps it unless it is shown slower than the fastest by more than twice the band)"
             } else {
-                "picked by the tie rule (the stored winner when it is tied, else fewest registers, then first in the space)"
+                "picked by the tie rule (the stored winner unless clearly beaten, else fewest registers, then first in the space)"
             };
             let _ = writeln!(
                 s,
