@@ -176,9 +176,10 @@ fn retime_leaders(
         .map(|(_, x)| *x)
         .take(CONFIRM_TOP)
         .collect();
-    // The stored winner takes part whenever it is close, so it can keep its place.
+    // The stored winner always takes part, so only the contest can take its place: one run's
+    // first pass can time a microsecond kernel 10 % off.
     if let Some(&(id, at)) = leaders.iter().find(|(_, at)| Some(*at) == stored) {
-        if median(at) <= limit && !picked.iter().any(|(_, p)| *p == at) {
+        if !picked.iter().any(|(_, p)| *p == at) {
             picked.push((id, at));
         }
     }
