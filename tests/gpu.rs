@@ -550,7 +550,7 @@ fn sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes() {
         opts.op = "sgemm".into();
         opts.params = vec!["BOUNDS=none,always,specialized,edge".into()];
         opts.strategy = strategy.into();
-        opts.budget = Some(cuda_autotune::search::Budget::Variants(48));
+        opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(48));
         let o = tune(&opts).unwrap();
         let measured: Vec<&Record> = variants(&o)
             .filter(|r| !matches!(r.status, Status::Pruned | Status::Skipped))
@@ -615,7 +615,7 @@ fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of
                 "CSTORE=vec4,scalar".into(),
             ];
             opts.strategy = "random".into();
-            opts.budget = Some(cuda_autotune::search::Budget::Variants(16));
+            opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(16));
             let o = tune(&opts).unwrap();
             assert_none_failed(&o, &format!("{shape} {way}"));
             let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
@@ -643,7 +643,7 @@ fn random_sgemm_search(shape: &str, params: &[&str]) -> TuneOutcome {
     opts.op = "sgemm".into();
     opts.params = params.iter().map(|p| p.to_string()).collect();
     opts.strategy = "random".into();
-    opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
+    opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(24));
     let o = tune(&opts).unwrap();
     assert_none_failed(&o, shape);
     let measured = variants(&o).filter(|r| r.status == Status::Ok).count();
@@ -828,7 +828,7 @@ fn a_search_measures_the_stored_winners_first() {
     let mut search = options("512x512x512", out.path());
     search.op = "sgemm".into();
     search.strategy = "anneal".into();
-    search.budget = Some(cuda_autotune::search::Budget::Variants(1));
+    search.budget = Some(cuda_autotune::search::budget::Budget::Variants(1));
     search.params = fixed.iter().map(|p| p.to_string()).collect();
     search.params.extend([
         "BM=32,64,128".into(),

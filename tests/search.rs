@@ -4,8 +4,10 @@
 //! with the real CSV writer, and a committed exhaustive run). No test needs a GPU.
 
 use cuda_autotune::measure::bench::Stats;
+use cuda_autotune::search::registry::{strategy, STRATEGIES};
 use cuda_autotune::search::replay::{markdown, table, Landscape};
-use cuda_autotune::search::{drive, strategy, SearchSpace, Strategy, STRATEGIES};
+use cuda_autotune::search::space::SearchSpace;
+use cuda_autotune::search::strategy::{drive, Strategy};
 use cuda_autotune::store::results::{run_csv, Record, RunInfo, Status};
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! What a tuning run is asked to do: [`TuneOptions`], as plain data, and its defaults.
 
 use crate::measure::bench::BenchSettings;
-use crate::search::Budget;
+use crate::search::budget::Budget;
 use std::path::PathBuf;
 
 /// Everything a tuning run needs, as plain data (the CLI builds it; nothing below reads argv).
@@ -58,7 +58,7 @@ pub struct TuneOptions {
     /// a run's setup time and memory.
     pub pruned_rows: bool,
     /// `auto` (a [`super::search::AUTO_SEARCH`] search, exhaustive where the space is no larger than its budget) or
-    /// one of [`crate::search::STRATEGIES`].
+    /// one of [`crate::search::registry::STRATEGIES`].
     pub strategy: String,
     /// How much a search may measure; `None`: [`super::search::default_budget`] variants for a search, all
     /// of them for `exhaustive`.

@@ -269,7 +269,7 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
     }
     // `auto` is the tuner's own rule; any other name must be a strategy of the registry.
     if opts.strategy != "auto" {
-        crate::search::lookup(&opts.strategy)?;
+        crate::search::registry::lookup(&opts.strategy)?;
     }
     Ok(())
 }

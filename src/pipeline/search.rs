@@ -6,7 +6,7 @@ use super::options::TuneOptions;
 use super::plan::Setup;
 use crate::error::Result;
 use crate::model::shape::Shape;
-use crate::search::Budget;
+use crate::search::budget::{Budget, DEFAULT_BUDGET};
 use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
 use crate::store::results::{self, BestRow, Record, Status};
@@ -16,12 +16,11 @@ use std::time::Instant;
 /// The strategy `--strategy auto` searches with; spaces no larger than its default budget
 /// are timed whole.
 pub const AUTO_SEARCH: &str = "model";
-pub use crate::search::DEFAULT_BUDGET;
 
 /// The variant budget of strategy `name` when none is given, from its registry entry (the
 /// `model` search is built to answer in few compiles; the others need more).
 pub fn default_budget(name: &str) -> usize {
-    crate::search::lookup(name).map_or(DEFAULT_BUDGET, |s| s.budget)
+    crate::search::registry::lookup(name).map_or(DEFAULT_BUDGET, |s| s.budget)
 }
 /// Configurations per search round: enough to keep 16 compile workers busy while the
 /// strategy still learns from every round.
@@ -213,7 +212,7 @@ pub fn last_measured(candidates: &[Candidate], live: &[usize], last: &[Record]) 
 /// A search over the live configurations: asks the strategy for a round at a time and keeps
 /// the budget (variants, or seconds since the search started).
 pub(super) struct Search {
-    strategy: Box<dyn crate::search::Strategy>,
+    strategy: Box<dyn crate::search::strategy::Strategy>,
     /// Search points measured before the strategy's own proposals (the warm start).
     first: std::collections::VecDeque<usize>,
     name: String,
@@ -240,7 +239,8 @@ impl Search {
         seeds: impl FnOnce() -> Seeds,
     ) -> Result<Option<Search>> {
         // The space is the live configurations this run owns (all, or a shard's share).
-        let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
+        let (space, candidate_of) =
+            crate::search::space::SearchSpace::from_candidates(candidates, live)?;
         let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
             ("auto", None) if live <= default_budget(AUTO_SEARCH) => return Ok(None),
@@ -255,7 +255,7 @@ impl Search {
             Budget::Variants(n) => Some(n),
             Budget::Seconds(_) => None,
         };
-        let mut strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
+        let mut strategy = crate::search::registry::strategy(name, &space, opts.seed, hint)?;
         let point_of: HashMap<usize, usize> = candidate_of
             .iter()
             .enumerate()

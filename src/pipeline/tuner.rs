@@ -16,9 +16,7 @@ pub use super::options::{TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_WATCHDOG_S};
 pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
 pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
 pub use super::rounds::REMEASURE_PAUSE;
-pub use super::search::{
-    default_budget, warm_start, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
-};
+pub use super::search::{default_budget, warm_start, AUTO_SEARCH, SEARCH_BATCH, WARM_START_NEAR};
 pub use crate::isolate::worker::CompileLimit;
 
 /// Runs the whole pipeline for one op and shape.

@@ -6,7 +6,9 @@
 //! same work), so "best found throughput / exhaustive best" is `exhaustive best ms / best
 //! found ms`.
 
-use super::{drive, strategy, SearchSpace};
+use super::registry::strategy;
+use super::space::SearchSpace;
+use super::strategy::drive;
 use crate::error::{Error, Result};
 use crate::store::results::{Record, Status};
 
