@@ -24,7 +24,7 @@ use cuda_autotune::measure::bench::{BenchSettings, CacheState, Timer};
 use cuda_autotune::measure::verify;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::space::LaunchDims;
-use cuda_autotune::store::results::BestRow;
+use cuda_autotune::store::best::BestRow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -6,7 +6,8 @@
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState};
 use crate::pipeline::tuner::{tune, TuneOptions};
-use crate::store::results::{read_best, BestRow, Status};
+use crate::store::best::{read_best, BestRow};
+use crate::store::record::Status;
 use std::path::PathBuf;
 
 /// What `tune check` compares and how strictly.

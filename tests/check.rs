@@ -6,7 +6,7 @@
 
 use cuda_autotune::check::{run, CheckOptions, Retimer};
 use cuda_autotune::error::Result;
-use cuda_autotune::store::results::{upsert_best, BestRow};
+use cuda_autotune::store::best::{upsert_best, BestRow};
 use std::collections::HashMap;
 use std::path::Path;
 

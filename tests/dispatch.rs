@@ -13,7 +13,7 @@ use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::export::{
     best_rows, params_text, rename_identifier, safe_default, specialize, valid_for, TunedDb,
 };
-use cuda_autotune::store::results::BestRow;
+use cuda_autotune::store::best::BestRow;
 use std::path::PathBuf;
 use tempfile::TempDir;
 

@@ -6,7 +6,8 @@
 
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
 use cuda_autotune::pipeline::tuner::{tune, TuneOptions, TuneOutcome};
-use cuda_autotune::store::results::{read_run_csv, Record, Status};
+use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::run_csv::read_run_csv;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -816,7 +817,7 @@ fn a_search_measures_the_stored_winners_first() {
         "STAGES=2".into(),
     ]);
     tune(&first).unwrap();
-    let stored = cuda_autotune::store::results::read_best(&out.path().join("best.csv")).unwrap();
+    let stored = cuda_autotune::store::best::read_best(&out.path().join("best.csv")).unwrap();
     assert_eq!(stored.len(), 1);
     let winner = |r: &Record| {
         stored[0]

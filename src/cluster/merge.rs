@@ -24,7 +24,12 @@
 use crate::cluster::shard::{self, Manifest, ShardOutput, Split};
 use crate::error::{Error, Result};
 use crate::model::task::TaskId;
-use crate::store::results::{self, BestRow, Record, RunInfo, Status};
+use crate::store::best::upsert_best;
+use crate::store::best::BestRow;
+use crate::store::files::write_atomic;
+use crate::store::journal::Journal;
+use crate::store::record::{Record, RunInfo, Status};
+use crate::store::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -198,7 +203,7 @@ fn read_parts<'a>(
                 )));
             }
             let param_names = check_csv(&path, run)?;
-            let records = results::read_run_csv(&path)?;
+            let records = read_run_csv(&path)?;
             let pos = sweep
                 .shapes
                 .iter()
@@ -290,16 +295,10 @@ fn write_merged(
         args.out.display()
     );
     for m in merged {
-        let csv_path = results::run_csv_path(&args.out, &m.info);
-        results::write_atomic(
-            &csv_path,
-            &results::run_csv(&m.info, &m.param_names, &m.records)?,
-        )?;
+        let csv_path = run_csv_path(&args.out, &m.info);
+        write_atomic(&csv_path, &run_csv(&m.info, &m.param_names, &m.records)?)?;
         if let Some(j) = &m.journal {
-            results::write_atomic(
-                &results::Journal::path_for(&args.out, &m.info),
-                j.as_bytes(),
-            )?;
+            write_atomic(&Journal::path_for(&args.out, &m.info), j.as_bytes())?;
         }
         let measured = m
             .records
@@ -345,7 +344,7 @@ fn write_merged(
             println!("    partial: {why}; no best.csv row");
         }
         if let Some(row) = &m.best {
-            results::upsert_best(&best_path, row.clone(), false)?;
+            upsert_best(&best_path, row.clone(), false)?;
             rows += 1;
         }
     }
@@ -510,7 +509,7 @@ fn check_csv(path: &Path, run: &RunInfo) -> Result<Vec<String>> {
         path: path.to_path_buf(),
         why,
     };
-    let (mut r, header, status_at) = results::open_run_csv(path)?;
+    let (mut r, header, status_at) = open_run_csv(path)?;
     let col = |name: &str| header.iter().position(|h| h == name);
     let want = [
         ("op", &run.op),

@@ -12,7 +12,7 @@ use crate::model::shape::Shape;
 pub use crate::model::slice::{owned, Shard, Slice, Split};
 use crate::spec::ops::Op;
 use crate::spec::space::{self, DeviceLimits};
-use crate::store::results::RunInfo;
+use crate::store::record::RunInfo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -242,7 +242,7 @@ impl Manifest {
         );
         let mut text = serde_json::to_string_pretty(self).expect("serializable");
         text.push('\n');
-        crate::store::results::write_atomic(&path, text.as_bytes())?;
+        crate::store::files::write_atomic(&path, text.as_bytes())?;
         Ok(path)
     }
 }

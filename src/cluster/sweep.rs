@@ -5,7 +5,7 @@ use super::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep}
 use crate::error::{Error, Result};
 use crate::isolate::worker;
 use crate::pipeline::{self, summary, TuneOptions};
-use crate::store::results::Status;
+use crate::store::record::Status;
 use std::path::PathBuf;
 use std::sync::Mutex;
 

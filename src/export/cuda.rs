@@ -25,7 +25,8 @@ use super::kernel::{
 };
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
-use crate::store::results::{slug, write_atomic, BestRow};
+use crate::store::best::BestRow;
+use crate::store::files::{slug, write_atomic};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;

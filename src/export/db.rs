@@ -1,12 +1,12 @@
 //! The tuning database (`best.csv`) as a value: exact lookups, nearest shapes and filters.
 
 use crate::error::{Error, Result};
-pub use crate::store::results::{parse_params, stored_params};
-use crate::store::results::{read_best_checked, BadRow, BestRow};
+pub use crate::store::best::{parse_params, stored_params};
+use crate::store::best::{read_best_checked, BadRow, BestRow};
 use std::path::{Path, PathBuf};
 
 /// The rows of a `best.csv`, in file order (sorted by op, shape, dtype and GPU, as
-/// [`crate::store::results::upsert_best`] writes them).
+/// [`crate::store::best::upsert_best`] writes them).
 ///
 /// One row per (op, shape, dtype, GPU): the newest run of its key, or with `tune
 /// --keep-best` the fastest (see the [module docs](super)).

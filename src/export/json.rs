@@ -6,7 +6,7 @@ use super::db::{parse_params, row_dims};
 use super::Exporter;
 use crate::error::{Error, Result};
 use crate::spec::expr::Value;
-use crate::store::results::BestRow;
+use crate::store::best::BestRow;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub struct JsonExporter;

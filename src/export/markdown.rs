@@ -3,7 +3,7 @@
 use super::db::parse_params;
 use super::{format_ms, Exporter};
 use crate::error::Result;
-use crate::store::results::BestRow;
+use crate::store::best::BestRow;
 
 pub struct MarkdownExporter;
 

@@ -9,7 +9,7 @@ use super::rounds::Measured;
 use crate::cuda::gpu::Gpu;
 use crate::error::{Error, Result};
 use crate::isolate::worker::{run_tasks, Isolation, Job};
-use crate::store::results::{Record, RunInfo, Status};
+use crate::store::record::{Record, RunInfo, Status};
 use std::collections::HashMap;
 
 /// The measuring done, the winner confirmed when it could be: what ranking needs.
@@ -160,7 +160,7 @@ fn retime_leaders(
     let mut runner_up: Option<(usize, crate::measure::stats::Comparison)> = None;
     for (at, s) in &timed {
         let cmp = crate::measure::stats::compare(winner_samples, s, 2000, seed);
-        records[*at].confirm = Some(crate::store::results::Confirmed {
+        records[*at].confirm = Some(crate::store::record::Confirmed {
             median_ms: med(s),
             vs_winner_pct: if *at == winner { 0.0 } else { cmp.slower_pct },
             ci_low_pct: if *at == winner { 0.0 } else { cmp.ci_low_pct },

@@ -49,7 +49,7 @@ pub struct TuneOptions {
     /// Progress bars on stderr (off when several runs share the terminal).
     pub progress: bool,
     /// Keep the stored best.csv row when it is faster than this run's best (lower median,
-    /// same cache state) instead of replacing it ([`crate::store::results::upsert_best`]).
+    /// same cache state) instead of replacing it ([`crate::store::best::upsert_best`]).
     pub keep_best: bool,
     /// Keep a record (and a run CSV row) for every configuration a constraint pruned, with the
     /// reason; off (the default), the outcome counts them by reason only

@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::isolate::worker::{run_tasks, GpuWorker, Isolation, Job, Task, TaskResult};
 use crate::measure::clocks::ClockSample;
 use crate::spec::ops::one_line;
-use crate::store::results::{self, Record, RunInfo, Status};
+use crate::store::journal::Journal;
+use crate::store::record::{Record, RunInfo, Status};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -68,7 +69,7 @@ pub(super) struct Measured {
 
 /// What taking the results in keeps beside the records.
 struct Tally {
-    journal: results::Journal,
+    journal: Journal,
     journal_error: Option<Error>,
     clock_samples: Vec<(usize, ClockSample)>,
     /// The fastest variant median so far, for the progress bar.

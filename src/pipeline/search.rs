@@ -9,7 +9,10 @@ use crate::model::shape::Shape;
 use crate::search::budget::{Budget, DEFAULT_BUDGET};
 use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
-use crate::store::results::{self, BestRow, Record, Status};
+use crate::store::best::BestRow;
+use crate::store::best::{parse_params, read_best_checked, shipped_best, stored_params};
+use crate::store::record::{Record, Status};
+use crate::store::run_csv::{read_run_csv, run_csv_path_of};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -59,7 +62,7 @@ pub fn warm_start(
     rows.sort_by_key(|r| r.shape != here);
     let mut seeds = Vec::new();
     for r in rows {
-        let given = results::parse_params(&r.params);
+        let given = parse_params(&r.params);
         if !op
             .spec
             .params
@@ -68,7 +71,7 @@ pub fn warm_start(
         {
             continue; // names none of this op's parameters: no configuration to stand for
         }
-        let pairs = results::stored_params(op, &r.params);
+        let pairs = stored_params(op, &r.params);
         let wanted: HashMap<&str, crate::spec::expr::Value> = pairs
             .iter()
             .map(|(n, v)| (n.as_str(), crate::spec::expr::Value::parse(v)))
@@ -110,7 +113,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
     // Read only when a search will use it, and quietly: a damaged database is reported
     // where the run writes to it; here it only means fewer or no stored winners.
     let seeds = || {
-        let mut stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
+        let mut stored = read_best_checked(&opts.out_dir.join("best.csv"))
             .map(|f| f.rows)
             .unwrap_or_default();
         // Then the shipped winner of a built-in op at this very shape, when the folder has
@@ -118,7 +121,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
         // and each one measured takes a variant of the budget.
         if op.is_builtin() {
             let here = shape.to_string();
-            for row in results::shipped_best() {
+            for row in shipped_best() {
                 if row.shape == here && !stored.iter().any(|s| s.key() == row.key()) {
                     stored.push(row);
                 }
@@ -126,14 +129,14 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
         }
         let last = gpu
             .map(|g| {
-                let path = results::run_csv_path_of(
+                let path = run_csv_path_of(
                     &opts.out_dir,
                     op.name(),
                     &shape.to_string(),
                     op.dtype.name(),
                     g,
                 );
-                results::read_run_csv(&path).unwrap_or_default()
+                read_run_csv(&path).unwrap_or_default()
             })
             .unwrap_or_default();
         Seeds {
@@ -429,6 +432,7 @@ impl Search {
 mod tests {
     use super::*;
     use crate::spec::space::{self, DeviceLimits};
+    use crate::store::best::read_best;
     use std::path::Path;
 
     /// A re-run's replay: the last run's measured configurations, fastest first, by their
@@ -492,8 +496,7 @@ mod tests {
             .map(|c| c.index)
             .collect();
         // Any stored row as a template for the columns the warm start does not read.
-        let template =
-            results::read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
+        let template = read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
         let h100 = "NVIDIA H100 80GB HBM3";
         let row = |op: &str, shape: &str, dtype: &str, gpu: &str, params: &str| BestRow {
             op: op.into(),

@@ -2,7 +2,7 @@
 //! and where the files went. Progress goes to stderr (indicatif), so stdout can be piped.
 
 use crate::pipeline::tuner::TuneOutcome;
-use crate::store::results::{Record, RunInfo, Status};
+use crate::store::record::{Record, RunInfo, Status};
 use std::fmt::Write;
 
 fn pct(x: Option<f64>) -> String {

@@ -1,5 +1,5 @@
 //! The pipeline: space → render → compile → verify → time → record. Every configuration
-//! ends as a [`Record`](crate::store::results::Record) (ok, failed with the reason, or pruned
+//! ends as a [`Record`](crate::store::record::Record) (ok, failed with the reason, or pruned
 //! with the reason); a failing variant never stops the run. GPU work runs in worker processes
 //! (see [`crate::isolate::worker`]), so a kernel that faults or hangs costs only its own
 //! record.

@@ -10,7 +10,7 @@ use super::registry::strategy;
 use super::space::SearchSpace;
 use super::strategy::drive;
 use crate::error::{Error, Result};
-use crate::store::results::{Record, Status};
+use crate::store::record::{Record, Status};
 
 /// A found point counts as a hit when its throughput is at least this fraction of the best.
 pub const HIT: f64 = 0.95;
