@@ -2,7 +2,7 @@
 //! and missing, empty, truncated and hand-edited files through `tune best`, `tune export`, the
 //! Rust API and the tuner's upsert. No test needs a GPU or NVRTC.
 
-use cuda_autotune::export::TunedDb;
+use cuda_autotune::export::db::TunedDb;
 use cuda_autotune::store::best::{
     best_backup_path, read_best, read_best_checked, upsert_best, BestRow,
 };

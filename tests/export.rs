@@ -7,9 +7,8 @@
 //! needs a GPU.
 
 use cuda_autotune::cuda::compile::Compiler;
-use cuda_autotune::export::{
-    applicability, parse_dims, rename_identifier, shape_distance, tuned_source, valid_for, TunedDb,
-};
+use cuda_autotune::export::db::{parse_dims, shape_distance, TunedDb};
+use cuda_autotune::export::kernel::{applicability, rename_identifier, tuned_source, valid_for};
 use cuda_autotune::store::best::{read_best, BestRow};
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;

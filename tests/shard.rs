@@ -11,9 +11,9 @@
 //!   again changes no byte; missing, unfinished and foreign shards are refused;
 //! * a journal writer killed with SIGKILL loses no finished entry.
 
-use cuda_autotune::cluster::shard::{
-    self, Manifest, Shard, ShardOutput, Split, Sweep, MANIFEST_FORMAT,
-};
+use cuda_autotune::cluster::shard::{self, Manifest, ShardOutput, Sweep, MANIFEST_FORMAT};
+
+use cuda_autotune::model::slice::{Shard, Split};
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::best::{read_best, BestRow};
 use cuda_autotune::store::files::write_atomic;

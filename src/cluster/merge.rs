@@ -21,8 +21,10 @@
 //! * the journal is the shards' journals, entries deduplicated, torn lines of killed runs
 //!   dropped, after a first line naming the shards' journal headers.
 
-use crate::cluster::shard::{self, Manifest, ShardOutput, Split};
+use crate::cluster::shard::{self, Manifest, ShardOutput};
+
 use crate::error::{Error, Result};
+use crate::model::slice::Split;
 use crate::model::task::TaskId;
 use crate::store::best::upsert_best;
 use crate::store::best::BestRow;

@@ -1,9 +1,10 @@
 //! A tuning run over a list of shapes: one shape, a sweep on one GPU, a sweep spread over
 //! several GPUs through one work queue, or one shard of any of them (with its manifest).
 
-use super::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep};
+use super::shard::{self, Assignment, Manifest, ShardOutput, Sweep};
 use crate::error::{Error, Result};
 use crate::isolate::worker;
+use crate::model::slice::{Shard, Split};
 use crate::pipeline::{self, summary, TuneOptions};
 use crate::store::record::Status;
 use std::path::PathBuf;

@@ -18,13 +18,14 @@
 //! `*.cu` never picks up a stale kernel, and it never touches a file no export wrote: it
 //! refuses to overwrite one.
 
-use super::db::{parse_dims, parse_params};
+use super::db::parse_dims;
 use super::kernel::{
     applicability_of, params_text, rename_identifier, safe_default, specialize, Applicability,
     TunedKernel,
 };
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
+use crate::store::best::parse_params;
 use crate::store::best::BestRow;
 use crate::store::files::{slug, write_atomic};
 use std::collections::BTreeSet;
@@ -368,7 +369,7 @@ fn shared_rule(op: &Op, sep: &str) -> String {
 }
 
 /// `{bx u, by u, bz u}, {gx u, gy u, gz u}`: the block and grid fields of a header entry.
-fn c_dims(d: &crate::spec::space::LaunchDims) -> String {
+fn c_dims(d: &crate::model::limits::LaunchDims) -> String {
     format!(
         "{{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}",
         d.block.0, d.block.1, d.block.2, d.grid.0, d.grid.1, d.grid.2
@@ -542,7 +543,7 @@ fn entry_c(e: &EntryC) -> String {
     let launch = e.tuned.candidate.launch.expect("not pruned");
     let pre = e.tuned.candidate.prologue.first();
     let pre_dims = pre.map_or(
-        crate::spec::space::LaunchDims {
+        crate::model::limits::LaunchDims {
             grid: (0, 0, 0),
             block: (0, 0, 0),
             shared: 0,

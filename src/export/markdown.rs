@@ -1,8 +1,8 @@
 //! `tune export --format markdown`: a plain GitHub-flavoured Markdown table.
 
-use super::db::parse_params;
 use super::{format_ms, Exporter};
 use crate::error::Result;
+use crate::store::best::parse_params;
 use crate::store::best::BestRow;
 
 pub struct MarkdownExporter;

@@ -31,28 +31,26 @@
 //!
 //! One file per format, each behind [`Exporter`] (CSV, JSON, Markdown) or writing a folder
 //! (CUDA sources plus a header, [`cuda`]); [`mod@report`] writes an HTML report of one run CSV.
+//!
+//! [`shape_distance`]: db::shape_distance
+//! [`tuned_source`]: kernel::tuned_source
+//! [`safe_default`]: kernel::safe_default
+//! [`Applicability`]: kernel::Applicability
 
 pub mod csv;
 pub mod cuda;
-mod db;
+pub mod db;
 pub mod json;
-mod kernel;
+pub mod kernel;
 pub mod markdown;
 pub mod report;
-
-pub use db::{
-    gpu_matches, parse_dims, parse_params, row_dims, shape_distance, stored_params, TunedDb,
-};
-pub use kernel::{
-    applicability, applicability_of, candidate_for, params_text, rename_identifier, safe_default,
-    specialize, tuned_source, valid_for, Applicability, TunedKernel,
-};
 
 use crate::error::{Error, Result};
 use crate::model::shape::Shape;
 use crate::spec::ops::Op;
-use crate::store::best::BestRow;
+use crate::store::best::{parse_params, BestRow};
 use crate::store::files::{is_stdout, write_atomic, STDOUT};
+use db::{parse_dims, TunedDb};
 use std::path::{Path, PathBuf};
 
 /// Output formats of `tune export`.

@@ -7,11 +7,12 @@ use crate::cuda::compile::{default_cache_dir, Compiler};
 use crate::cuda::gpu::{DeviceInfo, Gpu};
 use crate::error::{Error, Result};
 use crate::isolate::worker::GpuWorker;
+use crate::model::limits::DeviceLimits;
 use crate::model::shape::Shape;
 use crate::spec::codegen::Renderer;
 use crate::spec::expr::Vars;
 use crate::spec::ops::{Op, Role};
-use crate::spec::space::{self, Candidate, DeviceLimits};
+use crate::spec::space::{self, Candidate};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -431,7 +431,8 @@ impl Search {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::space::{self, DeviceLimits};
+    use crate::model::limits::DeviceLimits;
+    use crate::spec::space;
     use crate::store::best::read_best;
     use std::path::Path;
 

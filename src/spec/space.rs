@@ -5,7 +5,7 @@
 //! when asked for (`--pruned-rows` gives each a CSV row with its reason).
 
 use crate::error::{Error, Result};
-pub use crate::model::limits::{DeviceLimits, LaunchDims};
+use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::Shape;
 use crate::spec::expr::{Lazy, Site, Value, Vars};
 use crate::spec::ops::{Op, ParamSpec};
