@@ -5,7 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{tune, TuneOptions};
+use crate::pipeline::options::TuneOptions;
+use crate::pipeline::tuner::tune;
 use crate::store::best::{read_best, BestRow};
 use crate::store::record::Status;
 use std::path::PathBuf;

@@ -20,7 +20,8 @@
 use clap::Parser;
 use cuda_autotune::cli::Cli;
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
-use cuda_autotune::pipeline::tuner::{tune, TuneOptions};
+use cuda_autotune::pipeline::options::TuneOptions;
+use cuda_autotune::pipeline::tuner::tune;
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::files::write_atomic;
 use cuda_autotune::store::record::{Record, Status};

@@ -5,7 +5,9 @@
 //! own; tests/gpu_parts.rs fails until a new test here is added to one part.
 
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
-use cuda_autotune::pipeline::tuner::{tune, TuneOptions, TuneOutcome};
+use cuda_autotune::pipeline::options::TuneOptions;
+use cuda_autotune::pipeline::outcome::TuneOutcome;
+use cuda_autotune::pipeline::tuner::tune;
 use cuda_autotune::store::record::{Record, Status};
 use cuda_autotune::store::run_csv::read_run_csv;
 use std::path::{Path, PathBuf};

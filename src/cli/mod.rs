@@ -6,10 +6,10 @@ use crate::cluster::merge::MergeOptions;
 use crate::cluster::sweep::SweepOptions;
 use crate::error::Result;
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
+use crate::isolate::compile_pool::CompileLimit;
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{
-    default_budget, CompileLimit, TuneOptions, AUTO_SEARCH, DEFAULT_WATCHDOG_S,
-};
+use crate::pipeline::options::{TuneOptions, DEFAULT_WATCHDOG_S};
+use crate::pipeline::search::{default_budget, AUTO_SEARCH};
 use crate::search::budget::DEFAULT_BUDGET;
 use crate::search::registry::REGISTRY;
 use crate::spec::ops::BUILTIN_OPS;

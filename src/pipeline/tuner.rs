@@ -11,13 +11,8 @@ use super::{build, confirm, job, persist, plan, rounds};
 use crate::error::Result;
 use std::time::Instant;
 
-pub use super::confirm::{CONFIRM_TOP, CONFIRM_WITHIN};
-pub use super::options::{TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_WATCHDOG_S};
-pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
-pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
-pub use super::rounds::REMEASURE_PAUSE;
-pub use super::search::{default_budget, warm_start, AUTO_SEARCH, SEARCH_BATCH, WARM_START_NEAR};
-pub use crate::isolate::worker::CompileLimit;
+use super::options::TuneOptions;
+use super::outcome::TuneOutcome;
 
 /// Runs the whole pipeline for one op and shape.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
