@@ -25,8 +25,7 @@ use super::kernel::{
 };
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
-use crate::store::best::parse_params;
-use crate::store::best::BestRow;
+use crate::store::best::{parse_params, BestRow};
 use crate::store::files::{slug, write_atomic};
 use std::collections::BTreeSet;
 use std::fmt::Write;

@@ -6,8 +6,7 @@ use super::db::row_dims;
 use super::Exporter;
 use crate::error::{Error, Result};
 use crate::spec::expr::Value;
-use crate::store::best::parse_params;
-use crate::store::best::BestRow;
+use crate::store::best::{parse_params, BestRow};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub struct JsonExporter;

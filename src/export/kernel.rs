@@ -9,8 +9,7 @@ use crate::spec::codegen::Renderer;
 use crate::spec::expr::Value;
 use crate::spec::ops::Op;
 use crate::spec::space::{enumerate, parse_override, Candidate};
-use crate::store::best::stored_params;
-use crate::store::best::BestRow;
+use crate::store::best::{stored_params, BestRow};
 use std::path::Path;
 
 /// A tuned configuration made concrete: the op, the tuned shape, the configuration (with

@@ -2,8 +2,7 @@
 
 use super::{format_ms, Exporter};
 use crate::error::Result;
-use crate::store::best::parse_params;
-use crate::store::best::BestRow;
+use crate::store::best::{parse_params, BestRow};
 
 pub struct MarkdownExporter;
 

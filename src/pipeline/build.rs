@@ -5,7 +5,7 @@
 use super::options::TuneOptions;
 use super::outcome::{Phases, TuneOutcome};
 use super::plan::Setup;
-pub(super) use super::progress::bar;
+use super::progress::bar;
 use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
@@ -15,8 +15,7 @@ use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
 use crate::spec::space::Candidate;
 use crate::store::files::write_atomic;
-use crate::store::record::RunInfo;
-use crate::store::record::{Record, Status};
+use crate::store::record::{Record, RunInfo, Status};
 use crate::store::run_csv::{run_csv, run_csv_path};
 use indicatif::ProgressBar;
 use std::collections::HashMap;

@@ -4,10 +4,11 @@
 //! [`settle`] flags and re-times what was measured while the GPU throttled and marks what
 //! never ran.
 
-use super::build::{bar, env, Built};
+use super::build::{env, Built};
 use super::job::{Ledger, Staged};
 use super::options::TuneOptions;
 use super::outcome::{Remeasured, TuneOutcome};
+use super::progress::bar;
 use super::search::Search;
 use crate::cuda::gpu::Gpu;
 use crate::error::{Error, Result};
