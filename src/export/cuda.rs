@@ -820,6 +820,24 @@ fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
 
 /// The C functions that select an entry for a shape, and the header's end.
 fn write_select_functions(s: &mut String) {
+    write_entry_tests(s);
+    write_select_for(s);
+    write_default_lookup(s);
+    let _ = write!(
+        s,
+        r#"#ifdef __cplusplus
+}}
+#endif
+
+#endif /* CUDA_AUTOTUNE_TUNED_H */
+"#
+    );
+}
+
+/// The end of the default entries, their counts, and the tests `ca_select_for` applies to an
+/// entry: whether its kernel admits a shape, how far its shape is, and whether it is of an
+/// op, dtype and GPU.
+fn write_entry_tests(s: &mut String) {
     let _ = write!(
         s,
         r#"}};
@@ -867,7 +885,15 @@ static inline int ca_entry_is(const ca_tuned_entry* e, const char* op, const cha
            (gpu == NULL || strcmp(e->gpu, gpu) == 0);
 }}
 
-/* The entry for op on dtype elements at dims: exact, else the nearest valid one of the same
+"#
+    );
+}
+
+/// `ca_select_for` (exact, else the nearest valid entry) and `ca_select` (on any GPU).
+fn write_select_for(s: &mut String) {
+    let _ = write!(
+        s,
+        r#"/* The entry for op on dtype elements at dims: exact, else the nearest valid one of the same
    dtype, else NULL (use the safe default, ca_default). gpu: the device name to match, or
    NULL for any. */
 static inline const ca_tuned_entry* ca_select_for(const char* op, const char* dtype,
@@ -908,7 +934,15 @@ static inline const ca_tuned_entry* ca_select(const char* op, const char* dtype,
     return ca_select_for(op, dtype, NULL, dims, ndims);
 }}
 
-/* The safe default of op on dtype elements (valid for every shape), or NULL when this header
+"#
+    );
+}
+
+/// `ca_default`, `ca_select_or_default` and `ca_entry_param`.
+fn write_default_lookup(s: &mut String) {
+    let _ = write!(
+        s,
+        r#"/* The safe default of op on dtype elements (valid for every shape), or NULL when this header
    holds no entry of that op and dtype. */
 static inline const ca_tuned_entry* ca_default(const char* op, const char* dtype)
 {{
@@ -944,11 +978,6 @@ static inline const ca_param* ca_entry_param(const ca_tuned_entry* e, const char
     return NULL;
 }}
 
-#ifdef __cplusplus
-}}
-#endif
-
-#endif /* CUDA_AUTOTUNE_TUNED_H */
 "#
     );
 }
