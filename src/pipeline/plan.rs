@@ -276,7 +276,7 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
 }
 
 /// Everything about a run's input that holds for every shape, checked once before a sweep
-/// starts and again by [`super::tune`]: the settings, the op (spec, template, dtype), the `--param`
+/// starts and again by [`super::tuner::tune`]: the settings, the op (spec, template, dtype), the `--param`
 /// overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns the op and
 /// the parsed overrides.
 pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {
