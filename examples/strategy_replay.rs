@@ -10,9 +10,10 @@
 
 use clap::Parser;
 use cuda_autotune::error::{Error, Result};
+use cuda_autotune::search::registry::STRATEGIES;
 use cuda_autotune::search::replay::{markdown, table, Landscape};
-use cuda_autotune::search::STRATEGIES;
-use cuda_autotune::store::results::{read_run_csv, write_atomic};
+use cuda_autotune::store::files::write_atomic;
+use cuda_autotune::store::run_csv::read_run_csv;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -19,12 +19,14 @@
 use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::cuda::gpu::{gpu_available, Arg, Buffer, Gpu, Kernel};
 use cuda_autotune::error::{Error, Result};
-use cuda_autotune::export::{candidate_for, format_ms, specialize, TunedDb, TunedKernel};
+use cuda_autotune::export::db::TunedDb;
+use cuda_autotune::export::format_ms;
+use cuda_autotune::export::kernel::{candidate_for, specialize, TunedKernel};
 use cuda_autotune::measure::bench::{BenchSettings, CacheState, Timer};
 use cuda_autotune::measure::verify;
+use cuda_autotune::model::limits::LaunchDims;
 use cuda_autotune::model::shape::Shape;
-use cuda_autotune::spec::space::LaunchDims;
-use cuda_autotune::store::results::BestRow;
+use cuda_autotune::store::best::BestRow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -306,7 +308,7 @@ fn time_entry(gpu: &Gpu, timer: &Timer, p: &Prepared) -> Result<f64> {
     let base = cuda_autotune::spec::space::base_vars(
         &p.tuned.op,
         &p.tuned.shape,
-        &cuda_autotune::spec::space::DeviceLimits::SM90_DEFAULT,
+        &cuda_autotune::model::limits::DeviceLimits::SM90_DEFAULT,
     );
     let bytes = p
         .tuned

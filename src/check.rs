@@ -13,8 +13,10 @@
 
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState, Stats};
-use crate::pipeline::tuner::{tune, Isolation, TuneOptions};
-use crate::store::results::{read_best, BestRow, Status};
+use crate::pipeline::options::{Isolation, TuneOptions};
+use crate::pipeline::tuner::tune;
+use crate::store::best::{read_best, BestRow};
+use crate::store::record::Status;
 use std::path::PathBuf;
 
 /// Separate pinned runs per configuration when `--rounds` is not given: the median of three

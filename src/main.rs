@@ -5,13 +5,15 @@ use clap::Parser;
 use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::cluster::{merge, sweep};
 use cuda_autotune::isolate::{compile_pool, interrupt, protocol, worker};
+use cuda_autotune::pipeline::options::TuneOptions;
+use cuda_autotune::pipeline::plan::load_op;
 use cuda_autotune::{check, export};
 use std::io::Write;
 use std::process::ExitCode;
 
 /// `tune params`: the op's parameters, read from its spec, on stdout.
-fn params(opts: &cuda_autotune::pipeline::TuneOptions) -> cuda_autotune::error::Result<()> {
-    let op = cuda_autotune::pipeline::load_op(opts)?;
+fn params(opts: &TuneOptions) -> cuda_autotune::error::Result<()> {
+    let op = load_op(opts)?;
     let text = cuda_autotune::spec::describe::params_text(&op);
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

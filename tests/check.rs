@@ -6,8 +6,8 @@
 
 use cuda_autotune::check::{run, CheckOptions, Retimer, Timing};
 use cuda_autotune::error::Result;
-use cuda_autotune::pipeline::tuner::Isolation;
-use cuda_autotune::store::results::{upsert_best, BestRow};
+use cuda_autotune::pipeline::options::Isolation;
+use cuda_autotune::store::best::{upsert_best, BestRow};
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -8,9 +8,10 @@
 //! user's cubin cache is never read or written.
 
 use assert_cmd::Command;
+use cuda_autotune::model::limits::DeviceLimits;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::spec::space::{enumerate, parse_override, prune_summary, DeviceLimits};
+use cuda_autotune::spec::space::{enumerate, parse_override, prune_summary};
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;

@@ -9,11 +9,12 @@
 //! `bash scripts/test.sh --all` runs them.
 
 use cuda_autotune::cuda::compile::Compiler;
+use cuda_autotune::model::limits::DeviceLimits;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::codegen::Renderer;
 use cuda_autotune::spec::cover;
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
+use cuda_autotune::spec::space::{enumerate, parse_override, Candidate};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 

@@ -8,7 +8,9 @@
 //! them through scripts/test.sh, or with `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`.
 //! No test needs a GPU. Every run's cubin cache and results are in a temporary folder.
 
-use cuda_autotune::store::results::{read_run_csv, Record, Status};
+use cuda_autotune::store::record::{Record, Status};
+
+use cuda_autotune::store::run_csv::read_run_csv;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};

@@ -2,10 +2,11 @@
 //! and missing, empty, truncated and hand-edited files through `tune best`, `tune export`, the
 //! Rust API and the tuner's upsert. No test needs a GPU or NVRTC.
 
-use cuda_autotune::export::TunedDb;
-use cuda_autotune::store::results::{
-    best_backup_path, read_best, read_best_checked, upsert_best, write_atomic, BestRow,
+use cuda_autotune::export::db::TunedDb;
+use cuda_autotune::store::best::{
+    best_backup_path, read_best, read_best_checked, upsert_best, BestRow,
 };
+use cuda_autotune::store::files::write_atomic;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -175,8 +175,8 @@ fn problem(args: &[String]) -> Option<String> {
     {
         return None;
     }
-    cuda_autotune::pipeline::check_inputs(&opts)
-        .and_then(|_| cuda_autotune::pipeline::shape_list(&opts, None))
+    cuda_autotune::pipeline::plan::check_inputs(&opts)
+        .and_then(|_| cuda_autotune::pipeline::plan::shape_list(&opts, None))
         .err()
         .map(|e| e.to_string())
 }

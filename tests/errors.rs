@@ -215,8 +215,11 @@ fn op_help_lists_every_built_in_op_and_the_watchdog_default_is_the_real_one() {
         .nth(1)
         .and_then(|s| s.split("\n      --").next())
         .expect("--watchdog in --help");
-    let default = cuda_autotune::pipeline::tuner::TuneOptions::default().watchdog_s;
-    assert_eq!(default, cuda_autotune::pipeline::tuner::DEFAULT_WATCHDOG_S);
+    let default = cuda_autotune::pipeline::options::TuneOptions::default().watchdog_s;
+    assert_eq!(
+        default,
+        cuda_autotune::pipeline::options::DEFAULT_WATCHDOG_S
+    );
     assert!(
         watchdog.contains(&format!("[default: {default}]")),
         "{watchdog}"

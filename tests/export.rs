@@ -7,10 +7,9 @@
 //! needs a GPU.
 
 use cuda_autotune::cuda::compile::Compiler;
-use cuda_autotune::export::{
-    applicability, parse_dims, rename_identifier, shape_distance, tuned_source, valid_for, TunedDb,
-};
-use cuda_autotune::store::results::{read_best, BestRow};
+use cuda_autotune::export::db::{parse_dims, shape_distance, TunedDb};
+use cuda_autotune::export::kernel::{applicability, rename_identifier, tuned_source, valid_for};
+use cuda_autotune::store::best::{read_best, BestRow};
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
@@ -663,7 +662,8 @@ fn report_is_self_contained_html_with_the_plots() {
 /// names the chosen winner (not merely the fastest median) and shows the intervals.
 #[test]
 fn report_shows_the_re_timed_winner() {
-    use cuda_autotune::store::results::{read_run_csv, run_csv, Confirmed, RunInfo, Status};
+    use cuda_autotune::store::record::{Confirmed, RunInfo, Status};
+    use cuda_autotune::store::run_csv::{read_run_csv, run_csv};
     let csv = repo("tests/fixtures/export/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
     let mut records = read_run_csv(&csv).unwrap();
     let mut ok: Vec<usize> = (0..records.len())
@@ -986,7 +986,7 @@ fn report_highlights_the_re_timed_winner_everywhere() {
 #[test]
 fn report_colours_by_the_parameter_with_the_most_values() {
     use cuda_autotune::export::report::{render_run, Run};
-    use cuda_autotune::store::results::Status;
+    use cuda_autotune::store::record::Status;
     let run = Run::load(&repo(REPORT_RUN)).unwrap();
     let ok: Vec<_> = run
         .records

@@ -6,7 +6,7 @@
 //!     failed, each with the compiler's message, and compiles every other variant;
 //!   - `tune --compile-only --emit DIR` killed with SIGKILL at several moments never leaves a
 //!     truncated source or a temporary file under a final name;
-//!   - `results::write_atomic` never leaves a truncated destination, with leftover temporary
+//!   - `files::write_atomic` never leaves a truncated destination, with leftover temporary
 //!     files of a crashed writer present, when it fails before the rename, or while a reader
 //!     reads the destination concurrently.
 //! * GPU (skips with a note on stderr where there is no GPU): one tuning run of the `faults`
@@ -20,9 +20,12 @@
 use clap::Parser;
 use cuda_autotune::cli::Cli;
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
-use cuda_autotune::pipeline::tuner::{tune, Isolation, TuneOptions};
+use cuda_autotune::pipeline::options::{Isolation, TuneOptions};
+use cuda_autotune::pipeline::tuner::tune;
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::store::results::{read_run_csv, write_atomic, Record, Status};
+use cuda_autotune::store::files::write_atomic;
+use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::run_csv::read_run_csv;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

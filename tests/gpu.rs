@@ -5,8 +5,11 @@
 //! own; tests/gpu_parts.rs fails until a new test here is added to one part.
 
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
-use cuda_autotune::pipeline::tuner::{tune, Isolation, TuneOptions, TuneOutcome};
-use cuda_autotune::store::results::{read_run_csv, Record, Status};
+use cuda_autotune::pipeline::options::{Isolation, TuneOptions};
+use cuda_autotune::pipeline::outcome::TuneOutcome;
+use cuda_autotune::pipeline::tuner::tune;
+use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::run_csv::read_run_csv;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -550,7 +553,7 @@ fn sgemm_searches_verify_every_measured_variant_at_odd_and_even_shapes() {
         opts.op = "sgemm".into();
         opts.params = vec!["BOUNDS=none,always,specialized,edge".into()];
         opts.strategy = strategy.into();
-        opts.budget = Some(cuda_autotune::search::Budget::Variants(48));
+        opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(48));
         let o = tune(&opts).unwrap();
         let measured: Vec<&Record> = variants(&o)
             .filter(|r| !matches!(r.status, Status::Pruned | Status::Skipped))
@@ -615,7 +618,7 @@ fn repacked_and_windowed_sgemm_variants_verify_where_k_or_n_is_not_a_multiple_of
                 "CSTORE=vec4,scalar".into(),
             ];
             opts.strategy = "random".into();
-            opts.budget = Some(cuda_autotune::search::Budget::Variants(16));
+            opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(16));
             let o = tune(&opts).unwrap();
             assert_none_failed(&o, &format!("{shape} {way}"));
             let measured: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
@@ -643,7 +646,7 @@ fn random_sgemm_search(shape: &str, params: &[&str]) -> TuneOutcome {
     opts.op = "sgemm".into();
     opts.params = params.iter().map(|p| p.to_string()).collect();
     opts.strategy = "random".into();
-    opts.budget = Some(cuda_autotune::search::Budget::Variants(24));
+    opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(24));
     let o = tune(&opts).unwrap();
     assert_none_failed(&o, shape);
     let measured = variants(&o).filter(|r| r.status == Status::Ok).count();
@@ -743,7 +746,8 @@ fn sgemm_variants_past_48_kb_of_shared_memory_verify() {
         let at = cuda_autotune::model::shape::Shape::parse(shape, &op.spec.dims).unwrap();
         for r in variants(&o).filter(|r| r.status == Status::Ok) {
             let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let c = cuda_autotune::export::candidate_for(&op, &at, &params.join(";")).unwrap();
+            let c =
+                cuda_autotune::export::kernel::candidate_for(&op, &at, &params.join(";")).unwrap();
             let shared = c.launch.expect("measured, so not pruned").shared;
             assert!(
                 shared > 48 * 1024,
@@ -816,7 +820,7 @@ fn a_search_measures_the_stored_winners_first() {
         "STAGES=2".into(),
     ]);
     tune(&first).unwrap();
-    let stored = cuda_autotune::store::results::read_best(&out.path().join("best.csv")).unwrap();
+    let stored = cuda_autotune::store::best::read_best(&out.path().join("best.csv")).unwrap();
     assert_eq!(stored.len(), 1);
     let winner = |r: &Record| {
         stored[0]
@@ -828,7 +832,7 @@ fn a_search_measures_the_stored_winners_first() {
     let mut search = options("512x512x512", out.path());
     search.op = "sgemm".into();
     search.strategy = "anneal".into();
-    search.budget = Some(cuda_autotune::search::Budget::Variants(1));
+    search.budget = Some(cuda_autotune::search::budget::Budget::Variants(1));
     search.params = fixed.iter().map(|p| p.to_string()).collect();
     search.params.extend([
         "BM=32,64,128".into(),

@@ -632,6 +632,61 @@ fn the_real_tree_is_read_through_super_paths() {
     assert!(supers > 20, "only {supers} `super::` imports read in src/");
 }
 
+/// Whether `item` (outside tests) implements a trait named `name`.
+fn implements(item: &Item, name: &str) -> bool {
+    let Item::Impl(i) = item else {
+        return false;
+    };
+    let named = |path: &syn::Path| path.segments.last().is_some_and(|s| s.ident == name);
+    !test_only(&i.attrs) && i.trait_.as_ref().is_some_and(|t| named(&t.0))
+}
+
+/// The search folder is one file per part and one per strategy. Every file of it is read by the
+/// checks above (placed in the `search` layer, parsed, its `super::` imports resolved), and the
+/// registry imports every file that implements `Strategy`: a strategy file without its
+/// registry entry is caught here.
+#[test]
+fn every_search_file_is_read_and_every_strategy_registered() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src/search"), root, &mut files);
+    assert!(files.len() >= 10, "read src/search/: {} files", files.len());
+    let mut strategies = BTreeSet::new();
+    let mut registry = None;
+    for (path, text) in &files {
+        let (layer, module) = place(path);
+        assert_eq!(layer, "search", "{path}");
+        let parsed = parse(&module, text).unwrap_or_else(|e| panic!("{path}:{e}"));
+        assert!(parsed.errors.is_empty(), "{path}: {:?}", parsed.errors);
+        let file = syn::parse_file(text).expect("parsed above");
+        if file.items.iter().any(|item| implements(item, "Strategy")) {
+            strategies.insert(module.clone());
+        }
+        if module == "search::registry" {
+            registry = Some(parsed);
+        }
+    }
+    assert!(strategies.len() >= 5, "strategy files: {strategies:?}");
+    let registry = registry.expect("src/search/registry.rs is read");
+    let imported: BTreeSet<String> = registry
+        .imports
+        .iter()
+        .map(|i| {
+            i.resolved
+                .iter()
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("::")
+        })
+        .collect();
+    let missing: Vec<&String> = strategies.difference(&imported).collect();
+    assert!(
+        missing.is_empty(),
+        "strategies that src/search/registry.rs does not import: {missing:?}"
+    );
+}
+
 fn fake(path: &str, text: &str) -> (String, String) {
     (path.to_string(), text.to_string())
 }

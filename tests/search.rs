@@ -4,9 +4,12 @@
 //! with the real CSV writer, and a committed exhaustive run). No test needs a GPU.
 
 use cuda_autotune::measure::bench::Stats;
+use cuda_autotune::search::registry::{strategy, STRATEGIES};
 use cuda_autotune::search::replay::{markdown, table, Landscape};
-use cuda_autotune::search::{drive, strategy, SearchSpace, Strategy, STRATEGIES};
-use cuda_autotune::store::results::{run_csv, Record, RunInfo, Status};
+use cuda_autotune::search::space::SearchSpace;
+use cuda_autotune::search::strategy::{drive, Strategy};
+use cuda_autotune::store::record::{Record, RunInfo, Status};
+use cuda_autotune::store::run_csv::run_csv;
 use std::path::Path;
 
 /// A hash of a point and a landscape seed, uniform in [0, 1): fixed noise and holes.
@@ -270,7 +273,7 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
     let path = tmp.path().join("run.csv");
     std::fs::write(&path, run_csv(&info(), &names, &records).unwrap()).unwrap();
     let land =
-        Landscape::from_records(&cuda_autotune::store::results::read_run_csv(&path).unwrap())
+        Landscape::from_records(&cuda_autotune::store::run_csv::read_run_csv(&path).unwrap())
             .unwrap();
     assert_eq!(land.space.len(), live);
     assert_eq!(
@@ -299,14 +302,12 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
 fn replay_of_an_exhaustive_transpose_run() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/runs/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
-    let records = cuda_autotune::store::results::read_run_csv(&path).unwrap();
+    let records = cuda_autotune::store::run_csv::read_run_csv(&path).unwrap();
     let land = Landscape::from_records(&records).unwrap();
     // The space is the run's variants that were not pruned, over its parameter columns.
     let live = records
         .iter()
-        .filter(|r| {
-            r.kind == "variant" && r.status != cuda_autotune::store::results::Status::Pruned
-        })
+        .filter(|r| r.kind == "variant" && r.status != cuda_autotune::store::record::Status::Pruned)
         .count();
     assert!(live >= 100, "an exhaustive run: {live}");
     assert_eq!(land.space.len(), live);
@@ -348,7 +349,7 @@ fn model_search_finds_the_exhaustive_best_within_its_default_budget() {
     assert_eq!(runs.len(), 8);
     let (mut model_sum, mut random_sum) = (0.0, 0.0);
     for path in &runs {
-        let records = cuda_autotune::store::results::read_run_csv(path).unwrap();
+        let records = cuda_autotune::store::run_csv::read_run_csv(path).unwrap();
         let land = Landscape::from_records(&records).unwrap();
         let found = |trace: &[(usize, Option<f64>)]| {
             let best = trace.iter().filter_map(|&(_, c)| c).min_by(f64::total_cmp);

@@ -11,13 +11,15 @@
 //!   again changes no byte; missing, unfinished and foreign shards are refused;
 //! * a journal writer killed with SIGKILL loses no finished entry.
 
-use cuda_autotune::cluster::shard::{
-    self, Manifest, Shard, ShardOutput, Split, Sweep, MANIFEST_FORMAT,
-};
+use cuda_autotune::cluster::shard::{self, Manifest, ShardOutput, Sweep, MANIFEST_FORMAT};
+
+use cuda_autotune::model::slice::{Shard, Split};
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::store::results::{
-    self, read_best, read_run_csv, BestRow, Journal, Record, RunInfo,
-};
+use cuda_autotune::store::best::{read_best, BestRow};
+use cuda_autotune::store::files::write_atomic;
+use cuda_autotune::store::journal::Journal;
+use cuda_autotune::store::record::{Confirmed, Record, RunInfo, Status};
+use cuda_autotune::store::run_csv::{read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -358,8 +360,8 @@ fn write_output(dir: &Path, shape: &str, records: &[Record], torn: bool) -> Shar
     let info = run_info(shape);
     let names = param_names(&fixture_csv(shape));
     let best = fixture_best(shape);
-    let csv = results::run_csv_path(dir, &info);
-    results::write_atomic(&csv, &results::run_csv(&info, &names, records).unwrap()).unwrap();
+    let csv = run_csv_path(dir, &info);
+    write_atomic(&csv, &run_csv(&info, &names, records).unwrap()).unwrap();
     let journal = Journal::path_for(dir, &info);
     let mut lines = vec![serde_json::json!({"op": "transpose", "shape": shape}).to_string()];
     for r in records
@@ -441,7 +443,7 @@ fn variant_shards(root: &Path, n: usize) -> Vec<PathBuf> {
         let mine: Vec<Record> = records
             .iter()
             .filter(|r| {
-                if r.kind != "variant" || r.status == results::Status::Pruned {
+                if r.kind != "variant" || r.status == Status::Pruned {
                     return true;
                 }
                 p += 1;
@@ -474,7 +476,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
     let original = read_run_csv(&fixture_csv("1000x1000")).unwrap();
     let measured = |rs: &[Record]| {
         rs.iter()
-            .filter(|r| r.kind == "variant" && r.status != results::Status::Pruned)
+            .filter(|r| r.kind == "variant" && r.status != Status::Pruned)
             .count()
     };
     let parts: Vec<Vec<Record>> = dirs
@@ -536,7 +538,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
 /// Variants that were compiled but have no time (failed): no journal entry in these fixtures.
 fn count_unmeasured(rs: &[Record]) -> usize {
     rs.iter()
-        .filter(|r| r.kind == "variant" && r.status != results::Status::Pruned && r.stats.is_none())
+        .filter(|r| r.kind == "variant" && r.status != Status::Pruned && r.stats.is_none())
         .count()
 }
 
@@ -616,7 +618,7 @@ fn timed(kind: &str, name: &str, ms: f64, regs: Option<i32>) -> Record {
         vec![]
     };
     Record {
-        status: results::Status::Ok,
+        status: Status::Ok,
         stats: Some(cuda_autotune::measure::bench::Stats {
             median_ms: ms,
             min_ms: ms,
@@ -644,7 +646,7 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
         ..run_info("1000x1000")
     };
     let confirmed = |mut r: Record| {
-        r.confirm = Some(results::Confirmed {
+        r.confirm = Some(Confirmed {
             median_ms: 1.0,
             vs_winner_pct: 0.0,
             ci_low_pct: 0.0,
@@ -682,8 +684,8 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
         let dir = t.path().join(format!("shard-{k}"));
         let info = info(roof);
         let names = vec!["TILE_DIM".to_string()];
-        let csv = results::run_csv_path(&dir, &info);
-        results::write_atomic(&csv, &results::run_csv(&info, &names, &records).unwrap()).unwrap();
+        let csv = run_csv_path(&dir, &info);
+        write_atomic(&csv, &run_csv(&info, &names, &records).unwrap()).unwrap();
         let out = ShardOutput {
             shape: "64x64".into(),
             complete: true,

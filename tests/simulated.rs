@@ -17,8 +17,11 @@
 
 use cuda_autotune::isolate::simulated::Model;
 use cuda_autotune::model::task::TaskId;
-use cuda_autotune::pipeline::tuner::{REMEASURE_PAUSE, SEARCH_BATCH};
-use cuda_autotune::store::results::{read_best, read_run_csv, BestRow, Record, Status};
+use cuda_autotune::pipeline::options::REMEASURE_PAUSE;
+use cuda_autotune::pipeline::search::SEARCH_BATCH;
+use cuda_autotune::store::best::{read_best, BestRow};
+use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::run_csv::read_run_csv;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

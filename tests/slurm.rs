@@ -12,7 +12,8 @@
 //!
 //! Also here, without Slurm: the script refuses bad input before it submits anything.
 
-use cuda_autotune::store::results::{read_run_csv, Status};
+use cuda_autotune::store::record::Status;
+use cuda_autotune::store::run_csv::read_run_csv;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -605,7 +606,7 @@ fn the_gpu_machine_comparison_tells_same_winners_ties_and_differences() {
         std::fs::copy(&p, unsharded.join(p.file_name().unwrap())).unwrap();
     }
     let best = std::fs::read_to_string(unsharded.join("best.csv")).unwrap();
-    let params_of = |shape: &str, pick: &dyn Fn(&cuda_autotune::store::results::Record) -> bool| {
+    let params_of = |shape: &str, pick: &dyn Fn(&cuda_autotune::store::record::Record) -> bool| {
         let csv = unsharded.join(format!("transpose_{shape}_nvidia-h100-80gb-hbm3.csv"));
         let r = read_run_csv(&csv)
             .unwrap()

@@ -3,11 +3,12 @@
 //! tile fits the block's shared memory, and SPLITK=1 renders the kernel without split-K. No
 //! GPU needed (the kernels themselves are compiled by tests/compile_cover.rs).
 
+use cuda_autotune::model::limits::DeviceLimits;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::codegen::Renderer;
 use cuda_autotune::spec::expr::Value;
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
+use cuda_autotune::spec::space::{enumerate, parse_override, Candidate};
 
 /// A 64x64 tile of 4x4 thread tiles copied by 4-byte cp.async (every shape as it is).
 const COPY4_TILE: [&str; 14] = [

@@ -6,10 +6,12 @@ use crate::cluster::merge::MergeOptions;
 use crate::cluster::sweep::SweepOptions;
 use crate::error::Result;
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
+use crate::isolate::compile_pool::CompileLimit;
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{
-    default_budget, CompileLimit, Isolation, TuneOptions, AUTO_SEARCH, DEFAULT_WATCHDOG_S,
-};
+use crate::pipeline::options::{Isolation, TuneOptions, DEFAULT_WATCHDOG_S};
+use crate::pipeline::search::{default_budget, AUTO_SEARCH};
+use crate::search::budget::DEFAULT_BUDGET;
+use crate::search::registry::REGISTRY;
 use crate::spec::ops::BUILTIN_OPS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -467,20 +469,15 @@ pub struct TuneArgs {
     #[arg(long, default_value = "auto", value_parser = strategy_values())]
     pub strategy: String,
 
-    /// What a search may spend: a number of variants (300) or a time (90s, 5m); default 80
-    /// variants for model (and auto), 256 for the other searches, everything for exhaustive.
-    /// With --compile-only, what is compiled ahead.
-    // Taken as text (a leading `-` included) and parsed in `options`, so a bad value is one
-    // line about the budget rather than clap's "unexpected argument".
-    #[arg(long, value_name = "N|TIME", allow_hyphen_values = true)]
+    // What a search may spend; the help names each strategy's default from the registry
+    // ([`budget_help`]). Taken as text (a leading `-` included) and parsed in `options`, so a
+    // bad value is one line about the budget rather than clap's "unexpected argument".
+    #[arg(long, value_name = "N|TIME", allow_hyphen_values = true, help = budget_help())]
     pub budget: Option<String>,
 
-    /// A search (random, model, anneal, genetic) first measures, for each stored winner of this op
-    /// in the --out folder's best.csv (this shape's row first, then other shapes', same GPU
-    /// and dtype), the configuration of this space nearest to it (at most 2 parameters
-    /// apart), using at most a quarter of a variant budget (at least one); anneal starts
-    /// chains from them. This turns that off.
-    #[arg(long)]
+    // Turns off measuring the stored winners first; the help names the searches from the
+    // registry ([`no_warm_start_help`]).
+    #[arg(long, help = no_warm_start_help())]
     pub no_warm_start: bool,
 
     /// Read op specs and templates from DIR instead of the built-in ones.
@@ -504,7 +501,7 @@ impl TuneArgs {
         let budget = self
             .budget
             .as_deref()
-            .map(crate::search::parse_budget)
+            .map(crate::search::budget::parse_budget)
             .transpose()?;
         Ok(TuneOptions {
             op: self.op.clone(),
@@ -664,17 +661,56 @@ impl MergeArgs {
 }
 
 /// `--strategy`'s values and their help: `auto` (the tuner's rule), then every strategy of
-/// the search registry ([`crate::search::REGISTRY`]) with its line.
+/// the search registry ([`crate::search::registry::REGISTRY`]) with its line.
 fn strategy_values() -> clap::builder::PossibleValuesParser {
     use clap::builder::PossibleValue;
     let auto = PossibleValue::new("auto").help(format!(
         "{AUTO_SEARCH} search over {} configurations; exhaustive where there are no more valid ones",
         default_budget(AUTO_SEARCH)
     ));
-    let known = crate::search::REGISTRY
+    let known = REGISTRY
         .iter()
         .map(|s| PossibleValue::new(s.name).help(s.about));
     clap::builder::PossibleValuesParser::new(std::iter::once(auto).chain(known))
+}
+
+/// The registered strategies that search (all but `exhaustive`, which times every
+/// configuration), as `random, model, ...`.
+fn search_names() -> String {
+    let names: Vec<&str> = REGISTRY
+        .iter()
+        .map(|s| s.name)
+        .filter(|&n| n != "exhaustive")
+        .collect();
+    names.join(", ")
+}
+
+/// `--budget`'s help, with each search's default budget from its registry entry.
+fn budget_help() -> String {
+    let own: Vec<String> = REGISTRY
+        .iter()
+        .filter(|s| s.name != "exhaustive" && s.budget != DEFAULT_BUDGET)
+        .map(|s| {
+            let auto = if s.name == AUTO_SEARCH {
+                " (and auto)"
+            } else {
+                ""
+            };
+            format!("{} variants for {}{auto}, ", s.budget, s.name)
+        })
+        .collect();
+    format!(
+        "What a search may spend: a number of variants (300) or a time (90s, 5m); default {}{DEFAULT_BUDGET} for the other searches, everything for exhaustive. With --compile-only, what is compiled ahead",
+        own.concat()
+    )
+}
+
+/// `--no-warm-start`'s help, naming the searches from the registry.
+fn no_warm_start_help() -> String {
+    format!(
+        "A search ({}) first measures, for each stored winner of this op in the --out folder's best.csv (this shape's row first, then other shapes', same GPU and dtype), the configuration of this space nearest to it (at most 2 parameters apart), using at most a quarter of a variant budget (at least one); anneal starts chains from them. This turns that off",
+        search_names()
+    )
 }
 
 #[cfg(test)]
@@ -690,7 +726,7 @@ mod tests {
             .collect();
         let names: Vec<&str> = values.iter().map(|v| v.get_name()).collect();
         let mut expected = vec!["auto"];
-        expected.extend(crate::search::STRATEGIES);
+        expected.extend(crate::search::registry::STRATEGIES);
         assert_eq!(names, expected);
         assert!(values.iter().all(|v| v.get_help().is_some()));
     }

@@ -22,10 +22,16 @@
 //! * the journal is the shards' journals, entries deduplicated, torn lines of killed runs
 //!   dropped, after a first line naming the shards' journal headers.
 
-use crate::cluster::shard::{self, Manifest, ShardOutput, Split};
+use crate::cluster::shard::{self, Manifest, ShardOutput};
+
 use crate::error::{Error, Result};
+use crate::model::slice::Split;
 use crate::model::task::TaskId;
-use crate::store::results::{self, BestRow, Record, RunInfo, Status};
+use crate::store::best::{upsert_best, BestRow};
+use crate::store::files::write_atomic;
+use crate::store::journal::Journal;
+use crate::store::record::{Record, RunInfo, Status};
+use crate::store::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -199,7 +205,7 @@ fn read_parts<'a>(
                 )));
             }
             let param_names = check_csv(&path, run)?;
-            let records = results::read_run_csv(&path)?;
+            let records = read_run_csv(&path)?;
             let pos = sweep
                 .shapes
                 .iter()
@@ -291,16 +297,10 @@ fn write_merged(
         args.out.display()
     );
     for m in merged {
-        let csv_path = results::run_csv_path(&args.out, &m.info);
-        results::write_atomic(
-            &csv_path,
-            &results::run_csv(&m.info, &m.param_names, &m.records)?,
-        )?;
+        let csv_path = run_csv_path(&args.out, &m.info);
+        write_atomic(&csv_path, &run_csv(&m.info, &m.param_names, &m.records)?)?;
         if let Some(j) = &m.journal {
-            results::write_atomic(
-                &results::Journal::path_for(&args.out, &m.info),
-                j.as_bytes(),
-            )?;
+            write_atomic(&Journal::path_for(&args.out, &m.info), j.as_bytes())?;
         }
         let measured = m
             .records
@@ -346,7 +346,7 @@ fn write_merged(
             println!("    partial: {why}; no best.csv row");
         }
         if let Some(row) = &m.best {
-            results::upsert_best(&best_path, row.clone(), false)?;
+            upsert_best(&best_path, row.clone(), false)?;
             rows += 1;
         }
     }
@@ -511,7 +511,7 @@ fn check_csv(path: &Path, run: &RunInfo) -> Result<Vec<String>> {
         path: path.to_path_buf(),
         why,
     };
-    let (mut r, header, status_at) = results::open_run_csv(path)?;
+    let (mut r, header, status_at) = open_run_csv(path)?;
     let col = |name: &str| header.iter().position(|h| h == name);
     let want = [
         ("op", &run.op),
@@ -631,7 +631,7 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
                 .filter(|&i| {
                     verified(&records[i])
                         && median(&records[i])
-                            <= fastest * (1.0 + crate::pipeline::tuner::TIE_WITHIN)
+                            <= fastest * (1.0 + crate::pipeline::options::TIE_WITHIN)
                 })
                 .min_by_key(|&i| (records[i].registers.unwrap_or(i32::MAX), i))
         })

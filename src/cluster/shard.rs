@@ -4,15 +4,16 @@
 //! same arguments, so the shares are a partition without any process talking to another.
 //!
 //! The plan is [`plan`]; the tuner applies a shard's share of a shape's variants with
-//! [`owned`]. A sharded run records what it did in a manifest, `shard-K-of-N.json` in its
-//! output folder ([`Manifest`]), which is what `tune merge` reads.
+//! [`owned`](crate::model::slice::owned). A sharded run records what it did in a manifest,
+//! `shard-K-of-N.json` in its output folder ([`Manifest`]), which is what `tune merge` reads.
 
 use crate::error::{Error, Result};
+use crate::model::limits::DeviceLimits;
 use crate::model::shape::Shape;
-pub use crate::model::slice::{owned, Shard, Slice, Split};
+use crate::model::slice::{Shard, Slice, Split};
 use crate::spec::ops::Op;
-use crate::spec::space::{self, DeviceLimits};
-use crate::store::results::RunInfo;
+use crate::spec::space;
+use crate::store::record::RunInfo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -242,7 +243,7 @@ impl Manifest {
         );
         let mut text = serde_json::to_string_pretty(self).expect("serializable");
         text.push('\n');
-        crate::store::results::write_atomic(&path, text.as_bytes())?;
+        crate::store::files::write_atomic(&path, text.as_bytes())?;
         Ok(path)
     }
 }
@@ -250,6 +251,7 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::slice::owned;
 
     #[test]
     fn parses_k_of_n_and_rejects_everything_else() {

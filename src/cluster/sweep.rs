@@ -1,11 +1,16 @@
 //! A tuning run over a list of shapes: one shape, a sweep on one GPU, a sweep spread over
 //! several GPUs through one work queue, or one shard of any of them (with its manifest).
 
-use super::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep};
+use super::shard::{self, Assignment, Manifest, ShardOutput, Sweep};
 use crate::error::{Error, Result};
 use crate::isolate::interrupt;
-use crate::pipeline::{self, summary, TuneOptions};
-use crate::store::results::Status;
+use crate::model::slice::{Shard, Split};
+use crate::pipeline::options::TuneOptions;
+use crate::pipeline::outcome::TuneOutcome;
+use crate::pipeline::plan::{check_inputs, load_op, shape_list};
+use crate::pipeline::summary;
+use crate::pipeline::tuner::tune;
+use crate::store::record::Status;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -35,8 +40,8 @@ pub struct SweepOptions {
 /// before anything is tuned, so bad input is one error, not one per shape.
 pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     let mut base = cli.base.clone();
-    pipeline::check_inputs(&base)?;
-    let shapes = pipeline::shape_list(&base, cli.shapes.as_deref())?;
+    check_inputs(&base)?;
+    let shapes = shape_list(&base, cli.shapes.as_deref())?;
     let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
     let gpus = match &cli.gpus {
         Some(spec) => {
@@ -54,7 +59,7 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     };
     // The estimated work per shape orders a multi-GPU queue and balances shards by shapes.
     let work = if shard.is_some() || gpus.len() > 1 {
-        shard::estimated_work(&pipeline::load_op(&base)?, &shapes)?
+        shard::estimated_work(&load_op(&base)?, &shapes)?
     } else {
         vec![0.0; shapes.len()]
     };
@@ -66,7 +71,7 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     if let Some(&g) = gpus.first() {
         base.device = g;
     }
-    let record = |a: &Assignment, result: &std::result::Result<pipeline::TuneOutcome, String>| {
+    let record = |a: &Assignment, result: &std::result::Result<TuneOutcome, String>| {
         if let Some(r) = &recorder {
             r.done(a, result);
         }
@@ -119,14 +124,14 @@ fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
 /// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
 ///
-/// Each shape starts its own GPU worker process (and CUDA context) inside [`pipeline::tune`];
+/// Each shape starts its own GPU worker process (and CUDA context) inside [`tune`];
 /// keeping one per GPU across shapes would need the tuner to accept a running worker.
 fn sweep_on_gpus(
     cli: &SweepOptions,
     base: &TuneOptions,
     plan: &[Assignment],
     gpus: &[usize],
-    record: &(dyn Fn(&Assignment, &std::result::Result<pipeline::TuneOutcome, String>) + Sync),
+    record: &(dyn Fn(&Assignment, &std::result::Result<TuneOutcome, String>) + Sync),
 ) -> u8 {
     let work: Vec<f64> = plan.iter().map(|a| a.work).collect();
     let queue = Mutex::new(
@@ -220,8 +225,8 @@ fn run_one_quietly(
     cli: &SweepOptions,
     opts: &TuneOptions,
     gpu: usize,
-) -> (u8, std::result::Result<pipeline::TuneOutcome, String>) {
-    match pipeline::tune(opts) {
+) -> (u8, std::result::Result<TuneOutcome, String>) {
+    match tune(opts) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
             print!("==== {} on GPU {gpu}\n{text}", opts.shape);
@@ -246,8 +251,8 @@ fn run_one_quietly(
 fn run_one(
     cli: &SweepOptions,
     opts: &TuneOptions,
-) -> (u8, std::result::Result<pipeline::TuneOutcome, String>) {
-    match pipeline::tune(opts) {
+) -> (u8, std::result::Result<TuneOutcome, String>) {
+    match tune(opts) {
         Ok(outcome) => {
             print!("{}", summary::render(&outcome, cli.top, cli.verbose));
             if outcome.interrupted && cli.compile_only {
@@ -343,7 +348,7 @@ impl Recorder {
             }
         }
         // The settings, op and --param values were checked by `sweep` before this.
-        let op = pipeline::load_op(base)?;
+        let op = load_op(base)?;
         let manifest = Manifest {
             format: shard::MANIFEST_FORMAT,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -378,11 +383,7 @@ impl Recorder {
 
     /// Records one finished (or failed) shape; a manifest that cannot be written is a warning
     /// (the CSV and journal are on disk; rerunning the shard rewrites the manifest).
-    pub fn done(
-        &self,
-        a: &Assignment,
-        result: &std::result::Result<pipeline::TuneOutcome, String>,
-    ) {
+    pub fn done(&self, a: &Assignment, result: &std::result::Result<TuneOutcome, String>) {
         let name = |p: &Option<PathBuf>| {
             p.as_ref()
                 .and_then(|p| p.file_name())

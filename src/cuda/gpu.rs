@@ -17,8 +17,21 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct GpuFault {
     pub during: String,
-    pub code: CUresult,
+    /// The driver's error code; private, so the driver's types stay in this module.
+    code: CUresult,
     pub sticky: bool,
+}
+
+impl GpuFault {
+    /// A request the driver was never given because this device or build cannot serve it
+    /// (reported as `CUDA_ERROR_NOT_SUPPORTED`; the context stays usable).
+    pub fn unsupported(during: impl Into<String>) -> GpuFault {
+        GpuFault {
+            during: during.into(),
+            code: CUresult::CUDA_ERROR_NOT_SUPPORTED,
+            sticky: false,
+        }
+    }
 }
 
 impl std::fmt::Display for GpuFault {
@@ -363,8 +376,8 @@ impl Gpu {
         self.stream.synchronize().map_err(fault(during))
     }
 
-    /// A pair of events with timing enabled (cudarc's default events have timing disabled).
-    pub fn timing_events(&self, n: usize) -> GpuResult<Vec<(CudaEvent, CudaEvent)>> {
+    /// `n` pairs of events with timing enabled (cudarc's default events have timing disabled).
+    pub fn timing_events(&self, n: usize) -> GpuResult<Vec<EventPair>> {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         (0..n)
             .map(|_| {
@@ -376,22 +389,33 @@ impl Gpu {
                     .ctx
                     .new_event(flags)
                     .map_err(fault("creating an event"))?;
-                Ok((a, b))
+                Ok((TimingEvent(a), TimingEvent(b)))
             })
             .collect()
     }
 
-    pub fn record(&self, event: &CudaEvent) -> GpuResult<()> {
+    pub fn record(&self, event: &TimingEvent) -> GpuResult<()> {
         event
+            .0
             .record(&self.stream)
             .map_err(fault("recording an event"))
     }
 }
 
+/// An event with timing enabled, recorded on the stream with [`Gpu::record`]. Opaque: the
+/// driver's event type stays in this module.
+pub struct TimingEvent(CudaEvent);
+
+/// A start and an end event around one timed launch ([`Gpu::timing_events`]); the time
+/// between them is [`elapsed_ms`].
+pub type EventPair = (TimingEvent, TimingEvent);
+
 /// Milliseconds between two recorded events (after a synchronize).
-pub fn elapsed_ms(pair: &(CudaEvent, CudaEvent)) -> GpuResult<f64> {
-    pair.0
-        .elapsed_ms(&pair.1)
+pub fn elapsed_ms(pair: &EventPair) -> GpuResult<f64> {
+    let (start, end) = pair;
+    start
+        .0
+        .elapsed_ms(&end.0)
         .map(f64::from)
         .map_err(fault("reading event times"))
 }
@@ -553,5 +577,29 @@ mod gpu_list_tests {
             e.contains("device 2 does not exist") && e.contains("0..1"),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    /// An unsupported request names what was asked, keeps the context usable and becomes the
+    /// same CUDA error as a driver failure.
+    #[test]
+    fn an_unsupported_request_is_a_fault_that_leaves_the_context_usable() {
+        let f = GpuFault::unsupported("comparing elements of 3 bytes");
+        assert!(!f.sticky);
+        assert_eq!(
+            f.to_string(),
+            "comparing elements of 3 bytes failed with CUDA_ERROR_NOT_SUPPORTED"
+        );
+        match Error::from(f) {
+            Error::Cuda { during, why } => {
+                assert_eq!(during, "comparing elements of 3 bytes");
+                assert_eq!(why, "CUDA_ERROR_NOT_SUPPORTED");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::Exporter;
 use crate::error::{Error, Result};
-use crate::store::results::BestRow;
+use crate::store::best::BestRow;
 
 pub struct CsvExporter;
 

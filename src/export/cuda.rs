@@ -18,14 +18,15 @@
 //! `*.cu` never picks up a stale kernel, and it never touches a file no export wrote: it
 //! refuses to overwrite one.
 
-use super::db::{parse_dims, parse_params};
+use super::db::parse_dims;
 use super::kernel::{
     applicability_of, params_text, rename_identifier, safe_default, specialize, Applicability,
     TunedKernel,
 };
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
-use crate::store::results::{slug, write_atomic, BestRow};
+use crate::store::best::{parse_params, BestRow};
+use crate::store::files::{slug, write_atomic};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
@@ -367,7 +368,7 @@ fn shared_rule(op: &Op, sep: &str) -> String {
 }
 
 /// `{bx u, by u, bz u}, {gx u, gy u, gz u}`: the block and grid fields of a header entry.
-fn c_dims(d: &crate::spec::space::LaunchDims) -> String {
+fn c_dims(d: &crate::model::limits::LaunchDims) -> String {
     format!(
         "{{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}",
         d.block.0, d.block.1, d.block.2, d.grid.0, d.grid.1, d.grid.2
@@ -541,7 +542,7 @@ fn entry_c(e: &EntryC) -> String {
     let launch = e.tuned.candidate.launch.expect("not pruned");
     let pre = e.tuned.candidate.prologue.first();
     let pre_dims = pre.map_or(
-        crate::spec::space::LaunchDims {
+        crate::model::limits::LaunchDims {
             grid: (0, 0, 0),
             block: (0, 0, 0),
             shared: 0,
@@ -819,6 +820,24 @@ fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
 
 /// The C functions that select an entry for a shape, and the header's end.
 fn write_select_functions(s: &mut String) {
+    write_entry_tests(s);
+    write_select_for(s);
+    write_default_lookup(s);
+    let _ = write!(
+        s,
+        r#"#ifdef __cplusplus
+}}
+#endif
+
+#endif /* CUDA_AUTOTUNE_TUNED_H */
+"#
+    );
+}
+
+/// The end of the default entries, their counts, and the tests `ca_select_for` applies to an
+/// entry: whether its kernel admits a shape, how far its shape is, and whether it is of an
+/// op, dtype and GPU.
+fn write_entry_tests(s: &mut String) {
     let _ = write!(
         s,
         r#"}};
@@ -866,7 +885,15 @@ static inline int ca_entry_is(const ca_tuned_entry* e, const char* op, const cha
            (gpu == NULL || strcmp(e->gpu, gpu) == 0);
 }}
 
-/* The entry for op on dtype elements at dims: exact, else the nearest valid one of the same
+"#
+    );
+}
+
+/// `ca_select_for` (exact, else the nearest valid entry) and `ca_select` (on any GPU).
+fn write_select_for(s: &mut String) {
+    let _ = write!(
+        s,
+        r#"/* The entry for op on dtype elements at dims: exact, else the nearest valid one of the same
    dtype, else NULL (use the safe default, ca_default). gpu: the device name to match, or
    NULL for any. */
 static inline const ca_tuned_entry* ca_select_for(const char* op, const char* dtype,
@@ -907,7 +934,15 @@ static inline const ca_tuned_entry* ca_select(const char* op, const char* dtype,
     return ca_select_for(op, dtype, NULL, dims, ndims);
 }}
 
-/* The safe default of op on dtype elements (valid for every shape), or NULL when this header
+"#
+    );
+}
+
+/// `ca_default`, `ca_select_or_default` and `ca_entry_param`.
+fn write_default_lookup(s: &mut String) {
+    let _ = write!(
+        s,
+        r#"/* The safe default of op on dtype elements (valid for every shape), or NULL when this header
    holds no entry of that op and dtype. */
 static inline const ca_tuned_entry* ca_default(const char* op, const char* dtype)
 {{
@@ -943,11 +978,6 @@ static inline const ca_param* ca_entry_param(const ca_tuned_entry* e, const char
     return NULL;
 }}
 
-#ifdef __cplusplus
-}}
-#endif
-
-#endif /* CUDA_AUTOTUNE_TUNED_H */
 "#
     );
 }

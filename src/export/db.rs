@@ -1,12 +1,11 @@
 //! The tuning database (`best.csv`) as a value: exact lookups, nearest shapes and filters.
 
 use crate::error::{Error, Result};
-pub use crate::store::results::{parse_params, stored_params};
-use crate::store::results::{read_best_checked, BadRow, BestRow};
+use crate::store::best::{read_best_checked, BadRow, BestRow};
 use std::path::{Path, PathBuf};
 
 /// The rows of a `best.csv`, in file order (sorted by op, shape, dtype and GPU, as
-/// [`crate::store::results::upsert_best`] writes them).
+/// [`crate::store::best::upsert_best`] writes them).
 ///
 /// One row per (op, shape, dtype, GPU): the newest run of its key, or with `tune
 /// --keep-best` the fastest (see the [module docs](super)).
@@ -154,8 +153,8 @@ impl TunedDb {
 
     /// The row to run for `op` on `dtype` elements at `dims`: the exact match, else the
     /// nearest tuned shape of the same dtype whose kernel
-    /// [admits](super::Applicability::admits) `dims`, else `None` (run
-    /// [`safe_default`](super::safe_default) of the op and dtype). The same rule as
+    /// [admits](super::kernel::Applicability::admits) `dims`, else `None` (run
+    /// [`safe_default`](super::kernel::safe_default) of the op and dtype). The same rule as
     /// `ca_select` in the header that `tune export --format cuda` writes. `templates` is
     /// where the op specs come from (`None`: the built-in ones).
     pub fn select(
@@ -170,7 +169,7 @@ impl TunedDb {
             return Ok(Some(row));
         }
         for (_, row) in self.ranked(op, Some(dtype), dims, gpu) {
-            if super::applicability(row, templates)?.admits(dims) {
+            if super::kernel::applicability(row, templates)?.admits(dims) {
                 return Ok(Some(row));
             }
         }
@@ -225,6 +224,7 @@ pub fn shape_distance(a: &[u64], b: &[u64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::best::parse_params;
 
     #[test]
     fn distance_is_symmetric_in_scale() {

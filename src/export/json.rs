@@ -2,11 +2,11 @@
 //! `best.csv` column under its name (so it deserializes as a [`BestRow`]) plus `dims` (the
 //! shape as numbers) and `parameters` (the configuration as an object, integers as numbers).
 
-use super::db::{parse_params, row_dims};
+use super::db::row_dims;
 use super::Exporter;
 use crate::error::{Error, Result};
 use crate::spec::expr::Value;
-use crate::store::results::BestRow;
+use crate::store::best::{parse_params, BestRow};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub struct JsonExporter;

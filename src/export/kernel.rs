@@ -2,14 +2,14 @@
 //! parameters, exactly as the tuner rendered it for that shape; and which other shapes that
 //! same kernel may run on.
 
-use super::db::stored_params;
 use crate::error::{Error, Result};
+use crate::model::limits::DeviceLimits;
 use crate::model::shape::{Shape, MAX_DIM};
 use crate::spec::codegen::Renderer;
 use crate::spec::expr::Value;
 use crate::spec::ops::Op;
-use crate::spec::space::{enumerate, parse_override, Candidate, DeviceLimits};
-use crate::store::results::BestRow;
+use crate::spec::space::{enumerate, parse_override, Candidate};
+use crate::store::best::{stored_params, BestRow};
 use std::path::Path;
 
 /// A tuned configuration made concrete: the op, the tuned shape, the configuration (with
@@ -349,7 +349,7 @@ const SAFE_DEFAULT_PROBES: [u64; 7] = [1, 3, 31, 64, 1000, 4099, 70_001];
 
 /// The safe default of `op` on `dtype` elements: a configuration of the op's own spec that
 /// is valid at every shape, for callers to run where no tuned kernel serves a shape
-/// ([`TunedDb::select`](super::TunedDb::select) and `ca_select` return none).
+/// ([`TunedDb::select`](super::db::TunedDb::select) and `ca_select` return none).
 ///
 /// It is derived from the spec, not stored: every parameter the spec gives a `missing`
 /// value takes it (the op's behaviour before that parameter existed), a `BOUNDS` parameter

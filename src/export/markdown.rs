@@ -1,9 +1,8 @@
 //! `tune export --format markdown`: a plain GitHub-flavoured Markdown table.
 
-use super::db::parse_params;
 use super::{format_ms, Exporter};
 use crate::error::Result;
-use crate::store::results::BestRow;
+use crate::store::best::{parse_params, BestRow};
 
 pub struct MarkdownExporter;
 

@@ -8,7 +8,7 @@
 //! median time, throughput, fraction of the same run's roof, L2 state, the tool version, the
 //! CUDA version the driver supports (`driver`: `13.0`, not the driver's release number),
 //! NVRTC's version and when it was tuned. The tuner writes it
-//! ([`crate::store::results::upsert_best`]); nothing here does. The rule: a new tuning run of the
+//! ([`crate::store::best::upsert_best`]); nothing here does. The rule: a new tuning run of the
 //! same key **replaces** the row, so the newer run wins even when it measured a slower best
 //! (another L2 state, a narrowed `--param` space, a busier GPU); with `tune --keep-best` the
 //! stored row stays when it is faster (lower median, same L2 state). Rows of other keys are
@@ -16,7 +16,7 @@
 //! exclusive lock on `best.csv.lock`, so concurrent runs each keep their row.
 //!
 //! A hand-edited or damaged file stays usable: lines that cannot be used are skipped with a
-//! `warning: FILE:LINE: why` on stderr ([`crate::store::results::read_best_checked`],
+//! `warning: FILE:LINE: why` on stderr ([`crate::store::best::read_best_checked`],
 //! [`TunedDb::skipped`]) and every other row is served; an empty file has no rows.
 //!
 //! Reading it, always by (op, dtype, shape): [`TunedDb::best`] (exact), [`TunedDb::nearest`]
@@ -31,28 +31,26 @@
 //!
 //! One file per format, each behind [`Exporter`] (CSV, JSON, Markdown) or writing a folder
 //! (CUDA sources plus a header, [`cuda`]); [`mod@report`] writes an HTML report of one run CSV.
+//!
+//! [`shape_distance`]: db::shape_distance
+//! [`tuned_source`]: kernel::tuned_source
+//! [`safe_default`]: kernel::safe_default
+//! [`Applicability`]: kernel::Applicability
 
 pub mod csv;
 pub mod cuda;
-mod db;
+pub mod db;
 pub mod json;
-mod kernel;
+pub mod kernel;
 pub mod markdown;
 pub mod report;
-
-pub use db::{
-    gpu_matches, parse_dims, parse_params, row_dims, shape_distance, stored_params, TunedDb,
-};
-pub use kernel::{
-    applicability, applicability_of, candidate_for, params_text, rename_identifier, safe_default,
-    specialize, tuned_source, valid_for, Applicability, TunedKernel,
-};
 
 use crate::error::{Error, Result};
 use crate::model::shape::Shape;
 use crate::spec::ops::Op;
+use crate::store::best::{parse_params, BestRow};
 use crate::store::files::{is_stdout, write_atomic, STDOUT};
-use crate::store::results::BestRow;
+use db::{parse_dims, TunedDb};
 use std::path::{Path, PathBuf};
 
 /// Output formats of `tune export`.

@@ -9,7 +9,8 @@
 
 use super::format_ms;
 use crate::error::{Error, Result};
-use crate::store::results::{open_run_csv, read_run_csv, Record, Status};
+use crate::store::record::{Record, Status};
+use crate::store::run_csv::{open_run_csv, read_run_csv};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::BTreeMap;
@@ -776,7 +777,7 @@ fn why_not_first(run: &Run, winner: &Record) -> Option<String> {
     }
     let code = |r: &Record| format!("<code>{}</code>", esc(&r.name));
     let regs = |r: &Record| r.registers.map_or("?".to_string(), |n| n.to_string());
-    let interval = |c: &crate::store::results::Confirmed| {
+    let interval = |c: &crate::store::record::Confirmed| {
         format!(
             "{:+.1} % [{:+.1}, {:+.1}]",
             c.vs_winner_pct, c.ci_low_pct, c.ci_high_pct

@@ -3,7 +3,7 @@
 //! numbers. With a cold cache, a buffer larger than L2 is written before every timed launch,
 //! outside the timed region, so each launch reads from DRAM as a one-off call would.
 
-use crate::cuda::gpu::{elapsed_ms, Buffer, Gpu, GpuResult};
+use crate::cuda::gpu::{elapsed_ms, Buffer, EventPair, Gpu, GpuResult};
 
 /// Whether L2 is flushed between timed launches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -82,7 +82,7 @@ pub fn flush_bytes(l2_bytes: usize) -> usize {
 /// Events and the flush buffer, made once per context and reused for every variant.
 pub struct Timer {
     settings: BenchSettings,
-    events: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
+    events: Vec<EventPair>,
     flush: Option<Buffer>,
 }
 
@@ -121,7 +121,7 @@ impl Timer {
     pub fn launch_timed(
         &self,
         gpu: &Gpu,
-        events: &[(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)],
+        events: &[EventPair],
         first_round: usize,
         during: &str,
         mut enqueue: impl FnMut(usize) -> GpuResult<()>,

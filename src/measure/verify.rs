@@ -415,11 +415,10 @@ impl Checker {
             .iter()
             .find(|(size, _)| *size == out.elem_bytes)
         else {
-            return Err(GpuFault {
-                during: format!("comparing elements of {} bytes", out.elem_bytes),
-                code: cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_SUPPORTED,
-                sticky: false,
-            });
+            return Err(GpuFault::unsupported(format!(
+                "comparing elements of {} bytes",
+                out.elem_bytes
+            )));
         };
         gpu.fill_u32(&self.result, 0)?;
         let n = out.len.min(reference.len) as u64;

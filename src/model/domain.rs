@@ -1,8 +1,8 @@
 //! The domains of the numeric settings: counts, seconds, tolerances and margins. Each check
 //! takes a value and returns it, or says what it must be (a phrase that follows the option's
 //! name: "--reps must be at least 1"). The command line's value parsers and the library's
-//! own checks of [`crate::pipeline::TuneOptions`] and `tune check` use these, so an option
-//! has one domain wherever it is checked.
+//! own checks of [`crate::pipeline::options::TuneOptions`] and `tune check` use these, so an
+//! option has one domain wherever it is checked.
 
 /// The most seconds a time limit may be: a day. Far beyond any useful limit, and far below
 /// what a `Duration` holds, so a typo such as `1e30` is refused instead of overflowing.

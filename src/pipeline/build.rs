@@ -5,7 +5,7 @@
 use super::options::TuneOptions;
 use super::outcome::{Phases, TuneOutcome};
 use super::plan::Setup;
-pub(super) use super::progress::bar;
+use super::progress::bar;
 use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::error::{Error, Result};
@@ -15,7 +15,9 @@ use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
 use crate::spec::space::Candidate;
-use crate::store::results::{self, Record, Status};
+use crate::store::files::write_atomic;
+use crate::store::record::{Record, RunInfo, Status};
+use crate::store::run_csv::{run_csv, run_csv_path};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -209,7 +211,7 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
 fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutcome) -> Result<()> {
     let op = &setup.op;
     let (major, minor) = setup.compiler.version();
-    let info = results::RunInfo {
+    let info = RunInfo {
         op: op.name().to_string(),
         shape: setup.shape.to_string(),
         dtype: op.dtype.name().to_string(),
@@ -222,9 +224,9 @@ fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutco
         driver: String::new(),
         nvrtc: format!("{major}.{minor}"),
     };
-    let path = results::run_csv_path(&opts.out_dir, &info);
-    let csv = results::run_csv(&info, &outcome.param_names, &outcome.records)?;
-    results::write_atomic(&path, &csv)?;
+    let path = run_csv_path(&opts.out_dir, &info);
+    let csv = run_csv(&info, &outcome.param_names, &outcome.records)?;
+    write_atomic(&path, &csv)?;
     outcome.csv_path = Some(path);
     Ok(())
 }
@@ -439,7 +441,7 @@ impl Prepared {
             let slot = env.renderer.render(c).map(|source| {
                 if let Some(dir) = &env.opts.emit {
                     let path = dir.join(format!("{}_v{:04}.cu", env.op.name(), c.index));
-                    results::write_atomic(&path, source.as_bytes())?;
+                    write_atomic(&path, source.as_bytes())?;
                 }
                 let next = self.sources.len();
                 let k = *self.seen.entry(source.clone()).or_insert(next);

@@ -4,12 +4,12 @@
 
 use super::build::Built;
 use super::job::Ledger;
-use super::options::{TuneOptions, CONFIRM_TOP, CONFIRM_WITHIN};
+use super::options::{TuneOptions, CONFIRM_TOP, CONFIRM_WITHIN, TIE_WITHIN};
 use super::outcome::Confidence;
 use super::rounds::{Gpus, Measured};
 use crate::error::{Error, Result};
 use crate::isolate::protocol::Job;
-use crate::store::results::{Record, RunInfo, Status};
+use crate::store::record::{Record, RunInfo, Status};
 use std::collections::HashMap;
 
 /// The measuring done, the winner confirmed when it could be: what ranking needs.
@@ -72,11 +72,6 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
     })
 }
 
-/// Leaders whose confirmed medians lie within this fraction of the fastest are tied with it
-/// even where the intervals tell them apart: a difference this small moves from run to run
-/// (clocks, memory placement, the other tenants of a shared GPU), so ranking on it would
-/// change the winner with every run. Noisy leaders widen it ([`tie_band`]).
-pub const TIE_WITHIN: f64 = 0.015;
 /// The tie band grows to this fraction of the fastest leader's spread over the rounds (IQR
 /// / median): the medians of microsecond kernels, whose launches spread by 10 % and more,
 /// move by several percent from one run to the next.
@@ -109,11 +104,11 @@ pub(super) fn stored_winner(
     info: &RunInfo,
     records: &[Record],
 ) -> Option<usize> {
-    let mut rows = crate::store::results::read_best_checked(&opts.out_dir.join("best.csv"))
+    let mut rows = crate::store::best::read_best_checked(&opts.out_dir.join("best.csv"))
         .map(|f| f.rows)
         .unwrap_or_default();
     if op.is_builtin() {
-        rows.extend(crate::store::results::shipped_best());
+        rows.extend(crate::store::best::shipped_best());
     }
     let row = rows.into_iter().find(|r| {
         (
@@ -128,7 +123,7 @@ pub(super) fn stored_winner(
             info.gpu.as_str(),
         )
     })?;
-    let mut want = crate::store::results::stored_params(op, &row.params);
+    let mut want = crate::store::best::stored_params(op, &row.params);
     want.sort();
     records.iter().position(|r| {
         let mut have = r.params.clone();
@@ -318,7 +313,7 @@ fn pick(
     for (at, s) in timed {
         let cmp = crate::measure::stats::compare(winner_samples, s, 2000, seed);
         let mine = *at == winner;
-        records[*at].confirm = Some(crate::store::results::Confirmed {
+        records[*at].confirm = Some(crate::store::record::Confirmed {
             median_ms: med(s),
             vs_winner_pct: if mine { 0.0 } else { cmp.slower_pct },
             ci_low_pct: if mine { 0.0 } else { cmp.ci_low_pct },
@@ -350,7 +345,7 @@ fn pick(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::results::Record;
+    use crate::store::record::Record;
 
     /// `n` samples around `ms`: a fixed up-and-down pattern of +-`noise` (a fraction).
     fn around(ms: f64, noise: f64, n: usize, phase: usize) -> Vec<f64> {

@@ -10,13 +10,15 @@ use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::isolate::protocol::{ArgDesc, BufferDesc, Job, ReferenceKernel, Task, TaskResult, Work};
 use crate::measure::verify;
+use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::Shape;
 use crate::model::task::TaskId;
 use crate::spec::codegen::Renderer;
 use crate::spec::expr::Vars;
 use crate::spec::ops::{one_line, BaselineKind, Op, Role};
-use crate::spec::space::{self, DeviceLimits, LaunchDims};
-use crate::store::results::{self, Record, RunInfo, Status};
+use crate::spec::space;
+use crate::store::journal::Journal;
+use crate::store::record::{Record, RunInfo, Status};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +45,7 @@ pub(super) struct Staged {
     /// The baselines' records come first in `ledger.records`: this many.
     pub n_baselines: usize,
     pub job: Job,
-    pub journal: results::Journal,
+    pub journal: Journal,
     /// The results of a matching journal from an earlier run (`--resume`), by task key.
     pub earlier: HashMap<String, TaskResult>,
 }
@@ -76,14 +78,13 @@ pub(super) fn job(opts: &TuneOptions, mut built: Built, dev: &DeviceInfo) -> Res
     let job = job_desc(opts, setup, reference_kernel, checker_path, tasks);
     // The journal: every finished task is appended as it finishes; --resume reuses a matching
     // journal's results instead of measuring again.
-    let journal_path = results::Journal::path_for(&opts.out_dir, &info);
+    let journal_path = Journal::path_for(&opts.out_dir, &info);
     let header = serde_json::json!({
         "tool": env!("CARGO_PKG_VERSION"), "op": info.op, "shape": info.shape, "gpu": info.gpu,
         "cache": info.cache, "reps": opts.bench.reps, "warmup": opts.bench.warmup, "seed": opts.seed,
         "rtol": job.rtol, "device_uuid": built.outcome.device.as_ref().map(|d| d.uuid.clone()),
     });
-    let (journal, earlier) =
-        results::Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
+    let (journal, earlier) = Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
     let earlier: HashMap<String, TaskResult> = earlier.into_iter().collect();
     built.outcome.journal_path = Some(journal_path);
     Ok(Staged {

@@ -7,17 +7,12 @@
 mod build;
 mod confirm;
 mod job;
-mod options;
-mod outcome;
+pub mod options;
+pub mod outcome;
 mod persist;
-mod plan;
+pub mod plan;
 mod progress;
 mod rounds;
-mod search;
+pub mod search;
 pub mod summary;
 pub mod tuner;
-
-pub use tuner::{
-    check_inputs, check_settings, load_op, shape_list, tune, TuneOptions, TuneOutcome,
-    DEFAULT_WATCHDOG_S,
-};

@@ -1,7 +1,7 @@
 //! What a tuning run is asked to do: [`TuneOptions`], as plain data, and its defaults.
 
 use crate::measure::bench::BenchSettings;
-use crate::search::Budget;
+use crate::search::budget::Budget;
 use std::path::PathBuf;
 
 /// Everything a tuning run needs, as plain data (the CLI builds it; nothing below reads argv).
@@ -48,7 +48,7 @@ pub struct TuneOptions {
     /// Progress bars on stderr (off when several runs share the terminal).
     pub progress: bool,
     /// Keep the stored best.csv row when it is faster than this run's best (lower median,
-    /// same cache state) instead of replacing it ([`crate::store::results::upsert_best`]).
+    /// same cache state) instead of replacing it ([`crate::store::best::upsert_best`]).
     pub keep_best: bool,
     /// Keep a record (and a run CSV row) for every configuration a constraint pruned, with the
     /// reason; off (the default), the outcome counts them by reason only
@@ -57,7 +57,7 @@ pub struct TuneOptions {
     /// a run's setup time and memory.
     pub pruned_rows: bool,
     /// `auto` (a [`super::search::AUTO_SEARCH`] search, exhaustive where the space is no larger than its budget) or
-    /// one of [`crate::search::STRATEGIES`].
+    /// one of [`crate::search::registry::STRATEGIES`].
     pub strategy: String,
     /// How much a search may measure; `None`: [`super::search::default_budget`] variants for a search, all
     /// of them for `exhaustive`.
@@ -154,3 +154,11 @@ pub const ADAPTIVE_CUTOFF: f64 = 1.05;
 pub const CONFIRM_TOP: usize = 8;
 /// ... and only those within this fraction of the fastest (the runner-up always).
 pub const CONFIRM_WITHIN: f64 = 0.10;
+/// Leaders whose confirmed medians lie within this fraction of the fastest are tied with it
+/// even where the intervals tell them apart: a difference this small moves from run to run
+/// (clocks, memory placement, the other tenants of a shared GPU), so ranking on it would
+/// change the winner with every run. Noisy leaders widen it (`confirm::tie_band`).
+pub const TIE_WITHIN: f64 = 0.015;
+
+/// How long the GPU rests before throttled results are timed again.
+pub const REMEASURE_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);

@@ -1,7 +1,7 @@
 //! What a tuning run produced: [`TuneOutcome`] and the parts it reports.
 
 use crate::cuda::gpu::DeviceInfo;
-use crate::store::results::{Record, RunInfo};
+use crate::store::record::{Record, RunInfo};
 use std::path::PathBuf;
 
 /// Wall time of each phase, in seconds.

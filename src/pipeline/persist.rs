@@ -8,7 +8,10 @@ use super::options::TuneOptions;
 use super::outcome::TuneOutcome;
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
-use crate::store::results::{self, BestRow, Record, RunInfo, Status};
+use crate::store::best::{upsert_best, BestRow, Upserted};
+use crate::store::files::write_atomic;
+use crate::store::record::{Record, RunInfo, Status};
+use crate::store::run_csv::{run_csv, run_csv_path};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -160,7 +163,7 @@ fn write_results(
     source_hash: &dyn Fn(usize) -> String,
 ) -> Result<()> {
     // Results: the run CSV always, best.csv when something verified.
-    let csv_path = results::run_csv_path(&opts.out_dir, info);
+    let csv_path = run_csv_path(&opts.out_dir, info);
     let kept: Vec<Record>;
     let rows: &[Record] = if opts.pruned_rows {
         &outcome.records
@@ -173,10 +176,7 @@ fn write_results(
             .collect();
         &kept
     };
-    results::write_atomic(
-        &csv_path,
-        &results::run_csv(info, &outcome.param_names, rows)?,
-    )?;
+    write_atomic(&csv_path, &run_csv(info, &outcome.param_names, rows)?)?;
     outcome.csv_path = Some(csv_path);
     if let Some(i) = outcome
         .best
@@ -185,7 +185,7 @@ fn write_results(
         let r = &outcome.records[i];
         let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
         let best_path = opts.out_dir.join("best.csv");
-        let upserted = results::upsert_best(
+        let upserted = upsert_best(
             &best_path,
             BestRow {
                 op: info.op.clone(),
@@ -236,7 +236,7 @@ fn write_results(
             },
             opts.keep_best,
         )?;
-        if let results::Upserted::KeptStored { stored_median_ms } = upserted {
+        if let Upserted::KeptStored { stored_median_ms } = upserted {
             eprintln!(
                 "{}: kept the stored row, faster ({stored_median_ms:.5} ms) than this run's \
                  best (--keep-best)",

@@ -8,11 +8,12 @@ use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::isolate::device::Device;
 use crate::isolate::worker::GpuWorker;
+use crate::model::limits::DeviceLimits;
 use crate::model::shape::Shape;
 use crate::spec::codegen::Renderer;
 use crate::spec::expr::Vars;
 use crate::spec::ops::{Op, Role};
-use crate::spec::space::{self, Candidate, DeviceLimits};
+use crate::spec::space::{self, Candidate};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -272,13 +273,13 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
     }
     // `auto` is the tuner's own rule; any other name must be a strategy of the registry.
     if opts.strategy != "auto" {
-        crate::search::lookup(&opts.strategy)?;
+        crate::search::registry::lookup(&opts.strategy)?;
     }
     Ok(())
 }
 
 /// Everything about a run's input that holds for every shape, checked once before a sweep
-/// starts and again by [`super::tune`]: the settings, the op (spec, template, dtype), the `--param`
+/// starts and again by [`super::tuner::tune`]: the settings, the op (spec, template, dtype), the `--param`
 /// overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns the op and
 /// the parsed overrides.
 pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {

@@ -4,10 +4,11 @@
 //! [`settle`] flags and re-times what was measured while the GPU throttled and marks what
 //! never ran.
 
-use super::build::{bar, env, Built};
+use super::build::{env, Built};
 use super::job::{Ledger, Staged};
 use super::options::TuneOptions;
 use super::outcome::{Remeasured, TuneOutcome};
+use super::progress::bar;
 use super::search::Search;
 use crate::error::{Error, Result};
 use crate::isolate::device::Device;
@@ -15,7 +16,8 @@ use crate::isolate::protocol::{Job, Task, TaskResult};
 use crate::isolate::worker::{run_tasks, GpuWorker, Runner};
 use crate::measure::clocks::ClockSample;
 use crate::spec::ops::one_line;
-use crate::store::results::{self, Record, RunInfo, Status};
+use crate::store::journal::Journal;
+use crate::store::record::{Record, RunInfo, Status};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -83,7 +85,7 @@ pub(super) struct Measured {
 
 /// What taking the results in keeps beside the records.
 struct Tally {
-    journal: results::Journal,
+    journal: Journal,
     journal_error: Option<Error>,
     clock_samples: Vec<(usize, ClockSample)>,
     /// The fastest variant median so far, for the progress bar.
@@ -394,9 +396,6 @@ pub(super) fn settle(m: Measured) -> Measured {
 /// for (the GPU has measured the rest): a round's slowest compiles then overlap the next.
 pub const STRAGGLERS: usize = 4;
 
-/// How long the GPU rests before throttled results are timed again.
-pub const REMEASURE_PAUSE: Duration = Duration::from_secs(1);
-
 /// Times again, once, the results measured while the GPU throttled or ran far below its
 /// steady clock, when they are too many to leave flagged ([`crate::measure::clocks::to_remeasure`]):
 /// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
@@ -438,7 +437,7 @@ fn remeasure_throttled(
         retimed: rjob.tasks.len(),
         still_flagged: rjob.tasks.len(),
     };
-    std::thread::sleep(REMEASURE_PAUSE);
+    std::thread::sleep(super::options::REMEASURE_PAUSE);
     let mut fresh: Vec<(usize, TaskResult)> = Vec::new();
     let run = gpus.run(&rjob, &mut |r| {
         if let Some(&at) = task_record.get(&r.id) {

@@ -6,22 +6,23 @@ use super::options::TuneOptions;
 use super::plan::Setup;
 use crate::error::Result;
 use crate::model::shape::Shape;
-use crate::search::Budget;
+use crate::search::budget::{Budget, DEFAULT_BUDGET};
 use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
-use crate::store::results::{self, BestRow, Record, Status};
+use crate::store::best::{parse_params, read_best_checked, shipped_best, stored_params, BestRow};
+use crate::store::record::{Record, Status};
+use crate::store::run_csv::{read_run_csv, run_csv_path_of};
 use std::collections::HashMap;
 use std::time::Instant;
 
 /// The strategy `--strategy auto` searches with; spaces no larger than its default budget
 /// are timed whole.
 pub const AUTO_SEARCH: &str = "model";
-pub use crate::search::DEFAULT_BUDGET;
 
 /// The variant budget of strategy `name` when none is given, from its registry entry (the
 /// `model` search is built to answer in few compiles; the others need more).
 pub fn default_budget(name: &str) -> usize {
-    crate::search::lookup(name).map_or(DEFAULT_BUDGET, |s| s.budget)
+    crate::search::registry::lookup(name).map_or(DEFAULT_BUDGET, |s| s.budget)
 }
 /// Configurations per search round: enough to keep 16 compile workers busy while the
 /// strategy still learns from every round.
@@ -60,7 +61,7 @@ pub fn warm_start(
     rows.sort_by_key(|r| r.shape != here);
     let mut seeds = Vec::new();
     for r in rows {
-        let given = results::parse_params(&r.params);
+        let given = parse_params(&r.params);
         if !op
             .spec
             .params
@@ -69,7 +70,7 @@ pub fn warm_start(
         {
             continue; // names none of this op's parameters: no configuration to stand for
         }
-        let pairs = results::stored_params(op, &r.params);
+        let pairs = stored_params(op, &r.params);
         let wanted: HashMap<&str, crate::spec::expr::Value> = pairs
             .iter()
             .map(|(n, v)| (n.as_str(), crate::spec::expr::Value::parse(v)))
@@ -111,7 +112,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
     // Read only when a search will use it, and quietly: a damaged database is reported
     // where the run writes to it; here it only means fewer or no stored winners.
     let seeds = || {
-        let mut stored = results::read_best_checked(&opts.out_dir.join("best.csv"))
+        let mut stored = read_best_checked(&opts.out_dir.join("best.csv"))
             .map(|f| f.rows)
             .unwrap_or_default();
         // Then the shipped winner of a built-in op at this very shape, when the folder has
@@ -119,7 +120,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
         // and each one measured takes a variant of the budget.
         if op.is_builtin() {
             let here = shape.to_string();
-            for row in results::shipped_best() {
+            for row in shipped_best() {
                 if row.shape == here && !stored.iter().any(|s| s.key() == row.key()) {
                     stored.push(row);
                 }
@@ -127,14 +128,14 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
         }
         let last = gpu
             .map(|g| {
-                let path = results::run_csv_path_of(
+                let path = run_csv_path_of(
                     &opts.out_dir,
                     op.name(),
                     &shape.to_string(),
                     op.dtype.name(),
                     g,
                 );
-                results::read_run_csv(&path).unwrap_or_default()
+                read_run_csv(&path).unwrap_or_default()
             })
             .unwrap_or_default();
         let (replay, earlier) = last_measured(candidates, live, &last);
@@ -256,7 +257,7 @@ pub fn last_measured(
 /// A search over the live configurations: asks the strategy for a round at a time and keeps
 /// the budget (variants, or seconds since the search started).
 pub(super) struct Search {
-    strategy: Box<dyn crate::search::Strategy>,
+    strategy: Box<dyn crate::search::strategy::Strategy>,
     /// Search points measured before the strategy's own proposals (the warm start).
     first: std::collections::VecDeque<usize>,
     name: String,
@@ -285,7 +286,8 @@ impl Search {
         seeds: impl FnOnce() -> Seeds,
     ) -> Result<Option<Search>> {
         // The space is the live configurations this run owns (all, or a shard's share).
-        let (space, candidate_of) = crate::search::SearchSpace::from_candidates(candidates, live)?;
+        let (space, candidate_of) =
+            crate::search::space::SearchSpace::from_candidates(candidates, live)?;
         let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
             ("auto", None) if live <= default_budget(AUTO_SEARCH) => return Ok(None),
@@ -300,7 +302,7 @@ impl Search {
             Budget::Variants(n) => Some(n),
             Budget::Seconds(_) => None,
         };
-        let mut strategy = crate::search::strategy(name, &space, opts.seed, hint)?;
+        let mut strategy = crate::search::registry::strategy(name, &space, opts.seed, hint)?;
         let point_of: HashMap<usize, usize> = candidate_of
             .iter()
             .enumerate()
@@ -484,7 +486,9 @@ impl Search {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::space::{self, DeviceLimits};
+    use crate::model::limits::DeviceLimits;
+    use crate::spec::space;
+    use crate::store::best::read_best;
     use std::path::Path;
 
     /// A re-run's replay: the last run's measured configurations, fastest first, by their
@@ -542,7 +546,7 @@ mod tests {
         assert_eq!(last_measured(&candidates, &live, &again).1, earlier);
         // A configuration the last run found tied with its winner is a leader at any time.
         let mut tied = row(live[4], Status::Ok, Some(0.050));
-        tied.confirm = Some(crate::store::results::Confirmed {
+        tied.confirm = Some(crate::store::record::Confirmed {
             median_ms: 0.050,
             vs_winner_pct: 1.0,
             ci_low_pct: -1.0,
@@ -577,8 +581,7 @@ mod tests {
             .map(|c| c.index)
             .collect();
         // Any stored row as a template for the columns the warm start does not read.
-        let template =
-            results::read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
+        let template = read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
         let h100 = "NVIDIA H100 80GB HBM3";
         let row = |op: &str, shape: &str, dtype: &str, gpu: &str, params: &str| BestRow {
             op: op.into(),

@@ -1,8 +1,8 @@
 //! What a run prints on stdout: the baselines table, the top configurations, the best one
 //! and where the files went. Progress goes to stderr (indicatif), so stdout can be piped.
 
-use crate::pipeline::tuner::TuneOutcome;
-use crate::store::results::{Record, RunInfo, Status};
+use crate::pipeline::outcome::TuneOutcome;
+use crate::store::record::{Record, RunInfo, Status};
 use std::fmt::Write;
 
 fn pct(x: Option<f64>) -> String {
@@ -313,7 +313,7 @@ fn write_run_notes(s: &mut String, o: &TuneOutcome) {
             r.flagged,
             r.readings,
             crate::measure::clocks::REMEASURE_ABOVE * 100.0,
-            crate::pipeline::tuner::REMEASURE_PAUSE.as_secs_f64(),
+            crate::pipeline::options::REMEASURE_PAUSE.as_secs_f64(),
             r.still_flagged,
             if r.still_flagged > 0 { " (their first result stands, flagged in the CSV)" } else { "" }
         );

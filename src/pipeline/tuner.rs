@@ -1,5 +1,5 @@
 //! The pipeline: space → render → compile → verify → time → record. Every configuration
-//! ends as a [`Record`](crate::store::results::Record) (ok, failed with the reason, or pruned
+//! ends as a [`Record`](crate::store::record::Record) (ok, failed with the reason, or pruned
 //! with the reason); a failing variant never stops the run. GPU work runs in worker processes
 //! (see [`crate::isolate::worker`]), so a kernel that faults or hangs costs only its own
 //! record.
@@ -11,17 +11,8 @@ use super::{build, confirm, job, persist, plan, rounds};
 use crate::error::Result;
 use std::time::Instant;
 
-pub use super::confirm::TIE_WITHIN;
-pub use super::options::{
-    Isolation, TuneOptions, ADAPTIVE_CUTOFF, CONFIRM_TOP, CONFIRM_WITHIN, DEFAULT_WATCHDOG_S,
-};
-pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
-pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
-pub use super::rounds::REMEASURE_PAUSE;
-pub use super::search::{
-    default_budget, warm_start, AUTO_SEARCH, DEFAULT_BUDGET, SEARCH_BATCH, WARM_START_NEAR,
-};
-pub use crate::isolate::compile_pool::CompileLimit;
+use super::options::TuneOptions;
+use super::outcome::TuneOutcome;
 
 /// Runs the whole pipeline for one op and shape.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {

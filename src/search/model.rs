@@ -25,12 +25,21 @@
 //! [`MODEL_BUDGET`] finds a configuration within 1 % of the exhaustive best at every shape
 //! (99.3 % at worst), where random sampling of the same budget averages up to 6 % behind.
 
-use super::{SearchSpace, Strategy};
+use super::space::SearchSpace;
+use super::strategy::{Strategy, StrategyInfo};
 use std::collections::HashSet;
 
 /// The default budget of a `model` search: the all-pairs set (a few dozen points) and a few
 /// rounds of the model's best.
 pub const MODEL_BUDGET: usize = 80;
+
+/// This strategy's entry in [`super::registry::REGISTRY`].
+pub(super) const INFO: StrategyInfo = StrategyInfo {
+    name: "model",
+    about: "an all-pairs set of configurations, then the ones a model fitted to the measurements ranks fastest, within --budget",
+    budget: MODEL_BUDGET,
+    build: |space, _, horizon| Box::new(Model::new(space, horizon)),
+};
 
 /// Ridge penalty of the fit (in units of the kernel, whose diagonal is at least 1).
 const LAMBDA: f64 = 1.0;
@@ -171,7 +180,7 @@ fn solve_spd(a: &mut [f64], n: usize, mut b: Vec<f64>) -> Option<Vec<f64>> {
 
 impl Strategy for Model {
     fn name(&self) -> &'static str {
-        "model"
+        INFO.name
     }
 
     fn ask(&mut self, n: usize) -> Vec<usize> {
@@ -267,7 +276,7 @@ impl Strategy for Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::drive;
+    use crate::search::strategy::drive;
 
     /// A space of `dims` parameters of `k` values each, every combination valid.
     fn product(dims: usize, k: usize) -> SearchSpace {

@@ -6,9 +6,11 @@
 //! same work), so "best found throughput / exhaustive best" is `exhaustive best ms / best
 //! found ms`.
 
-use super::{drive, strategy, SearchSpace};
+use super::registry::strategy;
+use super::space::SearchSpace;
+use super::strategy::drive;
 use crate::error::{Error, Result};
-use crate::store::results::{Record, Status};
+use crate::store::record::{Record, Status};
 
 /// A found point counts as a hit when its throughput is at least this fraction of the best.
 pub const HIT: f64 = 0.95;

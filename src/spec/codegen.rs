@@ -104,8 +104,9 @@ impl Renderer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::limits::DeviceLimits;
     use crate::model::shape::Shape;
-    use crate::spec::space::{enumerate, DeviceLimits};
+    use crate::spec::space::enumerate;
 
     #[test]
     fn renders_each_parameter_into_the_source() {

@@ -177,9 +177,10 @@ fn pairs(row: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::limits::DeviceLimits;
     use crate::model::shape::Shape;
     use crate::spec::ops::Op;
-    use crate::spec::space::{enumerate, DeviceLimits};
+    use crate::spec::space::enumerate;
 
     fn space(op: &str, shape: &str) -> Vec<Candidate> {
         let op = Op::load(op, None).unwrap();

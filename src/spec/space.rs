@@ -5,7 +5,7 @@
 //! when asked for (`--pruned-rows` gives each a CSV row with its reason).
 
 use crate::error::{Error, Result};
-pub use crate::model::limits::{DeviceLimits, LaunchDims};
+use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::Shape;
 use crate::spec::expr::{Lazy, Site, Value, Vars};
 use crate::spec::ops::{Op, ParamSpec};
@@ -850,6 +850,111 @@ mod tests {
         }
     }
 
+    /// A slab configuration (one side of at most 32): a warp per BLOCK_ROWS, the short side
+    /// compiled in, one configuration per slab kernel (the tile parameters held at one value).
+    fn check_slab(c: &Candidate, rows: i64, cols: i64, elem: i64) {
+        let (b, v) = (int(c, "BLOCK_ROWS"), int(c, "VEC"));
+        let short = rows.min(cols);
+        assert_eq!(var(c, "SLAB_N"), short, "{}", c.config.label());
+        assert!(v * short * elem <= 512, "{}", c.config.label());
+        assert_eq!(c.launch.unwrap().block, ((32 * b) as u32, 1, 1));
+        let per_block = 32 * b * v;
+        let long = rows.max(cols);
+        assert_eq!(
+            c.launch.unwrap().grid,
+            (((long + per_block - 1) / per_block) as u32, 1, 1)
+        );
+        assert_eq!(var(c, "SLAB_SHIFT"), long % v, "{}", c.config.label());
+        assert_eq!(int(c, "TILE_DIM"), 32, "{}", c.config.label());
+        assert_eq!(int(c, "TILES_PER_BLOCK"), 1, "{}", c.config.label());
+    }
+
+    /// A tiled configuration: its block, vector width, shared memory, and the run and bounds
+    /// variants it may take at this shape.
+    fn check_tiled(c: &Candidate, rows: i64, cols: i64, elem: i64) {
+        let (b, v) = (int(c, "BLOCK_ROWS"), int(c, "VEC"));
+        assert_eq!(value(c, "STAGE"), Value::Str("none".into()));
+        let (tw, th) = (var(c, "TILE_W"), var(c, "TILE_H"));
+        let threads = tw / v * b;
+        assert!((32..=1024).contains(&threads), "{}", c.config.label());
+        assert!(v * elem <= 16, "{}", c.config.label());
+        assert_eq!((th / v) % b, 0, "{}", c.config.label());
+        assert!(var(c, "SMEM_BYTES") <= 48 * 1024);
+        // Vectors at strides that are not multiples of VEC take the realigning path.
+        let peel = c.var("PEEL") == Some(&Value::Bool(true));
+        assert_eq!(
+            peel,
+            v > 1 && (rows % v != 0 || cols % v != 0),
+            "{}",
+            c.config.label()
+        );
+        // Sector-aligned runs only where a row of out is not whole sectors.
+        if value(c, "RUNS") == Value::Str("sector".into()) {
+            assert!(v == 1 && (rows * elem) % 32 != 0, "{}", c.config.label());
+            // Never at tile multiples: `specialized` would duplicate `always`.
+            assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
+        }
+        // 16-byte chunks where rows of out are not whole sectors or rows of in
+        // not whole chunks, one tile a block.
+        if value(c, "RUNS") == Value::Str("chunk".into()) {
+            assert!(
+                v == 1 && ((rows * elem) % 32 != 0 || (cols * elem) % 16 != 0),
+                "{}",
+                c.config.label()
+            );
+            assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
+            assert_eq!(
+                var(c, "SMEM_BYTES"),
+                (th + 32 / elem - 1) * (tw * elem / 16 + 1) * 16
+            );
+        }
+        if value(c, "BOUNDS") == Value::Str("none".into()) {
+            assert!(rows % th == 0 && cols % tw == 0, "BOUNDS=none kept");
+        }
+        let launch = c.launch.unwrap();
+        assert_eq!(launch.block, ((tw / v) as u32, b as u32, 1));
+    }
+
+    /// What the live configurations of a shape cover: every pruned one counted by reason,
+    /// vectors at every stride, the run variants exactly where rows are not whole sectors or
+    /// chunks, and a bounded number to compile.
+    fn check_live_counts(
+        what: &str,
+        all: &[Candidate],
+        live: &[&Candidate],
+        rows: i64,
+        cols: i64,
+        elem: i64,
+    ) {
+        let reasons = prune_summary(all);
+        assert_eq!(
+            reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(),
+            all.len()
+        );
+        let vec_live = live.iter().filter(|c| int(c, "VEC") > 1).count();
+        assert!(vec_live > 0, "{what}: vectors at every stride");
+        let sector_live = live
+            .iter()
+            .filter(|c| value(c, "RUNS") == Value::Str("sector".into()))
+            .count();
+        assert_eq!(
+            sector_live > 0,
+            (rows * elem) % 32 != 0,
+            "{what}: RUNS=sector where rows of out are not whole sectors"
+        );
+        let chunk_live = live
+            .iter()
+            .filter(|c| value(c, "RUNS") == Value::Str("chunk".into()))
+            .count();
+        assert_eq!(
+            chunk_live > 0,
+            (rows * elem) % 32 != 0 || (cols * elem) % 16 != 0,
+            "{what}: RUNS=chunk where rows are not whole sectors or chunks"
+        );
+        // Keep the compile work of CI bounded.
+        assert!(live.len() <= 4096, "{what}: {} live", live.len());
+    }
+
     #[test]
     fn default_space_respects_every_constraint() {
         for dtype in ["f32", "f64", "f16"] {
@@ -866,106 +971,27 @@ mod tests {
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
                 assert!(!live.is_empty(), "{dtype} {s}");
-                let short = rows.min(cols);
-                let slabs = live
-                    .iter()
-                    .filter(|c| value(c, "LAYOUT") == Value::Str("slab".into()))
-                    .count();
+                let slab = |c: &Candidate| value(c, "LAYOUT") == Value::Str("slab".into());
                 assert_eq!(
-                    slabs > 0,
-                    short <= 32,
+                    live.iter().any(|c| slab(c)),
+                    rows.min(cols) <= 32,
                     "{dtype} {s}: slabs where a side is short"
                 );
                 for c in &live {
-                    let (b, v) = (int(c, "BLOCK_ROWS"), int(c, "VEC"));
-                    if value(c, "LAYOUT") == Value::Str("slab".into()) {
-                        // A warp per BLOCK_ROWS, the short side compiled in, one configuration
-                        // per slab kernel (the tile parameters held at one value).
-                        assert_eq!(var(c, "SLAB_N"), short, "{}", c.config.label());
-                        assert!(v * short * elem <= 512, "{}", c.config.label());
-                        assert_eq!(c.launch.unwrap().block, ((32 * b) as u32, 1, 1));
-                        let per_block = 32 * b * v;
-                        let long = rows.max(cols);
-                        assert_eq!(
-                            c.launch.unwrap().grid,
-                            (((long + per_block - 1) / per_block) as u32, 1, 1)
-                        );
-                        assert_eq!(var(c, "SLAB_SHIFT"), long % v, "{}", c.config.label());
-                        assert_eq!(int(c, "TILE_DIM"), 32, "{}", c.config.label());
-                        assert_eq!(int(c, "TILES_PER_BLOCK"), 1, "{}", c.config.label());
-                        continue;
+                    if slab(c) {
+                        check_slab(c, rows, cols, elem);
+                    } else {
+                        check_tiled(c, rows, cols, elem);
                     }
-                    assert_eq!(value(c, "STAGE"), Value::Str("none".into()));
-                    let (tw, th) = (var(c, "TILE_W"), var(c, "TILE_H"));
-                    let threads = tw / v * b;
-                    assert!((32..=1024).contains(&threads), "{}", c.config.label());
-                    assert!(v * elem <= 16, "{}", c.config.label());
-                    assert_eq!((th / v) % b, 0, "{}", c.config.label());
-                    assert!(var(c, "SMEM_BYTES") <= 48 * 1024);
-                    // Vectors at strides that are not multiples of VEC take the realigning path.
-                    let peel = c.var("PEEL") == Some(&Value::Bool(true));
-                    assert_eq!(
-                        peel,
-                        v > 1 && (rows % v != 0 || cols % v != 0),
-                        "{}",
-                        c.config.label()
-                    );
-                    // Sector-aligned runs only where a row of out is not whole sectors.
-                    if value(c, "RUNS") == Value::Str("sector".into()) {
-                        assert!(v == 1 && (rows * elem) % 32 != 0, "{}", c.config.label());
-                        // Never at tile multiples: `specialized` would duplicate `always`.
-                        assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
-                    }
-                    // 16-byte chunks where rows of out are not whole sectors or rows of in
-                    // not whole chunks, one tile a block.
-                    if value(c, "RUNS") == Value::Str("chunk".into()) {
-                        assert!(
-                            v == 1 && ((rows * elem) % 32 != 0 || (cols * elem) % 16 != 0),
-                            "{}",
-                            c.config.label()
-                        );
-                        assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
-                        assert_eq!(
-                            var(c, "SMEM_BYTES"),
-                            (th + 32 / elem - 1) * (tw * elem / 16 + 1) * 16
-                        );
-                    }
-                    if value(c, "BOUNDS") == Value::Str("none".into()) {
-                        assert!(rows % th == 0 && cols % tw == 0, "BOUNDS=none kept");
-                    }
-                    let launch = c.launch.unwrap();
-                    assert_eq!(launch.block, ((tw / v) as u32, b as u32, 1));
                 }
-                let reasons = prune_summary(&all);
-                assert_eq!(
-                    reasons.iter().map(|(_, n)| n).sum::<usize>() + live.len(),
-                    all.len()
-                );
-                let vec_live = live.iter().filter(|c| int(c, "VEC") > 1).count();
-                assert!(vec_live > 0, "{dtype} {s}: vectors at every stride");
-                let sector_live = live
-                    .iter()
-                    .filter(|c| value(c, "RUNS") == Value::Str("sector".into()))
-                    .count();
-                assert_eq!(
-                    sector_live > 0,
-                    (rows * elem) % 32 != 0,
-                    "{dtype} {s}: RUNS=sector where rows of out are not whole sectors"
-                );
-                let chunk_live = live
-                    .iter()
-                    .filter(|c| value(c, "RUNS") == Value::Str("chunk".into()))
-                    .count();
-                assert_eq!(
-                    chunk_live > 0,
-                    (rows * elem) % 32 != 0 || (cols * elem) % 16 != 0,
-                    "{dtype} {s}: RUNS=chunk where rows are not whole sectors or chunks"
-                );
-                // Keep the compile work of CI bounded.
-                assert!(live.len() <= 4096, "{dtype} {s}: {} live", live.len());
+                check_live_counts(&format!("{dtype} {s}"), &all, &live, rows, cols, elem);
             }
         }
-        // 16-byte vectors at most: f64 never takes VEC=4.
+    }
+
+    /// 16-byte vectors at most: f64 never takes VEC=4.
+    #[test]
+    fn vectors_are_at_most_16_bytes() {
         let op = transpose().with_dtype(Some("f64")).unwrap();
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
         let vec4: Vec<_> = all.iter().filter(|c| int(c, "VEC") == 4).collect();

@@ -208,3 +208,123 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::files::write_atomic;
+    use crate::store::journal::Journal;
+
+    fn info() -> RunInfo {
+        RunInfo {
+            op: "transpose".into(),
+            shape: "1000x1000".into(),
+            dtype: "f32".into(),
+            gpu: "NVIDIA H100 80GB HBM3".into(),
+            compute_capability: "9.0".into(),
+            cache: "cold".into(),
+            reps: 30,
+            unit: "GB/s".into(),
+            roof: "copy_vec4".into(),
+            driver: "13.0".into(),
+            nvrtc: "13.0".into(),
+        }
+    }
+
+    #[test]
+    fn run_csv_names_carry_the_dtype_unless_f32() {
+        let dir = Path::new("out");
+        let f32_info = info();
+        assert_eq!(
+            run_csv_path(dir, &f32_info),
+            dir.join("transpose_1000x1000_nvidia-h100-80gb-hbm3.csv"),
+            "float32 runs keep the names they had before --dtype"
+        );
+        let f64_info = RunInfo {
+            dtype: "f64".into(),
+            ..info()
+        };
+        assert_eq!(
+            run_csv_path(dir, &f64_info),
+            dir.join("transpose_1000x1000_f64_nvidia-h100-80gb-hbm3.csv")
+        );
+        assert_eq!(
+            Journal::path_for(dir, &f64_info),
+            dir.join("transpose_1000x1000_f64_nvidia-h100-80gb-hbm3.journal.jsonl"),
+            "a journal per dtype: results of one element type never resume another's"
+        );
+    }
+
+    #[test]
+    fn run_csv_round_trips() {
+        let params = vec!["TILE_DIM".to_string(), "BOUNDS".to_string()];
+        let stats = Stats {
+            median_ms: 0.0123,
+            min_ms: 0.012,
+            max_ms: 0.02,
+            spread_pct: 3.5,
+            samples: 30,
+        };
+        let records = vec![
+            Record {
+                kind: "baseline".into(),
+                name: "memcpy".into(),
+                params: vec![],
+                status: Status::Ok,
+                error: String::new(),
+                stats: Some(stats),
+                throughput: Some(650.5),
+                frac_of_roof: Some(1.0),
+                compile_ms: None,
+                registers: None,
+                confirm: None,
+            },
+            Record {
+                kind: "variant".into(),
+                name: "v0001".into(),
+                params: vec![
+                    ("TILE_DIM".into(), "32".into()),
+                    ("BOUNDS".into(), "edge".into()),
+                ],
+                status: Status::Failed,
+                error: "compile: error: expected a \";\", line 3\nsecond line".into(),
+                stats: None,
+                throughput: None,
+                frac_of_roof: None,
+                compile_ms: Some(12.5),
+                registers: Some(32),
+                confirm: Some(Confirmed {
+                    median_ms: 0.0125,
+                    vs_winner_pct: 1.5,
+                    ci_low_pct: -0.25,
+                    ci_high_pct: 3.0,
+                    tied: true,
+                    winner: false,
+                }),
+            },
+            Record {
+                kind: "variant".into(),
+                name: "v0002".into(),
+                params: vec![
+                    ("TILE_DIM".into(), "8".into()),
+                    ("BOUNDS".into(), "none".into()),
+                ],
+                status: Status::Pruned,
+                error: "BOUNDS=none needs both dimensions to be tile multiples".into(),
+                stats: None,
+                throughput: None,
+                frac_of_roof: None,
+                compile_ms: None,
+                registers: None,
+                confirm: None,
+            },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = run_csv_path(dir.path(), &info());
+        assert!(path.ends_with("transpose_1000x1000_nvidia-h100-80gb-hbm3.csv"));
+        write_atomic(&path, &run_csv(&info(), &params, &records).unwrap()).unwrap();
+        assert_eq!(read_run_csv(&path).unwrap(), records);
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,194 @@
+//! The space a strategy searches: the live configurations of a tuning space as points, each
+//! a value index per parameter.
+
+use crate::error::{Error, Result};
+use crate::spec::space::Candidate;
+use std::collections::HashMap;
+
+/// The live (valid) configurations of a space, as value indices per parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SearchSpace {
+    pub names: Vec<String>,
+    /// The values of each parameter, in the order "adjacent" refers to (numeric order for
+    /// integer parameters).
+    pub values: Vec<Vec<String>>,
+    /// Each live configuration: for each parameter, an index into `values`.
+    pub points: Vec<Vec<usize>>,
+}
+
+impl SearchSpace {
+    /// Builds a space from the values of each live configuration (one row per configuration,
+    /// one column per name). Integer-valued parameters are ordered numerically, so that a
+    /// neighbour one step away is the next size up or down; other parameters keep the order
+    /// in which their values first appear. A configuration listed twice is an error: it would
+    /// be two points with one cost.
+    pub fn from_rows(names: Vec<String>, rows: &[Vec<String>]) -> Result<SearchSpace> {
+        let mut values: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+        for row in rows {
+            if row.len() != names.len() {
+                return Err(Error::Usage(format!(
+                    "search space: a configuration has {} values for {} parameters ({})",
+                    row.len(),
+                    names.len(),
+                    names.join(", ")
+                )));
+            }
+            for (list, v) in values.iter_mut().zip(row) {
+                if !list.contains(v) {
+                    list.push(v.clone());
+                }
+            }
+        }
+        for list in &mut values {
+            if list.iter().all(|v| v.trim().parse::<i64>().is_ok()) {
+                list.sort_by_key(|v| v.trim().parse::<i64>().unwrap_or(0));
+            }
+        }
+        let mut points = Vec::with_capacity(rows.len());
+        let mut seen = HashMap::new();
+        for row in rows {
+            let point: Vec<usize> = row
+                .iter()
+                .zip(&values)
+                .map(|(v, list)| list.iter().position(|x| x == v).unwrap_or(0))
+                .collect();
+            if seen.insert(point.clone(), ()).is_some() {
+                let label: Vec<String> = names
+                    .iter()
+                    .zip(row)
+                    .map(|(n, v)| format!("{n}={v}"))
+                    .collect();
+                return Err(Error::Usage(format!(
+                    "search space: configuration {} appears twice",
+                    label.join(" ")
+                )));
+            }
+            points.push(point);
+        }
+        Ok(SearchSpace {
+            names,
+            values,
+            points,
+        })
+    }
+
+    /// The candidates `live` (positions in `candidates`, e.g. the unpruned ones, or a shard's
+    /// share of them) as a space, and for each point its candidate's position (what the tuner
+    /// needs to go from a proposal to a kernel). Nothing is copied but the value labels.
+    pub fn from_candidates(
+        candidates: &[Candidate],
+        live: &[usize],
+    ) -> Result<(SearchSpace, Vec<usize>)> {
+        let names: Vec<String> = candidates
+            .first()
+            .map(|c| c.config.values().map(|(n, _)| n.to_string()).collect())
+            .unwrap_or_default();
+        let rows: Vec<Vec<String>> = live
+            .iter()
+            .map(|&i| {
+                let values = candidates[i].config.values();
+                values.map(|(_, v)| v.to_string()).collect()
+            })
+            .collect();
+        Ok((SearchSpace::from_rows(names, &rows)?, live.to_vec()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// `A=1 B=x`, the form the tables print.
+    pub fn label(&self, point: usize) -> String {
+        let parts: Vec<String> = self.points[point]
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| format!("{}={}", self.names[k], self.values[k][v]))
+            .collect();
+        parts.join(" ")
+    }
+
+    /// A space whose fields were filled by hand can be inconsistent; the strategies index
+    /// with these numbers, so they are checked once up front instead of panicking later.
+    pub(super) fn check(&self) -> Result<()> {
+        let bad = |why: String| Err(Error::Usage(format!("search space: {why}")));
+        if self.values.len() != self.names.len() {
+            return bad(format!(
+                "{} value lists for {} parameters",
+                self.values.len(),
+                self.names.len()
+            ));
+        }
+        let mut seen = HashMap::new();
+        for (i, p) in self.points.iter().enumerate() {
+            if p.len() != self.names.len() {
+                return bad(format!("point {i} has {} coordinates", p.len()));
+            }
+            if let Some(k) = (0..p.len()).find(|&k| p[k] >= self.values[k].len()) {
+                return bad(format!(
+                    "point {i} uses value {} of {}, which has {} values",
+                    p[k],
+                    self.names[k],
+                    self.values[k].len()
+                ));
+            }
+            if let Some(first) = seen.insert(p.clone(), i) {
+                return bad(format!("points {first} and {i} are the same configuration"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Fixtures the strategies' tests share.
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A 4 x 3 x 5 grid with every point whose coordinates sum to a multiple of 4 removed.
+    pub(in crate::search) fn holey() -> SearchSpace {
+        let names = vec!["A".to_string(), "B".to_string(), "C".to_string()];
+        let mut rows = Vec::new();
+        for a in 0..4 {
+            for b in ["x", "y", "z"] {
+                for c in 0..5 {
+                    let bi = (b.as_bytes()[0] - b'x') as usize;
+                    if !(a + bi + c).is_multiple_of(4) {
+                        rows.push(vec![(a * 8).to_string(), b.to_string(), c.to_string()]);
+                    }
+                }
+            }
+        }
+        SearchSpace::from_rows(names, &rows).unwrap()
+    }
+
+    pub(in crate::search) fn cost_of(space: &SearchSpace, p: usize) -> Option<f64> {
+        let c = &space.points[p];
+        if c == &[1, 1, 1] {
+            return None;
+        }
+        Some(1.0 + (c[0] as f64 - 2.0).powi(2) + (c[1] as f64 - 1.0).powi(2) + c[2] as f64)
+    }
+
+    #[test]
+    fn from_rows_orders_numbers_numerically_and_rejects_duplicates() {
+        let names = vec!["T".to_string(), "M".to_string()];
+        let rows = vec![
+            vec!["32".to_string(), "on".to_string()],
+            vec!["8".to_string(), "off".to_string()],
+            vec!["128".to_string(), "on".to_string()],
+        ];
+        let s = SearchSpace::from_rows(names.clone(), &rows).unwrap();
+        assert_eq!(s.values[0], ["8", "32", "128"]);
+        assert_eq!(s.values[1], ["on", "off"]);
+        assert_eq!(s.points, vec![vec![1, 0], vec![0, 1], vec![2, 0]]);
+        assert_eq!(s.label(2), "T=128 M=on");
+        let mut twice = rows.clone();
+        twice.push(rows[1].clone());
+        let e = SearchSpace::from_rows(names, &twice).unwrap_err();
+        assert!(e.to_string().contains("T=8 M=off appears twice"), "{e}");
+    }
+}
