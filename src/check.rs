@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState};
 use crate::pipeline::tuner::{tune, Isolation, TuneOptions};
-use crate::store::results::{read_best, BestRow, Status};
+use crate::store::results::{read_best, BestRow, Kind, Status};
 use std::path::PathBuf;
 
 /// What `tune check` compares and how strictly.
@@ -170,11 +170,11 @@ fn time_of(opts: TuneOptions) -> std::result::Result<f64, String> {
     let r = o
         .records
         .iter()
-        .find(|r| r.kind == "variant" && r.status != Status::Pruned)
+        .find(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
         .ok_or("pruned on this GPU")?;
     match (r.status, r.stats) {
         (Status::Ok, Some(s)) => Ok(s.median_ms),
-        _ => Err(r.error.clone()),
+        _ => Err(r.reason().into_owned()),
     }
 }
 

@@ -22,7 +22,7 @@ use cuda_autotune::cli::Cli;
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
 use cuda_autotune::pipeline::tuner::{tune, Isolation, TuneOptions};
 use cuda_autotune::spec::ops::Op;
-use cuda_autotune::store::results::{read_run_csv, write_atomic, Record, Status};
+use cuda_autotune::store::results::{read_run_csv, write_atomic, Kind, Record, Status};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -496,7 +496,11 @@ fn every_planted_fault_is_recorded_and_the_run_goes_on() {
 
     let variants = fixture_values("VARIANT");
     let faults = fixture_values("FAULT");
-    let records: Vec<&Record> = o.records.iter().filter(|r| r.kind == "variant").collect();
+    let records: Vec<&Record> = o
+        .records
+        .iter()
+        .filter(|r| r.kind == Kind::Variant)
+        .collect();
     assert_eq!(records.len(), variants.len() * faults.len());
     let mut report = Vec::new();
     for r in &records {
@@ -558,7 +562,7 @@ fn every_planted_fault_is_recorded_and_the_run_goes_on() {
     for r in &records {
         let row = back
             .iter()
-            .find(|b| b.kind == "variant" && b.name == r.name)
+            .find(|b| b.kind == Kind::Variant && b.name == r.name)
             .unwrap_or_else(|| panic!("{} is missing from {}", r.name, csv.display()));
         assert_eq!(param(row, "FAULT"), param(r, "FAULT"), "{}", r.name);
         assert_eq!(param(row, "VARIANT"), param(r, "VARIANT"), "{}", r.name);

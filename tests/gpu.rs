@@ -6,7 +6,7 @@
 
 use cuda_autotune::measure::bench::{BenchSettings, CacheState};
 use cuda_autotune::pipeline::tuner::{tune, Isolation, TuneOptions, TuneOutcome};
-use cuda_autotune::store::results::{read_run_csv, Record, Status};
+use cuda_autotune::store::results::{read_run_csv, Kind, Record, Status};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -42,7 +42,7 @@ fn param<'a>(r: &'a Record, name: &str) -> &'a str {
 }
 
 fn variants(o: &TuneOutcome) -> impl Iterator<Item = &Record> {
-    o.records.iter().filter(|r| r.kind == "variant")
+    o.records.iter().filter(|r| r.kind == Kind::Variant)
 }
 
 /// Fails the test with every failed record of the run (`what` names the run).
@@ -111,7 +111,7 @@ fn every_variant_verifies_on_multiple_and_odd_shapes() {
         assert!(o
             .records
             .iter()
-            .filter(|r| r.kind == "baseline")
+            .filter(|r| r.kind == Kind::Baseline)
             .all(|r| r.status == Status::Ok));
         let best = &o.records[o.best.expect("a best variant")];
         assert!(best.frac_of_roof.unwrap() > 0.0);
@@ -156,7 +156,7 @@ fn every_variant_verifies_in_f64_and_f16() {
             assert!(o
                 .records
                 .iter()
-                .filter(|r| r.kind == "baseline")
+                .filter(|r| r.kind == Kind::Baseline)
                 .all(|r| r.status == Status::Ok));
             let info = o.info.as_ref().unwrap();
             assert_eq!(info.dtype, dtype);

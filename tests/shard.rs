@@ -16,7 +16,7 @@ use cuda_autotune::cluster::shard::{
 };
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::results::{
-    self, read_best, read_run_csv, BestRow, Journal, Record, RunInfo,
+    self, read_best, read_run_csv, BestRow, Journal, Kind, Record, RunInfo,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -364,7 +364,7 @@ fn write_output(dir: &Path, shape: &str, records: &[Record], torn: bool) -> Shar
     let mut lines = vec![serde_json::json!({"op": "transpose", "shape": shape}).to_string()];
     for r in records
         .iter()
-        .filter(|r| r.kind == "variant" && r.stats.is_some())
+        .filter(|r| r.kind == Kind::Variant && r.stats.is_some())
     {
         let index: u64 = r.name[1..].parse().unwrap();
         let params: String = r
@@ -441,7 +441,7 @@ fn variant_shards(root: &Path, n: usize) -> Vec<PathBuf> {
         let mine: Vec<Record> = records
             .iter()
             .filter(|r| {
-                if r.kind != "variant" || r.status == results::Status::Pruned {
+                if r.kind != Kind::Variant || r.status == results::Status::Pruned {
                     return true;
                 }
                 p += 1;
@@ -474,7 +474,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
     let original = read_run_csv(&fixture_csv("1000x1000")).unwrap();
     let measured = |rs: &[Record]| {
         rs.iter()
-            .filter(|r| r.kind == "variant" && r.status != results::Status::Pruned)
+            .filter(|r| r.kind == Kind::Variant && r.status != results::Status::Pruned)
             .count()
     };
     let parts: Vec<Vec<Record>> = dirs
@@ -536,7 +536,9 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
 /// Variants that were compiled but have no time (failed): no journal entry in these fixtures.
 fn count_unmeasured(rs: &[Record]) -> usize {
     rs.iter()
-        .filter(|r| r.kind == "variant" && r.status != results::Status::Pruned && r.stats.is_none())
+        .filter(|r| {
+            r.kind == Kind::Variant && r.status != results::Status::Pruned && r.stats.is_none()
+        })
         .count()
 }
 
@@ -609,8 +611,8 @@ fn merging_shape_shards_keeps_each_shapes_csv_and_winner() {
 }
 
 /// A record of a made-up run: `(name, median, registers)`, ok.
-fn timed(kind: &str, name: &str, ms: f64, regs: Option<i32>) -> Record {
-    let params = if kind == "variant" {
+fn timed(kind: Kind, name: &str, ms: f64, regs: Option<i32>) -> Record {
+    let params = if kind == Kind::Variant {
         vec![("TILE_DIM".to_string(), name[1..].to_string())]
     } else {
         vec![]
@@ -661,19 +663,19 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
         (
             "copy",
             vec![
-                timed("baseline", "memcpy", 2.5, None),
-                timed("baseline", "copy", 2.0, None),
-                confirmed(timed("variant", "v0001", 4.0, Some(40))),
-                timed("variant", "v0002", 5.0, Some(20)),
+                timed(Kind::Baseline, "memcpy", 2.5, None),
+                timed(Kind::Baseline, "copy", 2.0, None),
+                confirmed(timed(Kind::Variant, "v0001", 4.0, Some(40))),
+                timed(Kind::Variant, "v0002", 5.0, Some(20)),
             ],
         ),
         (
             "memcpy",
             vec![
-                timed("baseline", "memcpy", 2.4, None),
-                timed("baseline", "copy", 3.0, None),
-                timed("variant", "v0000", 4.5, Some(10)),
-                confirmed(timed("variant", "v0003", 4.0, Some(32))),
+                timed(Kind::Baseline, "memcpy", 2.4, None),
+                timed(Kind::Baseline, "copy", 3.0, None),
+                timed(Kind::Variant, "v0000", 4.5, Some(10)),
+                confirmed(timed(Kind::Variant, "v0003", 4.0, Some(32))),
             ],
         ),
     ];

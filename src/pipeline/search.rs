@@ -9,7 +9,7 @@ use crate::model::shape::Shape;
 use crate::search::Budget;
 use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
-use crate::store::results::{self, BestRow, Record, Status};
+use crate::store::results::{self, BestRow, Kind, Record, Status};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -144,7 +144,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             tried: last
                 .iter()
                 .filter(|r| {
-                    r.kind == "variant"
+                    r.kind == Kind::Variant
                         && matches!(r.status, Status::Ok | Status::Failed | Status::NotRun)
                 })
                 .count(),
@@ -188,7 +188,7 @@ pub fn last_measured(
 ) -> (Vec<usize>, HashMap<usize, f64>) {
     let mut measured: Vec<(f64, &Record)> = last
         .iter()
-        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .filter(|r| r.kind == Kind::Variant && r.status == Status::Ok)
         .filter_map(|r| Some((r.stats?.median_ms, r)))
         .collect();
     measured.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -498,7 +498,7 @@ mod tests {
             .find(|&at| candidates[at].pruned.is_some())
             .unwrap();
         let mut baseline = row(live[9], Status::Ok, Some(0.001));
-        baseline.kind = "baseline".into();
+        baseline.kind = Kind::Baseline;
         let last = vec![
             row(live[3], Status::Ok, Some(0.030)),
             row(live[7], Status::Failed, None),

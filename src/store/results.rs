@@ -7,8 +7,8 @@
 
 pub use super::best::*;
 pub use super::files::{slug, write_atomic};
-pub use super::journal::Journal;
-pub use super::record::{Confirmed, Record, RunInfo, Status};
+pub use super::journal::{Journal, JournalKey};
+pub use super::record::{Confirmed, Kind, Note, Record, RunInfo, Status};
 pub use super::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path, run_csv_path_of};
 
 #[cfg(test)]
@@ -69,11 +69,12 @@ mod tests {
         };
         let records = vec![
             Record {
-                kind: "baseline".into(),
+                kind: Kind::Baseline,
                 name: "memcpy".into(),
                 params: vec![],
                 status: Status::Ok,
                 error: String::new(),
+                note: None,
                 stats: Some(stats),
                 throughput: Some(650.5),
                 frac_of_roof: Some(1.0),
@@ -82,7 +83,7 @@ mod tests {
                 confirm: None,
             },
             Record {
-                kind: "variant".into(),
+                kind: Kind::Variant,
                 name: "v0001".into(),
                 params: vec![
                     ("TILE_DIM".into(), "32".into()),
@@ -90,6 +91,7 @@ mod tests {
                 ],
                 status: Status::Failed,
                 error: "compile: error: expected a \";\", line 3\nsecond line".into(),
+                note: None,
                 stats: None,
                 throughput: None,
                 frac_of_roof: None,
@@ -105,7 +107,7 @@ mod tests {
                 }),
             },
             Record {
-                kind: "variant".into(),
+                kind: Kind::Variant,
                 name: "v0002".into(),
                 params: vec![
                     ("TILE_DIM".into(), "8".into()),
@@ -113,6 +115,7 @@ mod tests {
                 ],
                 status: Status::Pruned,
                 error: "BOUNDS=none needs both dimensions to be tile multiples".into(),
+                note: None,
                 stats: None,
                 throughput: None,
                 frac_of_roof: None,
@@ -120,11 +123,27 @@ mod tests {
                 registers: None,
                 confirm: None,
             },
+            Record {
+                status: Status::NotRun,
+                note: Some(Note::PastLimit { seconds: 12.5 }),
+                compile_ms: Some(12500.0),
+                ..Record::new(
+                    Kind::Variant,
+                    "v0003",
+                    vec![("TILE_DIM".into(), "64".into())],
+                )
+            },
         ];
         let dir = tempfile::tempdir().unwrap();
         let path = run_csv_path(dir.path(), &info());
         assert!(path.ends_with("transpose_1000x1000_nvidia-h100-80gb-hbm3.csv"));
         write_atomic(&path, &run_csv(&info(), &params, &records).unwrap()).unwrap();
+        // A note is written as its text, in the error column.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(
+            "v0003,64,,not_run,not compiled: NVRTC ran past the compile time limit \
+             (12.5 s; --compile-timeout sets it),"
+        ));
         assert_eq!(read_run_csv(&path).unwrap(), records);
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
