@@ -24,7 +24,8 @@ type Dim3 = (u32, u32, u32);
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum JournalKey {
     Variant {
-        /// The compiler's cache key of the variant's source ([`crate::cuda::compile::Compiler::key`]).
+        /// The compiler's cache key of the variant's source
+        /// ([`crate::cuda::compile::Compiler::key`]).
         source: String,
         grid: Dim3,
         block: Dim3,
