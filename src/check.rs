@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::tuner::{tune, Isolation, TuneOptions};
+use crate::pipeline::tuner::{tune, Isolation, TuneOptions, DEFAULT_WARMUP};
 use crate::store::results::{read_best, BestRow, Kind, Status};
 use std::path::PathBuf;
 
@@ -87,7 +87,7 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
         dtype: Some(row.dtype.clone()).filter(|d| !d.is_empty()),
         params,
         bench: BenchSettings {
-            warmup: 3,
+            warmup: DEFAULT_WARMUP,
             reps: opts.reps.max(row.reps),
             cache: if row.cache == "warm" {
                 CacheState::Warm

@@ -12,7 +12,11 @@ use crate::error::Result;
 use std::time::Instant;
 
 pub use super::confirm::{CONFIRM_TOP, CONFIRM_WITHIN, TIE_WITHIN};
-pub use super::options::{Isolation, TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_WATCHDOG_S};
+pub use super::options::{
+    default_jobs, Isolation, TuneOptions, ADAPTIVE_CUTOFF, DEFAULT_CACHE, DEFAULT_CONFIRM_ROUNDS,
+    DEFAULT_DEVICE, DEFAULT_OP, DEFAULT_OUT_DIR, DEFAULT_REPS, DEFAULT_SEED, DEFAULT_STRATEGY,
+    DEFAULT_WARMUP, DEFAULT_WATCHDOG_S,
+};
 pub use super::outcome::{Confidence, Phases, Remeasured, TuneOutcome};
 pub use super::plan::{check_inputs, check_settings, load_op, shape_list};
 pub use super::rounds::REMEASURE_PAUSE;
