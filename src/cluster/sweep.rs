@@ -5,6 +5,7 @@ use super::shard::{self, Assignment, Manifest, Shard, ShardOutput, Split, Sweep}
 use crate::error::{Error, Result};
 use crate::isolate::interrupt;
 use crate::pipeline::{self, summary, TuneOptions};
+use crate::spec::ops::Op;
 use crate::store::results::Status;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -32,11 +33,13 @@ pub struct SweepOptions {
 
 /// A tuning run: one shape, a sweep, a sweep over several GPUs, or a shard of any of them.
 /// Every argument is checked (settings, op, `--param`, `--arch`, shapes, `--shard`, `--gpus`)
-/// before anything is tuned, so bad input is one error, not one per shape.
+/// before anything is tuned, so bad input is one error, not one per shape. The op is loaded
+/// once, here, and every shape is tuned with it.
 pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     let mut base = cli.base.clone();
-    pipeline::check_inputs(&base)?;
-    let shapes = pipeline::shape_list(&base, cli.shapes.as_deref())?;
+    let (op, _) = pipeline::check_inputs(&base)?;
+    let op = &op;
+    let shapes = pipeline::shape_list(&base, op, cli.shapes.as_deref())?;
     let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
     let gpus = match &cli.gpus {
         Some(spec) => {
@@ -54,13 +57,13 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     };
     // The estimated work per shape orders a multi-GPU queue and balances shards by shapes.
     let work = if shard.is_some() || gpus.len() > 1 {
-        shard::estimated_work(&pipeline::load_op(&base)?, &shapes)?
+        shard::estimated_work(op, &shapes)?
     } else {
         vec![0.0; shapes.len()]
     };
     let plan = shard::plan(shard, &shapes, &work);
     let recorder = match shard {
-        Some(s) if !cli.compile_only => Some(Recorder::start(&base, s, &shapes, &plan)?),
+        Some(s) if !cli.compile_only => Some(Recorder::start(&base, op, s, &shapes, &plan)?),
         _ => None,
     };
     if let Some(&g) = gpus.first() {
@@ -72,18 +75,18 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
         }
     };
     let code = if plan.len() == 1 {
-        let (code, result) = run_one(cli, &job_options(&base, &plan[0]));
+        let (code, result) = run_one(cli, &job_options(&base, &plan[0]), op);
         record(&plan[0], &result);
         code
     } else if gpus.len() > 1 {
-        sweep_on_gpus(cli, &base, &plan, &gpus, &record)
+        sweep_on_gpus(cli, &base, op, &plan, &gpus, &record)
     } else {
         // A sweep: each shape tuned as if alone, then one summary table.
         let mut rows = Vec::new();
         let mut worst = 0u8;
         for a in &plan {
             println!("==== {}", a.shape);
-            let (code, result) = run_one(cli, &job_options(&base, a));
+            let (code, result) = run_one(cli, &job_options(&base, a), op);
             record(a, &result);
             worst = worst.max(code);
             rows.push(summary::summary_row(&a.shape, result.as_ref().ok()));
@@ -119,11 +122,12 @@ fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
 /// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
 ///
-/// Each shape starts its own GPU worker process (and CUDA context) inside [`pipeline::tune`];
+/// Each shape starts its own GPU worker process (and CUDA context) inside [`pipeline::tune_op`];
 /// keeping one per GPU across shapes would need the tuner to accept a running worker.
 fn sweep_on_gpus(
     cli: &SweepOptions,
     base: &TuneOptions,
+    op: &Op,
     plan: &[Assignment],
     gpus: &[usize],
     record: &(dyn Fn(&Assignment, &std::result::Result<pipeline::TuneOutcome, String>) + Sync),
@@ -149,7 +153,7 @@ fn sweep_on_gpus(
             progress: false,
             ..job_options(base, a)
         };
-        let (code, result) = run_one_quietly(cli, &opts, g);
+        let (code, result) = run_one_quietly(cli, &opts, op, g);
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
@@ -219,9 +223,10 @@ fn sweep_on_gpus(
 fn run_one_quietly(
     cli: &SweepOptions,
     opts: &TuneOptions,
+    op: &Op,
     gpu: usize,
 ) -> (u8, std::result::Result<pipeline::TuneOutcome, String>) {
-    match pipeline::tune(opts) {
+    match pipeline::tune_op(opts, op) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
             print!("==== {} on GPU {gpu}\n{text}", opts.shape);
@@ -241,13 +246,14 @@ fn run_one_quietly(
     }
 }
 
-/// Tunes one shape and prints its report; the exit code it calls for, and the outcome (or
-/// the error, already printed).
+/// Tunes one shape of `op` and prints its report; the exit code it calls for, and the outcome
+/// (or the error, already printed).
 fn run_one(
     cli: &SweepOptions,
     opts: &TuneOptions,
+    op: &Op,
 ) -> (u8, std::result::Result<pipeline::TuneOutcome, String>) {
-    match pipeline::tune(opts) {
+    match pipeline::tune_op(opts, op) {
         Ok(outcome) => {
             print!("{}", summary::render(&outcome, cli.top, cli.verbose));
             if outcome.interrupted && cli.compile_only {
@@ -323,6 +329,7 @@ pub struct Recorder {
 impl Recorder {
     pub fn start(
         base: &TuneOptions,
+        op: &Op,
         s: Shard,
         shapes: &[String],
         plan: &[Assignment],
@@ -343,7 +350,6 @@ impl Recorder {
             }
         }
         // The settings, op and --param values were checked by `sweep` before this.
-        let op = pipeline::load_op(base)?;
         let manifest = Manifest {
             format: shard::MANIFEST_FORMAT,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -352,7 +358,7 @@ impl Recorder {
             split: shard::split_for(s.n, shapes.len()),
             sweep: Sweep {
                 op: op.name().to_string(),
-                op_fingerprint: shard::op_fingerprint(&op),
+                op_fingerprint: shard::op_fingerprint(op),
                 shapes: shapes.to_vec(),
                 dtype: base.dtype.clone(),
                 params: base.params.clone(),

@@ -18,6 +18,6 @@ pub mod summary;
 pub mod tuner;
 
 pub use tuner::{
-    check_inputs, check_settings, load_op, shape_list, tune, TuneOptions, TuneOutcome,
+    check_inputs, check_settings, load_op, shape_list, tune, tune_op, TuneOptions, TuneOutcome,
     DEFAULT_WATCHDOG_S,
 };
