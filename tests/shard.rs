@@ -16,7 +16,7 @@ use cuda_autotune::cluster::shard::{
 };
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::results::{
-    self, read_best, read_run_csv, BestRow, Journal, Kind, Record, RunInfo,
+    self, read_best, read_run_csv, BestRow, Journal, JournalKey, Kind, Record, RunInfo,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -889,8 +889,11 @@ fn journal_writer_child() {
     let (mut j, _) = Journal::open::<u64>(Path::new(&path), &header, true).unwrap();
     for i in 0u64.. {
         // Long entries, so a kill often lands inside one.
-        j.append(&format!("{i:06}-{}", "x".repeat(4000)), &i)
-            .unwrap();
+        let key = JournalKey::Baseline {
+            name: format!("{i:06}-{}", "x".repeat(4000)),
+            source: String::new(),
+        };
+        j.append(&key, &i).unwrap();
     }
 }
 
@@ -949,16 +952,19 @@ fn a_journal_writer_killed_mid_run_loses_no_finished_entry() {
         // writer, with no gap, so nothing finished went missing.
         let mut writers = 0;
         for (i, (key, v)) in entries.iter().enumerate() {
+            let JournalKey::Baseline { name, .. } = key else {
+                panic!("round {round}: a key the writer did not write: {key:?}");
+            };
             if *v == 0 {
                 writers += 1;
             } else {
                 assert_eq!(
                     *v,
                     entries[i - 1].1 + 1,
-                    "round {round}: a gap before {key:.6}"
+                    "round {round}: a gap before {name:.6}"
                 );
             }
-            assert!(key.starts_with(&format!("{v:06}-")), "{key:.10}");
+            assert!(name.starts_with(&format!("{v:06}-")), "{name:.10}");
         }
         assert_eq!(writers, round + 1, "round {round}");
     }
