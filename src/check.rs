@@ -13,10 +13,10 @@
 
 use crate::error::{Error, Result};
 use crate::measure::bench::{BenchSettings, CacheState, Stats};
-use crate::pipeline::options::{Isolation, TuneOptions};
+use crate::pipeline::options::{Isolation, TuneOptions, DEFAULT_WARMUP};
 use crate::pipeline::tuner::tune;
 use crate::store::best::{read_best, BestRow};
-use crate::store::record::Status;
+use crate::store::record::{Kind, Status};
 use std::path::PathBuf;
 
 /// Separate pinned runs per configuration when `--rounds` is not given: the median of three
@@ -286,7 +286,7 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
         dtype: Some(row.dtype.clone()).filter(|d| !d.is_empty()),
         params,
         bench: BenchSettings {
-            warmup: 3,
+            warmup: DEFAULT_WARMUP,
             reps: opts.reps.max(row.reps),
             cache: if row.cache == "warm" {
                 CacheState::Warm
@@ -371,11 +371,11 @@ fn time_of(opts: TuneOptions) -> std::result::Result<Timing, String> {
     let r = o
         .records
         .iter()
-        .find(|r| r.kind == "variant" && r.status != Status::Pruned)
+        .find(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
         .ok_or("pruned on this GPU")?;
     match (r.status, r.stats) {
         (Status::Ok, Some(s)) => Ok(s.into()),
-        _ => Err(r.error.clone()),
+        _ => Err(r.reason().into_owned()),
     }
 }
 

@@ -435,11 +435,11 @@ fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_und
     );
     // What was abandoned says why; nothing is a failure for having been left out.
     for r in records.iter().filter(|r| r.status == Status::NotRun) {
+        let why = r.reason();
         assert!(
-            r.error.contains("--budget time ran out") || r.error.contains("compile time limit"),
-            "{}: {}",
-            r.name,
-            r.error
+            why.contains("--budget time ran out") || why.contains("compile time limit"),
+            "{}: {why}",
+            r.name
         );
     }
     assert_eq!(with(&records, Status::Failed), 0, "{line}");

@@ -176,7 +176,7 @@ fn problem(args: &[String]) -> Option<String> {
         return None;
     }
     cuda_autotune::pipeline::plan::check_inputs(&opts)
-        .and_then(|_| cuda_autotune::pipeline::plan::shape_list(&opts, None))
+        .and_then(|(op, _)| cuda_autotune::pipeline::plan::shape_list(&opts, &op, None))
         .err()
         .map(|e| e.to_string())
 }

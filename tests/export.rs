@@ -10,6 +10,7 @@ use cuda_autotune::cuda::compile::Compiler;
 use cuda_autotune::export::db::{parse_dims, shape_distance, TunedDb};
 use cuda_autotune::export::kernel::{applicability, rename_identifier, tuned_source, valid_for};
 use cuda_autotune::store::best::{read_best, BestRow};
+use cuda_autotune::store::record::Kind;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
@@ -667,7 +668,7 @@ fn report_shows_the_re_timed_winner() {
     let csv = repo("tests/fixtures/export/transpose_1000x1000_nvidia-h100-80gb-hbm3.csv");
     let mut records = read_run_csv(&csv).unwrap();
     let mut ok: Vec<usize> = (0..records.len())
-        .filter(|&i| records[i].kind == "variant" && records[i].status == Status::Ok)
+        .filter(|&i| records[i].kind == Kind::Variant && records[i].status == Status::Ok)
         .collect();
     ok.sort_by(|&a, &b| {
         records[b]
@@ -991,7 +992,7 @@ fn report_colours_by_the_parameter_with_the_most_values() {
     let ok: Vec<_> = run
         .records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .filter(|r| r.kind == Kind::Variant && r.status == Status::Ok)
         .collect();
     let count = |p: &str| {
         let mut v: Vec<String> = ok.iter().map(|r| Run::param_of(r, p)).collect();
@@ -1017,7 +1018,7 @@ fn report_colours_by_the_parameter_with_the_most_values() {
     // Only configurations of one TILE_DIM and BLOCK_ROWS: another parameter colours (b).
     let mut narrow = run.clone();
     narrow.records.retain(|r| {
-        r.kind != "variant"
+        r.kind != Kind::Variant
             || (Run::param_of(r, "TILE_DIM") == "32" && Run::param_of(r, "BLOCK_ROWS") == "16")
     });
     let chosen = narrow
@@ -1032,7 +1033,7 @@ fn report_colours_by_the_parameter_with_the_most_values() {
     let mut first = true;
     single
         .records
-        .retain(|r| r.kind != "variant" || std::mem::take(&mut first));
+        .retain(|r| r.kind != Kind::Variant || std::mem::take(&mut first));
     assert_eq!(single.color_parameter(), None);
     let html = render_run(&single, "run.csv").unwrap();
     assert!(!svgs(&html)[1].contains("=16") && html.contains("in one colour"));

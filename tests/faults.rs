@@ -24,7 +24,7 @@ use cuda_autotune::pipeline::options::{Isolation, TuneOptions};
 use cuda_autotune::pipeline::tuner::tune;
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::files::write_atomic;
-use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::record::{Kind, Record, Status};
 use cuda_autotune::store::run_csv::read_run_csv;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -499,7 +499,11 @@ fn every_planted_fault_is_recorded_and_the_run_goes_on() {
 
     let variants = fixture_values("VARIANT");
     let faults = fixture_values("FAULT");
-    let records: Vec<&Record> = o.records.iter().filter(|r| r.kind == "variant").collect();
+    let records: Vec<&Record> = o
+        .records
+        .iter()
+        .filter(|r| r.kind == Kind::Variant)
+        .collect();
     assert_eq!(records.len(), variants.len() * faults.len());
     let mut report = Vec::new();
     for r in &records {
@@ -561,7 +565,7 @@ fn every_planted_fault_is_recorded_and_the_run_goes_on() {
     for r in &records {
         let row = back
             .iter()
-            .find(|b| b.kind == "variant" && b.name == r.name)
+            .find(|b| b.kind == Kind::Variant && b.name == r.name)
             .unwrap_or_else(|| panic!("{} is missing from {}", r.name, csv.display()));
         assert_eq!(param(row, "FAULT"), param(r, "FAULT"), "{}", r.name);
         assert_eq!(param(row, "VARIANT"), param(r, "VARIANT"), "{}", r.name);

@@ -3,7 +3,7 @@
 //! middle; `export --format cuda` run again into the same folder.
 
 use cuda_autotune::export::cuda::MANIFEST;
-use cuda_autotune::store::journal::{read_journal, Journal};
+use cuda_autotune::store::journal::{read_journal, Journal, JournalKey};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -263,10 +263,15 @@ fn a_journal_with_bad_lines_in_the_middle_keeps_every_good_entry() {
     let tmp = tmp();
     let path = tmp.path().join("run.journal.jsonl");
     let header = serde_json::json!({"op": "transpose", "shape": "1000x1000"});
+    // Baseline keys without a source: `baseline v0 ` and so on.
+    let key = |name: &str| JournalKey::Baseline {
+        name: name.into(),
+        source: String::new(),
+    };
     let (mut journal, earlier) = Journal::open::<u32>(&path, &header, true).unwrap();
     assert!(earlier.is_empty());
-    journal.append("v0", &10).unwrap();
-    journal.append("v1", &11).unwrap();
+    journal.append(&key("v0"), &10).unwrap();
+    journal.append(&key("v1"), &11).unwrap();
     drop(journal);
     // Damage in the middle: a line that is not UTF-8 and one that is not an entry.
     let mut bytes = std::fs::read(&path).unwrap();
@@ -274,15 +279,15 @@ fn a_journal_with_bad_lines_in_the_middle_keeps_every_good_entry() {
     bytes.extend_from_slice(b"not json at all\n");
     std::fs::write(&path, &bytes).unwrap();
     let (mut journal, earlier) = Journal::open::<u32>(&path, &header, true).unwrap();
-    assert_eq!(earlier, [("v0".into(), 10), ("v1".into(), 11)]);
-    journal.append("v2", &12).unwrap();
-    journal.append("v3", &13).unwrap();
+    assert_eq!(earlier, [(key("v0"), 10), (key("v1"), 11)]);
+    journal.append(&key("v2"), &12).unwrap();
+    journal.append(&key("v3"), &13).unwrap();
     drop(journal);
     let (_, earlier) = Journal::open::<u32>(&path, &header, true).unwrap();
-    let keys: Vec<&str> = earlier.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<JournalKey> = earlier.iter().map(|(k, _)| k.clone()).collect();
     assert_eq!(
         keys,
-        ["v0", "v1", "v2", "v3"],
+        [key("v0"), key("v1"), key("v2"), key("v3")],
         "entries after the bad lines are kept"
     );
     // The bad lines are named by their line numbers (the header is line 1).

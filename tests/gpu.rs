@@ -8,7 +8,7 @@ use cuda_autotune::measure::bench::{BenchSettings, CacheState};
 use cuda_autotune::pipeline::options::{Isolation, TuneOptions};
 use cuda_autotune::pipeline::outcome::TuneOutcome;
 use cuda_autotune::pipeline::tuner::tune;
-use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::record::{Kind, Record, Status};
 use cuda_autotune::store::run_csv::read_run_csv;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -45,7 +45,7 @@ fn param<'a>(r: &'a Record, name: &str) -> &'a str {
 }
 
 fn variants(o: &TuneOutcome) -> impl Iterator<Item = &Record> {
-    o.records.iter().filter(|r| r.kind == "variant")
+    o.records.iter().filter(|r| r.kind == Kind::Variant)
 }
 
 /// Fails the test with every failed record of the run (`what` names the run).
@@ -114,7 +114,7 @@ fn every_variant_verifies_on_multiple_and_odd_shapes() {
         assert!(o
             .records
             .iter()
-            .filter(|r| r.kind == "baseline")
+            .filter(|r| r.kind == Kind::Baseline)
             .all(|r| r.status == Status::Ok));
         let best = &o.records[o.best.expect("a best variant")];
         assert!(best.frac_of_roof.unwrap() > 0.0);
@@ -159,7 +159,7 @@ fn every_variant_verifies_in_f64_and_f16() {
             assert!(o
                 .records
                 .iter()
-                .filter(|r| r.kind == "baseline")
+                .filter(|r| r.kind == Kind::Baseline)
                 .all(|r| r.status == Status::Ok));
             let info = o.info.as_ref().unwrap();
             assert_eq!(info.dtype, dtype);

@@ -8,7 +8,7 @@ use cuda_autotune::search::registry::{strategy, STRATEGIES};
 use cuda_autotune::search::replay::{markdown, table, Landscape};
 use cuda_autotune::search::space::SearchSpace;
 use cuda_autotune::search::strategy::{drive, Strategy};
-use cuda_autotune::store::record::{Record, RunInfo, Status};
+use cuda_autotune::store::record::{Kind, Record, RunInfo, Status};
 use cuda_autotune::store::run_csv::run_csv;
 use std::path::Path;
 
@@ -235,7 +235,7 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
     // 8 x 4 x 2 = 64 combinations: 16 pruned, 4 failed, the rest timed; baselines around them.
     let names: Vec<String> = ["TILE", "ROWS", "MODE"].map(String::from).to_vec();
     let mut records = vec![timed(
-        Record::new("baseline", "copy", vec![]),
+        Record::new(Kind::Baseline, "copy", vec![]),
         Status::Ok,
         Some(0.5),
     )];
@@ -248,7 +248,7 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
                     ("ROWS".to_string(), rows.to_string()),
                     ("MODE".to_string(), mode.to_string()),
                 ];
-                let r = Record::new("variant", &format!("v{i:04}"), params);
+                let r = Record::new(Kind::Variant, &format!("v{i:04}"), params);
                 let ms = 1.0 + ((tile as f64).log2() - 4.0).powi(2) + rows as f64 * 0.1;
                 records.push(if rows > tile {
                     timed(r, Status::Pruned, None)
@@ -267,7 +267,7 @@ fn replay_reads_a_run_csv_written_by_the_tuner_writer() {
     }
     let live = records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status != Status::Pruned)
+        .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
         .count();
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("run.csv");
@@ -307,7 +307,9 @@ fn replay_of_an_exhaustive_transpose_run() {
     // The space is the run's variants that were not pruned, over its parameter columns.
     let live = records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status != cuda_autotune::store::record::Status::Pruned)
+        .filter(|r| {
+            r.kind == Kind::Variant && r.status != cuda_autotune::store::record::Status::Pruned
+        })
         .count();
     assert!(live >= 100, "an exhaustive run: {live}");
     assert_eq!(land.space.len(), live);

@@ -17,8 +17,8 @@ use cuda_autotune::model::slice::{Shard, Split};
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::store::best::{read_best, BestRow};
 use cuda_autotune::store::files::write_atomic;
-use cuda_autotune::store::journal::Journal;
-use cuda_autotune::store::record::{Confirmed, Record, RunInfo, Status};
+use cuda_autotune::store::journal::{Journal, JournalKey};
+use cuda_autotune::store::record::{Confirmed, Kind, Record, RunInfo, Status};
 use cuda_autotune::store::run_csv::{read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -366,7 +366,7 @@ fn write_output(dir: &Path, shape: &str, records: &[Record], torn: bool) -> Shar
     let mut lines = vec![serde_json::json!({"op": "transpose", "shape": shape}).to_string()];
     for r in records
         .iter()
-        .filter(|r| r.kind == "variant" && r.stats.is_some())
+        .filter(|r| r.kind == Kind::Variant && r.stats.is_some())
     {
         let index: u64 = r.name[1..].parse().unwrap();
         let params: String = r
@@ -443,7 +443,7 @@ fn variant_shards(root: &Path, n: usize) -> Vec<PathBuf> {
         let mine: Vec<Record> = records
             .iter()
             .filter(|r| {
-                if r.kind != "variant" || r.status == Status::Pruned {
+                if r.kind != Kind::Variant || r.status == Status::Pruned {
                     return true;
                 }
                 p += 1;
@@ -476,7 +476,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
     let original = read_run_csv(&fixture_csv("1000x1000")).unwrap();
     let measured = |rs: &[Record]| {
         rs.iter()
-            .filter(|r| r.kind == "variant" && r.status != Status::Pruned)
+            .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
             .count()
     };
     let parts: Vec<Vec<Record>> = dirs
@@ -538,7 +538,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
 /// Variants that were compiled but have no time (failed): no journal entry in these fixtures.
 fn count_unmeasured(rs: &[Record]) -> usize {
     rs.iter()
-        .filter(|r| r.kind == "variant" && r.status != Status::Pruned && r.stats.is_none())
+        .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned && r.stats.is_none())
         .count()
 }
 
@@ -611,8 +611,8 @@ fn merging_shape_shards_keeps_each_shapes_csv_and_winner() {
 }
 
 /// A record of a made-up run: `(name, median, registers)`, ok.
-fn timed(kind: &str, name: &str, ms: f64, regs: Option<i32>) -> Record {
-    let params = if kind == "variant" {
+fn timed(kind: Kind, name: &str, ms: f64, regs: Option<i32>) -> Record {
+    let params = if kind == Kind::Variant {
         vec![("TILE_DIM".to_string(), name[1..].to_string())]
     } else {
         vec![]
@@ -663,19 +663,19 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
         (
             "copy",
             vec![
-                timed("baseline", "memcpy", 2.5, None),
-                timed("baseline", "copy", 2.0, None),
-                confirmed(timed("variant", "v0001", 4.0, Some(40))),
-                timed("variant", "v0002", 5.0, Some(20)),
+                timed(Kind::Baseline, "memcpy", 2.5, None),
+                timed(Kind::Baseline, "copy", 2.0, None),
+                confirmed(timed(Kind::Variant, "v0001", 4.0, Some(40))),
+                timed(Kind::Variant, "v0002", 5.0, Some(20)),
             ],
         ),
         (
             "memcpy",
             vec![
-                timed("baseline", "memcpy", 2.4, None),
-                timed("baseline", "copy", 3.0, None),
-                timed("variant", "v0000", 4.5, Some(10)),
-                confirmed(timed("variant", "v0003", 4.0, Some(32))),
+                timed(Kind::Baseline, "memcpy", 2.4, None),
+                timed(Kind::Baseline, "copy", 3.0, None),
+                timed(Kind::Variant, "v0000", 4.5, Some(10)),
+                confirmed(timed(Kind::Variant, "v0003", 4.0, Some(32))),
             ],
         ),
     ];
@@ -889,8 +889,11 @@ fn journal_writer_child() {
     let (mut j, _) = Journal::open::<u64>(Path::new(&path), &header, true).unwrap();
     for i in 0u64.. {
         // Long entries, so a kill often lands inside one.
-        j.append(&format!("{i:06}-{}", "x".repeat(4000)), &i)
-            .unwrap();
+        let key = JournalKey::Baseline {
+            name: format!("{i:06}-{}", "x".repeat(4000)),
+            source: String::new(),
+        };
+        j.append(&key, &i).unwrap();
     }
 }
 
@@ -949,16 +952,19 @@ fn a_journal_writer_killed_mid_run_loses_no_finished_entry() {
         // writer, with no gap, so nothing finished went missing.
         let mut writers = 0;
         for (i, (key, v)) in entries.iter().enumerate() {
+            let JournalKey::Baseline { name, .. } = key else {
+                panic!("round {round}: a key the writer did not write: {key:?}");
+            };
             if *v == 0 {
                 writers += 1;
             } else {
                 assert_eq!(
                     *v,
                     entries[i - 1].1 + 1,
-                    "round {round}: a gap before {key:.6}"
+                    "round {round}: a gap before {name:.6}"
                 );
             }
-            assert!(key.starts_with(&format!("{v:06}-")), "{key:.10}");
+            assert!(name.starts_with(&format!("{v:06}-")), "{name:.10}");
         }
         assert_eq!(writers, round + 1, "round {round}");
     }

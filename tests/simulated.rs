@@ -20,7 +20,7 @@ use cuda_autotune::model::task::TaskId;
 use cuda_autotune::pipeline::options::REMEASURE_PAUSE;
 use cuda_autotune::pipeline::search::SEARCH_BATCH;
 use cuda_autotune::store::best::{read_best, BestRow};
-use cuda_autotune::store::record::{Record, Status};
+use cuda_autotune::store::record::{Kind, Record, Status};
 use cuda_autotune::store::run_csv::read_run_csv;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -221,7 +221,7 @@ fn finish(child: Child) -> Ran {
 }
 
 fn variants(records: &[Record]) -> impl Iterator<Item = &Record> {
-    records.iter().filter(|r| r.kind == "variant")
+    records.iter().filter(|r| r.kind == Kind::Variant)
 }
 
 /// How many variant records have `status`.

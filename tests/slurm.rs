@@ -216,7 +216,7 @@ fn compiled_variants(dir: &Path) -> BTreeSet<(String, String)> {
             continue;
         }
         for r in read_run_csv(&path).expect("a compile-only CSV") {
-            if r.kind == "variant" && r.status == Status::Ok {
+            if r.kind == cuda_autotune::store::record::Kind::Variant && r.status == Status::Ok {
                 out.insert((file.clone(), r.name));
             }
         }
@@ -611,7 +611,7 @@ fn the_gpu_machine_comparison_tells_same_winners_ties_and_differences() {
         let r = read_run_csv(&csv)
             .unwrap()
             .into_iter()
-            .find(|r| r.kind == "variant" && pick(r))
+            .find(|r| r.kind == cuda_autotune::store::record::Kind::Variant && pick(r))
             .expect("a matching row");
         r.params
             .iter()

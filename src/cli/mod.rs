@@ -8,7 +8,11 @@ use crate::error::Result;
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
 use crate::isolate::compile_pool::CompileLimit;
 use crate::measure::bench::{BenchSettings, CacheState};
-use crate::pipeline::options::{Isolation, TuneOptions, DEFAULT_WATCHDOG_S};
+use crate::pipeline::options::{
+    default_jobs, Isolation, TuneOptions, DEFAULT_CACHE, DEFAULT_CONFIRM_ROUNDS, DEFAULT_DEVICE,
+    DEFAULT_OP, DEFAULT_OUT_DIR, DEFAULT_REPS, DEFAULT_SEED, DEFAULT_STRATEGY, DEFAULT_WARMUP,
+    DEFAULT_WATCHDOG_S,
+};
 use crate::pipeline::search::{default_budget, AUTO_SEARCH};
 use crate::search::budget::DEFAULT_BUDGET;
 use crate::search::registry::REGISTRY;
@@ -255,6 +259,24 @@ pub enum CacheArg {
     Warm,
 }
 
+impl From<CacheState> for CacheArg {
+    fn from(c: CacheState) -> CacheArg {
+        match c {
+            CacheState::Cold => CacheArg::Cold,
+            CacheState::Warm => CacheArg::Warm,
+        }
+    }
+}
+
+impl From<CacheArg> for CacheState {
+    fn from(c: CacheArg) -> CacheState {
+        match c {
+            CacheArg::Cold => CacheState::Cold,
+            CacheArg::Warm => CacheState::Warm,
+        }
+    }
+}
+
 /// Output formats of `tune export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExportFormat {
@@ -299,7 +321,7 @@ pub struct ReportArgs {
 /// Arguments of a tuning run (the default command).
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    #[arg(long, default_value = "transpose", help = op_help())]
+    #[arg(long, default_value = DEFAULT_OP, help = op_help())]
     pub op: String,
 
     /// Problem shape: ROWSxCOLS for transpose (1000x1000), MxNxK for matmul and sgemm
@@ -333,22 +355,27 @@ pub struct TuneArgs {
     /// Timed launches per variant; the median is reported.
     #[arg(
         long,
-        default_value_t = 30,
+        default_value_t = DEFAULT_REPS,
         value_parser = values::at_least_one,
         allow_negative_numbers = true
     )]
     pub reps: usize,
 
     /// Untimed launches before timing.
-    #[arg(long, default_value_t = 3, value_parser = values::count, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_WARMUP,
+        value_parser = values::count,
+        allow_negative_numbers = true
+    )]
     pub warmup: usize,
 
     /// L2 state during timing: cold flushes L2 before every timed launch.
-    #[arg(long, value_enum, default_value_t = CacheArg::Cold)]
+    #[arg(long, value_enum, default_value_t = CacheArg::from(DEFAULT_CACHE))]
     pub cache: CacheArg,
 
     /// Folder for the CSV files.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = DEFAULT_OUT_DIR)]
     pub out: PathBuf,
 
     /// Render and compile what a GPU run would measure (the search's proposals within its
@@ -365,7 +392,12 @@ pub struct TuneArgs {
     pub emit: Option<PathBuf>,
 
     /// CUDA device index.
-    #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_DEVICE,
+        value_parser = values::count,
+        allow_negative_numbers = true
+    )]
     pub device: usize,
 
     /// Spread a sweep's shapes over these GPUs (`all` or `0,1`), one worker per GPU pulling
@@ -390,7 +422,12 @@ pub struct TuneArgs {
     pub rtol: Option<f64>,
 
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1, value_parser = values::seed, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_SEED,
+        value_parser = values::seed,
+        allow_negative_numbers = true
+    )]
     pub seed: u64,
 
     /// How many of the fastest configurations to print.
@@ -440,7 +477,12 @@ pub struct TuneArgs {
 
     /// Interleaved rounds that re-time the leading configurations (up to 8 within 10 % of
     /// the fastest, in halving stages) to put a confidence interval on the winner; 0 skips it.
-    #[arg(long, default_value_t = 50, value_parser = values::count, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_CONFIRM_ROUNDS,
+        value_parser = values::count,
+        allow_negative_numbers = true
+    )]
     pub confirm_rounds: usize,
 
     /// Keep the stored row of best.csv when it is faster than this run's best (a lower
@@ -466,7 +508,7 @@ pub struct TuneArgs {
     /// How to choose the configurations to measure; a search (every strategy but exhaustive)
     /// learns from each round of 16 (the model's all-pairs first round comes at once).
     /// Example: --op sgemm --strategy anneal --budget 300.
-    #[arg(long, default_value = "auto", value_parser = strategy_values())]
+    #[arg(long, default_value = DEFAULT_STRATEGY, value_parser = strategy_values())]
     pub strategy: String,
 
     // What a search may spend; the help names each strategy's default from the registry
@@ -519,10 +561,7 @@ impl TuneArgs {
             bench: BenchSettings {
                 warmup: self.warmup,
                 reps: self.reps,
-                cache: match self.cache {
-                    CacheArg::Cold => CacheState::Cold,
-                    CacheArg::Warm => CacheState::Warm,
-                },
+                cache: self.cache.into(),
             },
             out_dir: self.out.clone(),
             compile_only: self.compile_only,
@@ -536,11 +575,7 @@ impl TuneArgs {
                 Ok(exe) if !self.in_process => Isolation::Workers(exe),
                 _ => Isolation::InProcess,
             },
-            jobs: self.jobs.unwrap_or_else(|| {
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-            }),
+            jobs: self.jobs.unwrap_or_else(default_jobs),
             watchdog_s: self.watchdog,
             compile_limit: match self.compile_timeout {
                 None => CompileLimit::Auto,
@@ -715,7 +750,85 @@ fn no_warm_start_help() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use clap::builder::TypedValueParser;
+
+    /// A run given nothing but its shape gets the settings of `TuneOptions::default()`: the
+    /// command line's defaults and the library's are the same. Every field is named (no
+    /// `..`), so a new option does not compile here until it is compared.
+    #[test]
+    fn the_command_lines_defaults_are_the_default_options() {
+        let cli = Cli::try_parse_from(["tune", "--shape", "64x64"]).expect("parses");
+        assert!(cli.command.is_none());
+        let want = TuneOptions::default();
+        let TuneOptions {
+            op,
+            templates,
+            spec,
+            template,
+            shape,
+            dtype,
+            params,
+            bench,
+            out_dir,
+            compile_only,
+            arch,
+            emit,
+            device,
+            cubin_cache,
+            rtol,
+            seed,
+            isolation,
+            jobs,
+            compile_limit,
+            watchdog_s,
+            resume,
+            adaptive,
+            confirm_rounds,
+            progress,
+            keep_best,
+            pruned_rows,
+            strategy,
+            budget,
+            shard,
+            warm_start,
+        } = cli.tune.options().expect("options");
+        assert_eq!(op, want.op);
+        assert_eq!(templates, want.templates);
+        assert_eq!(spec, want.spec);
+        assert_eq!(template, want.template);
+        assert_eq!(shape, "64x64");
+        assert_eq!(dtype, want.dtype);
+        assert_eq!(params, want.params);
+        assert_eq!(bench.reps, want.bench.reps);
+        assert_eq!(bench.warmup, want.bench.warmup);
+        assert_eq!(bench.cache, want.bench.cache);
+        assert_eq!(out_dir, want.out_dir);
+        assert_eq!(compile_only, want.compile_only);
+        assert_eq!(arch, want.arch);
+        assert_eq!(emit, want.emit);
+        assert_eq!(device, want.device);
+        assert_eq!(cubin_cache, want.cubin_cache);
+        assert_eq!(rtol, want.rtol);
+        assert_eq!(seed, want.seed);
+        // The one difference on purpose: the command line runs its work in worker processes
+        // of its own executable, the library in the calling process.
+        assert!(matches!(isolation, Isolation::Workers(_)), "{isolation:?}");
+        assert_eq!(want.isolation, Isolation::InProcess);
+        assert_eq!(jobs, want.jobs);
+        assert_eq!(compile_limit, want.compile_limit);
+        assert_eq!(watchdog_s, want.watchdog_s);
+        assert_eq!(resume, want.resume);
+        assert_eq!(adaptive, want.adaptive);
+        assert_eq!(confirm_rounds, want.confirm_rounds);
+        assert_eq!(progress, want.progress);
+        assert_eq!(keep_best, want.keep_best);
+        assert_eq!(pruned_rows, want.pruned_rows);
+        assert_eq!(strategy, want.strategy);
+        assert_eq!(budget, want.budget);
+        assert_eq!(shard, want.shard);
+        assert_eq!(warm_start, want.warm_start);
+    }
 
     /// `--strategy` offers `auto` and every registered strategy, each with its help line.
     #[test]

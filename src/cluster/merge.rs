@@ -29,8 +29,8 @@ use crate::model::slice::Split;
 use crate::model::task::TaskId;
 use crate::store::best::{upsert_best, BestRow};
 use crate::store::files::write_atomic;
-use crate::store::journal::Journal;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::journal::{Journal, JournalKey};
+use crate::store::record::{Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -305,12 +305,12 @@ fn write_merged(
         let measured = m
             .records
             .iter()
-            .filter(|r| r.kind == "variant" && r.status != Status::Pruned)
+            .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
             .count();
         let ok = m
             .records
             .iter()
-            .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+            .filter(|r| r.kind == Kind::Variant && r.status == Status::Ok)
             .count();
         let best = match m.winner {
             Some(w) => {
@@ -557,7 +557,7 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
             )));
         }
         for r in &p.records {
-            if r.kind == "baseline" {
+            if r.kind == Kind::Baseline {
                 match baselines.iter_mut().find(|(b, _)| b.name == r.name) {
                     None => baselines.push((r.clone(), pi)),
                     Some(slot) => {
@@ -606,7 +606,7 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
     }
 
     // The winner.
-    let verified = |r: &Record| r.kind == "variant" && r.status == Status::Ok;
+    let verified = |r: &Record| r.kind == Kind::Variant && r.status == Status::Ok;
     let flagged: Vec<usize> = (0..records.len())
         .filter(|&i| verified(&records[i]) && records[i].confirm.is_some_and(|c| c.winner))
         .collect();
@@ -714,20 +714,14 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
     }
 }
 
-/// The source hash of variant `index` from its shard's journal: the first word of the key of
-/// its task ([`TaskId::variant`], as the tuner numbers them).
+/// The source hash of variant `index` from its shard's journal: the source the key of its
+/// task ([`TaskId::variant`], as the tuner numbers them) names.
 fn source_hash(part: &Part, index: usize) -> Option<String> {
     let text = std::fs::read_to_string(part.dir.join(part.out.journal.as_ref()?)).ok()?;
     text.lines().skip(1).find_map(|line| {
         let v: serde_json::Value = serde_json::from_str(line).ok()?;
         (v["result"]["id"].as_u64()? == TaskId::variant(index).number() as u64)
-            .then(|| {
-                v["key"]
-                    .as_str()?
-                    .split_whitespace()
-                    .next()
-                    .map(str::to_string)
-            })
+            .then(|| JournalKey::parse(v["key"].as_str()?).map(|k| k.source().to_string()))
             .flatten()
     })
 }

@@ -7,9 +7,10 @@ use crate::isolate::interrupt;
 use crate::model::slice::{Shard, Split};
 use crate::pipeline::options::TuneOptions;
 use crate::pipeline::outcome::TuneOutcome;
-use crate::pipeline::plan::{check_inputs, load_op, shape_list};
+use crate::pipeline::plan::{check_inputs, shape_list};
 use crate::pipeline::summary;
-use crate::pipeline::tuner::tune;
+use crate::pipeline::tuner::tune_op;
+use crate::spec::ops::Op;
 use crate::store::record::Status;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -37,11 +38,13 @@ pub struct SweepOptions {
 
 /// A tuning run: one shape, a sweep, a sweep over several GPUs, or a shard of any of them.
 /// Every argument is checked (settings, op, `--param`, `--arch`, shapes, `--shard`, `--gpus`)
-/// before anything is tuned, so bad input is one error, not one per shape.
+/// before anything is tuned, so bad input is one error, not one per shape. The op is loaded
+/// once, here, and every shape is tuned with it.
 pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     let mut base = cli.base.clone();
-    check_inputs(&base)?;
-    let shapes = shape_list(&base, cli.shapes.as_deref())?;
+    let (op, _) = check_inputs(&base)?;
+    let op = &op;
+    let shapes = shape_list(&base, op, cli.shapes.as_deref())?;
     let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
     let gpus = match &cli.gpus {
         Some(spec) => {
@@ -59,13 +62,13 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     };
     // The estimated work per shape orders a multi-GPU queue and balances shards by shapes.
     let work = if shard.is_some() || gpus.len() > 1 {
-        shard::estimated_work(&load_op(&base)?, &shapes)?
+        shard::estimated_work(op, &shapes)?
     } else {
         vec![0.0; shapes.len()]
     };
     let plan = shard::plan(shard, &shapes, &work);
     let recorder = match shard {
-        Some(s) if !cli.compile_only => Some(Recorder::start(&base, s, &shapes, &plan)?),
+        Some(s) if !cli.compile_only => Some(Recorder::start(&base, op, s, &shapes, &plan)?),
         _ => None,
     };
     if let Some(&g) = gpus.first() {
@@ -77,18 +80,18 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
         }
     };
     let code = if plan.len() == 1 {
-        let (code, result) = run_one(cli, &job_options(&base, &plan[0]));
+        let (code, result) = run_one(cli, &job_options(&base, &plan[0]), op);
         record(&plan[0], &result);
         code
     } else if gpus.len() > 1 {
-        sweep_on_gpus(cli, &base, &plan, &gpus, &record)
+        sweep_on_gpus(cli, &base, op, &plan, &gpus, &record)
     } else {
         // A sweep: each shape tuned as if alone, then one summary table.
         let mut rows = Vec::new();
         let mut worst = 0u8;
         for a in &plan {
             println!("==== {}", a.shape);
-            let (code, result) = run_one(cli, &job_options(&base, a));
+            let (code, result) = run_one(cli, &job_options(&base, a), op);
             record(a, &result);
             worst = worst.max(code);
             rows.push(summary::summary_row(&a.shape, result.as_ref().ok()));
@@ -124,11 +127,12 @@ fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
 /// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
 ///
-/// Each shape starts its own GPU worker process (and CUDA context) inside [`tune`];
+/// Each shape starts its own GPU worker process (and CUDA context) inside [`tune_op`];
 /// keeping one per GPU across shapes would need the tuner to accept a running worker.
 fn sweep_on_gpus(
     cli: &SweepOptions,
     base: &TuneOptions,
+    op: &Op,
     plan: &[Assignment],
     gpus: &[usize],
     record: &(dyn Fn(&Assignment, &std::result::Result<TuneOutcome, String>) + Sync),
@@ -154,7 +158,7 @@ fn sweep_on_gpus(
             progress: false,
             ..job_options(base, a)
         };
-        let (code, result) = run_one_quietly(cli, &opts, g);
+        let (code, result) = run_one_quietly(cli, &opts, op, g);
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
@@ -224,9 +228,10 @@ fn sweep_on_gpus(
 fn run_one_quietly(
     cli: &SweepOptions,
     opts: &TuneOptions,
+    op: &Op,
     gpu: usize,
 ) -> (u8, std::result::Result<TuneOutcome, String>) {
-    match tune(opts) {
+    match tune_op(opts, op) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
             print!("==== {} on GPU {gpu}\n{text}", opts.shape);
@@ -246,13 +251,14 @@ fn run_one_quietly(
     }
 }
 
-/// Tunes one shape and prints its report; the exit code it calls for, and the outcome (or
-/// the error, already printed).
+/// Tunes one shape of `op` and prints its report; the exit code it calls for, and the outcome
+/// (or the error, already printed).
 fn run_one(
     cli: &SweepOptions,
     opts: &TuneOptions,
+    op: &Op,
 ) -> (u8, std::result::Result<TuneOutcome, String>) {
-    match tune(opts) {
+    match tune_op(opts, op) {
         Ok(outcome) => {
             print!("{}", summary::render(&outcome, cli.top, cli.verbose));
             if outcome.interrupted && cli.compile_only {
@@ -328,6 +334,7 @@ pub struct Recorder {
 impl Recorder {
     pub fn start(
         base: &TuneOptions,
+        op: &Op,
         s: Shard,
         shapes: &[String],
         plan: &[Assignment],
@@ -348,7 +355,6 @@ impl Recorder {
             }
         }
         // The settings, op and --param values were checked by `sweep` before this.
-        let op = load_op(base)?;
         let manifest = Manifest {
             format: shard::MANIFEST_FORMAT,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -357,7 +363,7 @@ impl Recorder {
             split: shard::split_for(s.n, shapes.len()),
             sweep: Sweep {
                 op: op.name().to_string(),
-                op_fingerprint: shard::op_fingerprint(&op),
+                op_fingerprint: shard::op_fingerprint(op),
                 shapes: shapes.to_vec(),
                 dtype: base.dtype.clone(),
                 params: base.params.clone(),

@@ -9,7 +9,7 @@
 
 use super::format_ms;
 use crate::error::{Error, Result};
-use crate::store::record::{Record, Status};
+use crate::store::record::{Kind, Record, Status};
 use crate::store::run_csv::{open_run_csv, read_run_csv};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -74,7 +74,7 @@ impl Run {
     }
 
     fn variants(&self) -> impl Iterator<Item = &Record> {
-        self.records.iter().filter(|r| r.kind == "variant")
+        self.records.iter().filter(|r| r.kind == Kind::Variant)
     }
 
     /// Verified variants, fastest first.
@@ -92,7 +92,9 @@ impl Run {
         let mut b: Vec<&Record> = self
             .records
             .iter()
-            .filter(|r| r.kind == "baseline" && r.status == Status::Ok && r.throughput.is_some())
+            .filter(|r| {
+                r.kind == Kind::Baseline && r.status == Status::Ok && r.throughput.is_some()
+            })
             .collect();
         b.sort_by(|a, b| b.throughput.unwrap().total_cmp(&a.throughput.unwrap()));
         b
@@ -1088,7 +1090,7 @@ fn write_counts(h: &mut String, run: &Run) {
     let mut reasons: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in run.variants().filter(|r| r.status != Status::Ok) {
         let reason: String = r
-            .error
+            .reason()
             .lines()
             .next()
             .unwrap_or("")
@@ -1121,7 +1123,7 @@ fn write_baselines(h: &mut String, run: &Run) {
     let all_baselines: Vec<&Record> = run
         .records
         .iter()
-        .filter(|r| r.kind == "baseline")
+        .filter(|r| r.kind == Kind::Baseline)
         .collect();
     if !all_baselines.is_empty() {
         let _ = writeln!(

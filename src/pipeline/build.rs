@@ -16,7 +16,8 @@ use crate::spec::codegen::Renderer;
 use crate::spec::ops::{one_line, Op};
 use crate::spec::space::Candidate;
 use crate::store::files::write_atomic;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::journal::JournalKey;
+use crate::store::record::{Kind, Note, Record, RunInfo, Status};
 use crate::store::run_csv::{run_csv, run_csv_path};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
@@ -142,7 +143,7 @@ fn start_outcome(
 /// without measurements no round waits for another's results, only for a free worker, and
 /// the search keeps deciding what is compiled. A time budget ends the proposals when it runs
 /// out, and the sources queued but not started then are abandoned (recorded as not run, with
-/// [`BUDGET_SPENT`]); the compiles under way finish.
+/// [`Note::BudgetSpent`]); the compiles under way finish.
 pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Result<TuneOutcome> {
     let Built {
         setup,
@@ -242,7 +243,7 @@ pub(super) struct CompiledSource {
     millis: f64,
     from_cache: bool,
     /// Why there is no result, when it is not the stop.
-    not_compiled: Option<String>,
+    not_compiled: Option<Note>,
 }
 
 /// Reads `source`'s image from the cubin cache into `cubin` when it is there: starting a
@@ -315,22 +316,13 @@ const NOT_COMPILED: CompiledSource = CompiledSource {
     not_compiled: None,
 };
 
-/// Why a variant whose compile the time budget abandoned has no image (the summary counts
-/// these apart from the stopped ones).
-pub(super) const BUDGET_SPENT: &str =
-    "not compiled: the --budget time ran out before its compile started";
-
 /// A source abandoned because the run's time budget ran out before its compile started.
 fn budget_spent() -> CompiledSource {
     CompiledSource {
-        not_compiled: Some(BUDGET_SPENT.into()),
+        not_compiled: Some(Note::BudgetSpent),
         ..NOT_COMPILED
     }
 }
-
-/// The start of the reason a source past the compile time limit has no image (the stop
-/// leaves these reasons as they are).
-pub(super) const PAST_LIMIT: &str = "not compiled: NVRTC ran past the compile time limit";
 
 /// The result of rendering and compiling one live candidate.
 pub(super) struct Build {
@@ -339,7 +331,7 @@ pub(super) struct Build {
     cubin: Option<CubinResult>,
     compile_ms: f64,
     /// Why there is no image, when it is not the stop.
-    not_compiled: Option<String>,
+    not_compiled: Option<Note>,
 }
 
 /// What building a round needs, bundled so rounds after the first build the same way.
@@ -407,7 +399,7 @@ impl Prepared {
     }
 
     /// Starts no compile after `at`: sources queued and not started by then are answered
-    /// as abandoned, with [`BUDGET_SPENT`]; the compiles under way finish.
+    /// as abandoned, with [`Note::BudgetSpent`]; the compiles under way finish.
     pub(super) fn abandon_after(&mut self, at: Instant) {
         self.deadline = Some(at);
         if let Some(pool) = &self.pool {
@@ -547,9 +539,7 @@ impl Prepared {
                 },
                 PoolReply::TimedOut(seconds) => CompiledSource {
                     millis: seconds * 1e3,
-                    not_compiled: Some(format!(
-                        "{PAST_LIMIT} ({seconds:.1} s; --compile-timeout sets it)"
-                    )),
+                    not_compiled: Some(Note::PastLimit { seconds }),
                     ..NOT_COMPILED
                 },
                 PoolReply::Stopped => NOT_COMPILED,
@@ -573,7 +563,7 @@ impl Prepared {
                 Err(e) => (Some(Err(e.clone())), 0.0, None),
                 Ok(k) => match &compiled[*k] {
                     None => return true,
-                    Some(c) => (c.result.clone(), c.millis, c.not_compiled.clone()),
+                    Some(c) => (c.result.clone(), c.millis, c.not_compiled),
                 },
             };
             let wanted = kernels.remove(&i).unwrap_or_default();
@@ -611,7 +601,7 @@ impl Prepared {
         build: &Build,
         records: &mut [Record],
         task_record: &HashMap<usize, usize>,
-        task_key: &mut HashMap<usize, String>,
+        task_key: &mut HashMap<usize, JournalKey>,
     ) -> Option<Task> {
         let c = &env.candidates[build.candidate];
         let id = TaskId::variant(c.index).number();
@@ -620,15 +610,11 @@ impl Prepared {
         let path = match &build.cubin {
             Some(Err(e)) => {
                 rec.status = Status::Failed;
-                rec.error = one_line(e);
+                rec.set_error(one_line(e));
                 return None;
             }
             None => {
-                rec.status = Status::NotRun;
-                rec.error = build
-                    .not_compiled
-                    .clone()
-                    .unwrap_or_else(|| "not compiled".into());
+                not_compiled(rec, build, "not compiled");
                 return None;
             }
             Some(Ok(path)) => path,
@@ -637,22 +623,7 @@ impl Prepared {
         if let Some(Ok(k)) = self.source_of.get(&build.candidate) {
             task_key.insert(
                 id,
-                format!(
-                    "{} {:?} {:?}{}{}",
-                    env.compiler.key(&self.sources[*k]),
-                    dims.grid,
-                    dims.block,
-                    // Only where there is any, so that journals written before keep their keys.
-                    if dims.shared > 0 {
-                        format!(" shared {}", dims.shared)
-                    } else {
-                        String::new()
-                    },
-                    c.prologue
-                        .iter()
-                        .map(|(name, d)| format!(" after {name} {:?} {:?}", d.grid, d.block))
-                        .collect::<String>()
-                ),
+                JournalKey::variant(env.compiler.key(&self.sources[*k]), &dims, &c.prologue),
             );
         }
         rec.status = Status::NotRun;
@@ -669,6 +640,16 @@ impl Prepared {
             expect: "reference".into(),
             contender: true,
         })
+    }
+}
+
+/// Marks `rec` not run for want of an image, with the reason `build` gives (`otherwise` when
+/// it gives none: the stop kept the source from compiling).
+fn not_compiled(rec: &mut Record, build: &Build, otherwise: &str) {
+    rec.status = Status::NotRun;
+    match build.not_compiled {
+        Some(note) => rec.set_note(note),
+        None => rec.set_error(otherwise),
     }
 }
 
@@ -691,7 +672,7 @@ pub(super) fn shown_record(c: &Candidate, skipped: &str) -> Record {
         .values()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let mut rec = Record::new("variant", &format!("v{:04}", c.index), params);
+    let mut rec = Record::new(Kind::Variant, &format!("v{:04}", c.index), params);
     match &c.pruned {
         Some(reason) => {
             rec.status = Status::Pruned;
@@ -712,17 +693,17 @@ fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> R
     let Some(build) = build.filter(|_| c.pruned.is_none()) else {
         return rec;
     };
-    (rec.status, rec.error) = match &build.cubin {
-        Some(Err(e)) => (Status::Failed, e.clone()),
-        None => (
-            Status::NotRun,
-            build
-                .not_compiled
-                .clone()
-                .unwrap_or_else(|| "interrupted (Ctrl-C)".into()),
-        ),
-        Some(Ok(_)) => (Status::Ok, String::new()),
-    };
+    match &build.cubin {
+        Some(Err(e)) => {
+            rec.status = Status::Failed;
+            rec.set_error(e.clone());
+        }
+        None => not_compiled(&mut rec, build, "interrupted (Ctrl-C)"),
+        Some(Ok(_)) => {
+            rec.status = Status::Ok;
+            rec.error.clear();
+        }
+    }
     rec.compile_ms = Some(build.compile_ms);
     rec
 }

@@ -9,7 +9,7 @@ use super::outcome::Confidence;
 use super::rounds::{Gpus, Measured};
 use crate::error::{Error, Result};
 use crate::isolate::protocol::Job;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::record::{Kind, Record, RunInfo, Status};
 use std::collections::HashMap;
 
 /// The measuring done, the winner confirmed when it could be: what ranking needs.
@@ -128,7 +128,7 @@ pub(super) fn stored_winner(
     records.iter().position(|r| {
         let mut have = r.params.clone();
         have.sort();
-        r.kind == "variant" && r.status == Status::Ok && have == want
+        r.kind == Kind::Variant && r.status == Status::Ok && have == want
     })
 }
 
@@ -156,7 +156,7 @@ fn retime_leaders(
     };
     let mut leaders: Vec<(usize, usize)> = task_record
         .iter()
-        .filter(|(_, &at)| records[at].kind == "variant" && records[at].status == Status::Ok)
+        .filter(|(_, &at)| records[at].kind == Kind::Variant && records[at].status == Status::Ok)
         .map(|(&id, &at)| (id, at))
         .collect();
     leaders.sort_by(|a, b| median(a.1).total_cmp(&median(b.1)).then(a.1.cmp(&b.1)));
@@ -418,7 +418,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &r)| {
-                let mut rec = Record::new("variant", &format!("v{i:04}"), vec![]);
+                let mut rec = Record::new(Kind::Variant, &format!("v{i:04}"), vec![]);
                 rec.registers = Some(r);
                 rec
             })

@@ -17,8 +17,8 @@ use crate::spec::codegen::Renderer;
 use crate::spec::expr::Vars;
 use crate::spec::ops::{one_line, BaselineKind, Op, Role};
 use crate::spec::space;
-use crate::store::journal::Journal;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::journal::{Journal, JournalKey};
+use crate::store::record::{Kind, Record, RunInfo, Status};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ pub(super) struct Ledger {
     pub task_record: HashMap<usize, usize>,
     /// What identifies a task's result across runs (for the journal): the compiled source and
     /// its launch geometry; for baselines their name and source.
-    pub task_key: HashMap<usize, String>,
+    pub task_key: HashMap<usize, JournalKey>,
 }
 
 /// The run ready to measure: the baselines' tasks are in `job`; the first round's variants
@@ -47,7 +47,7 @@ pub(super) struct Staged {
     pub job: Job,
     pub journal: Journal,
     /// The results of a matching journal from an earlier run (`--resume`), by task key.
-    pub earlier: HashMap<String, TaskResult>,
+    pub earlier: HashMap<JournalKey, TaskResult>,
 }
 
 /// The job: the baselines' tasks (the variants join as they compile, ids: [`TaskId`]), all
@@ -85,7 +85,7 @@ pub(super) fn job(opts: &TuneOptions, mut built: Built, dev: &DeviceInfo) -> Res
         "rtol": job.rtol, "device_uuid": built.outcome.device.as_ref().map(|d| d.uuid.clone()),
     });
     let (journal, earlier) = Journal::open::<TaskResult>(&journal_path, &header, opts.resume)?;
-    let earlier: HashMap<String, TaskResult> = earlier.into_iter().collect();
+    let earlier: HashMap<JournalKey, TaskResult> = earlier.into_iter().collect();
     built.outcome.journal_path = Some(journal_path);
     Ok(Staged {
         built,
@@ -182,7 +182,7 @@ fn baseline_tasks(
 ) -> Result<()> {
     let (op, shape, base, limits) = (&setup.op, &setup.shape, &setup.base, &setup.limits);
     for (i, b) in op.spec.baselines.iter().enumerate() {
-        let mut rec = Record::new("baseline", &b.name, vec![]);
+        let mut rec = Record::new(Kind::Baseline, &b.name, vec![]);
         let work = match b.kind {
             BaselineKind::Memcpy => Ok(Work::Memcpy {
                 from: b.from.clone().unwrap_or_default(),
@@ -213,9 +213,13 @@ fn baseline_tasks(
             Ok(work) => {
                 let id = TaskId::baseline(i).number();
                 ledger.task_record.insert(id, ledger.records.len());
-                ledger
-                    .task_key
-                    .insert(id, format!("baseline {} {baseline_key}", b.name));
+                ledger.task_key.insert(
+                    id,
+                    JournalKey::Baseline {
+                        name: b.name.clone(),
+                        source: baseline_key.to_string(),
+                    },
+                );
                 tasks.push(Task {
                     id,
                     label: b.name.clone(),

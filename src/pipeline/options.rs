@@ -1,6 +1,6 @@
 //! What a tuning run is asked to do: [`TuneOptions`], as plain data, and its defaults.
 
-use crate::measure::bench::BenchSettings;
+use crate::measure::bench::{BenchSettings, CacheState};
 use crate::search::budget::Budget;
 use std::path::PathBuf;
 
@@ -90,8 +90,36 @@ impl Isolation {
     }
 }
 
+// The defaults of a run's settings, each written once: `TuneOptions::default` and the
+// command line's default values (`crate::cli`) both read these.
+
+/// The op tuned when none is named (`--op`).
+pub const DEFAULT_OP: &str = "transpose";
+/// Timed launches per variant (`--reps`).
+pub const DEFAULT_REPS: usize = 30;
+/// Untimed launches before timing (`--warmup`).
+pub const DEFAULT_WARMUP: usize = 3;
+/// The L2 state during timing (`--cache`).
+pub const DEFAULT_CACHE: CacheState = CacheState::Cold;
+/// The folder results are written to (`--out`).
+pub const DEFAULT_OUT_DIR: &str = "results";
+/// The CUDA device index (`--device`).
+pub const DEFAULT_DEVICE: usize = 0;
+/// The seed of the random inputs (`--seed`).
+pub const DEFAULT_SEED: u64 = 1;
 /// Seconds a GPU task may run beyond its expected time before it is killed (`--watchdog`).
 pub const DEFAULT_WATCHDOG_S: f64 = 10.0;
+/// Interleaved rounds re-timing the leading candidates (`--confirm-rounds`).
+pub const DEFAULT_CONFIRM_ROUNDS: usize = 50;
+/// How the configurations to measure are chosen (`--strategy`).
+pub const DEFAULT_STRATEGY: &str = "auto";
+
+/// Compile worker processes when `--jobs` is not given: one per CPU core.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
 
 impl Default for TuneOptions {
     /// The CLI's defaults, with work in this process ([`Isolation::InProcess`]): a library
@@ -99,7 +127,7 @@ impl Default for TuneOptions {
     /// a `tune` binary.
     fn default() -> Self {
         TuneOptions {
-            op: "transpose".into(),
+            op: DEFAULT_OP.into(),
             templates: None,
             spec: None,
             template: None,
@@ -107,31 +135,29 @@ impl Default for TuneOptions {
             dtype: None,
             params: Vec::new(),
             bench: BenchSettings {
-                warmup: 3,
-                reps: 30,
-                cache: crate::measure::bench::CacheState::Cold,
+                warmup: DEFAULT_WARMUP,
+                reps: DEFAULT_REPS,
+                cache: DEFAULT_CACHE,
             },
-            out_dir: PathBuf::from("results"),
+            out_dir: PathBuf::from(DEFAULT_OUT_DIR),
             compile_only: false,
             arch: None,
             emit: None,
-            device: 0,
+            device: DEFAULT_DEVICE,
             cubin_cache: true,
             rtol: None,
-            seed: 1,
+            seed: DEFAULT_SEED,
             isolation: Isolation::InProcess,
             compile_limit: crate::isolate::compile_pool::CompileLimit::Auto,
-            jobs: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            jobs: default_jobs(),
             watchdog_s: DEFAULT_WATCHDOG_S,
             resume: false,
             adaptive: true,
-            confirm_rounds: 50,
+            confirm_rounds: DEFAULT_CONFIRM_ROUNDS,
             progress: true,
             keep_best: false,
             pruned_rows: false,
-            strategy: "auto".into(),
+            strategy: DEFAULT_STRATEGY.into(),
             budget: None,
             shard: None,
             warm_start: true,

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::spec::ops::Op;
 use crate::store::best::{upsert_best, BestRow, Upserted};
 use crate::store::files::write_atomic;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::journal::JournalKey;
+use crate::store::record::{Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{run_csv, run_csv_path};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -21,7 +22,7 @@ pub(super) struct Ranked {
     pub info: RunInfo,
     /// Task id → record index, and each task's journal key (for the winner's source hash).
     pub task_record: HashMap<usize, usize>,
-    pub task_key: HashMap<usize, String>,
+    pub task_key: HashMap<usize, JournalKey>,
     pub fatal: Option<Error>,
     /// The folder of sources and images, removed when the run's outcome is returned.
     pub work_dir: tempfile::TempDir,
@@ -87,15 +88,14 @@ pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<Tune
         fatal,
         work_dir,
     } = r;
-    // The source hash of a record: the first word of its task's journal key.
+    // The source hash of a record: the source its task's journal key names.
     let source_hash = |i: usize| {
         task_record
             .iter()
             .find(|(_, &at)| at == i)
             .and_then(|(id, _)| task_key.get(id))
-            .and_then(|k| k.split_whitespace().next())
+            .map(|k| k.source().to_string())
             .unwrap_or_default()
-            .to_string()
     };
     write_results(opts, &info, &mut outcome, &source_hash)?;
     outcome.info = Some(info);
@@ -139,7 +139,7 @@ fn rank_records(
     let fastest = records
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.kind == "variant" && r.status == Status::Ok)
+        .filter(|(_, r)| r.kind == Kind::Variant && r.status == Status::Ok)
         .min_by(|a, b| {
             let (x, y) = (
                 a.1.stats.map(|s| s.median_ms),

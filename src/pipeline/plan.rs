@@ -28,9 +28,17 @@ pub(super) struct Plan {
 }
 
 /// Everything user input can get wrong is checked here, the space included: parameters that
-/// leave no configuration are bad input with or without a GPU.
-pub(super) fn plan(opts: &TuneOptions) -> Result<Plan> {
-    let (op, overrides) = check_inputs(opts)?;
+/// leave no configuration are bad input with or without a GPU. `loaded` is the op when the
+/// caller has loaded it already (a sweep loads it once for all its shapes); else it is loaded
+/// here.
+pub(super) fn plan(opts: &TuneOptions, loaded: Option<&Op>) -> Result<Plan> {
+    let (op, overrides) = match loaded {
+        Some(op) => {
+            check_settings_and_folders(opts)?;
+            (op.clone(), check_op_inputs(opts, op)?)
+        }
+        None => check_inputs(opts)?,
+    };
     let shape = Shape::parse(&opts.shape, &op.spec.dims)?;
     let checked = live_space(&op, &shape, &CHECK_LIMITS, &overrides, opts)?;
     let renderer = Renderer::new(&op)?;
@@ -212,17 +220,16 @@ pub fn load_op(opts: &TuneOptions) -> Result<Op> {
     .with_dtype(opts.dtype.as_deref())
 }
 
-/// The shapes of a sweep: `--shape A,B,C` or `--shapes FILE`, all checked against the op
-/// before anything is tuned. A `--shapes` file that does not exist, is a folder or is not
-/// text is bad input. A shape listed twice (`10x10,10x10`, or `10x10` and `010x10`) is
+/// The shapes of a sweep of `op`: `--shape A,B,C` or `--shapes FILE`, all checked against
+/// the op before anything is tuned. A `--shapes` file that does not exist, is a folder or is
+/// not text is bad input. A shape listed twice (`10x10,10x10`, or `10x10` and `010x10`) is
 /// tuned once, with a note on stderr.
-pub fn shape_list(opts: &TuneOptions, file: Option<&Path>) -> Result<Vec<String>> {
+pub fn shape_list(opts: &TuneOptions, op: &Op, file: Option<&Path>) -> Result<Vec<String>> {
     if let Some(f) = file {
         if let Some(why) = crate::error::not_a_file(f) {
             return Err(Error::Usage(format!("--shapes {}: {why}", f.display())));
         }
     }
-    let op = load_op(opts)?;
     let shapes = match file {
         Some(f) => crate::model::shape::read_file(f, &op.spec.dims)?,
         None => crate::model::shape::parse_list(&opts.shape, &op.spec.dims)?,
@@ -279,10 +286,19 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
 }
 
 /// Everything about a run's input that holds for every shape, checked once before a sweep
-/// starts and again by [`super::tuner::tune`]: the settings, the op (spec, template, dtype), the `--param`
-/// overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns the op and
-/// the parsed overrides.
+/// starts and again by [`super::tuner::tune`]: the settings, the op (spec, template, dtype), the
+/// `--param` overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns
+/// the op and the parsed overrides. A sweep keeps the op for all its shapes
+/// ([`super::tuner::tune_op`]), which check the rest again but do not load it again.
 pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {
+    check_settings_and_folders(opts)?;
+    let op = load_op(opts)?;
+    let overrides = check_op_inputs(opts, &op)?;
+    Ok((op, overrides))
+}
+
+/// [`check_settings`], and that the folders written into are not files.
+fn check_settings_and_folders(opts: &TuneOptions) -> Result<()> {
     check_settings(opts)?;
     // The folders written into: a file of that name is bad input, said before any work.
     for (flag, dir) in [
@@ -296,11 +312,16 @@ pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>
             )));
         }
     }
-    let op = load_op(opts)?;
+    Ok(())
+}
+
+/// The input checked against the op: the `--param` overrides (parsed, none given twice) and
+/// `--arch`. Returns the overrides.
+fn check_op_inputs(opts: &TuneOptions, op: &Op) -> Result<Vec<space::ParamOverride>> {
     let overrides = opts
         .params
         .iter()
-        .map(|p| space::parse_override(&op, p))
+        .map(|p| space::parse_override(op, p))
         .collect::<Result<Vec<_>>>()?;
     // A parameter given twice is refused rather than one list silently replacing the other.
     for (i, o) in overrides.iter().enumerate() {
@@ -337,7 +358,7 @@ pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>
             }
         }
     }
-    Ok((op, overrides))
+    Ok(overrides)
 }
 
 /// `sm_90a` → 90.

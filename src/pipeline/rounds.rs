@@ -16,8 +16,8 @@ use crate::isolate::protocol::{Job, Task, TaskResult};
 use crate::isolate::worker::{run_tasks, GpuWorker, Runner};
 use crate::measure::clocks::ClockSample;
 use crate::spec::ops::one_line;
-use crate::store::journal::Journal;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::journal::{Journal, JournalKey};
+use crate::store::record::{Kind, Note, Record, RunInfo, Status};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -125,7 +125,7 @@ impl Tally {
                 rec.error.clear();
                 rec.throughput = Some(self.work / (stats.median_ms * 1e-3) / 1e9);
                 rec.stats = Some(stats);
-                if rec.kind == "variant" && stats.median_ms < self.best_ms {
+                if rec.kind == Kind::Variant && stats.median_ms < self.best_ms {
                     self.best_ms = stats.median_ms;
                     let unit = self.unit;
                     self.pb.set_message(format!(
@@ -305,7 +305,7 @@ fn run_job(
     job: &mut Job,
     gpus: &mut Gpus,
     all_tasks: &mut Vec<Task>,
-    earlier: &HashMap<String, TaskResult>,
+    earlier: &HashMap<JournalKey, TaskResult>,
     ledger: &mut Ledger,
     tally: &mut Tally,
     outcome: &mut TuneOutcome,
@@ -384,9 +384,9 @@ pub(super) fn settle(m: Measured) -> Measured {
     };
     if let Some(why) = why {
         for rec in records.iter_mut().filter(|r| {
-            r.status == Status::NotRun && !r.error.starts_with(super::build::PAST_LIMIT)
+            r.status == Status::NotRun && !matches!(r.note, Some(Note::PastLimit { .. }))
         }) {
-            rec.error = why.clone();
+            rec.set_error(why.clone());
         }
     }
     m

@@ -10,7 +10,7 @@ use crate::search::budget::{Budget, DEFAULT_BUDGET};
 use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
 use crate::store::best::{parse_params, read_best_checked, shipped_best, stored_params, BestRow};
-use crate::store::record::{Record, Status};
+use crate::store::record::{Kind, Record, Status};
 use crate::store::run_csv::{read_run_csv, run_csv_path_of};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -145,7 +145,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             tried: last
                 .iter()
                 .filter(|r| {
-                    r.kind == "variant"
+                    r.kind == Kind::Variant
                         && (matches!(r.status, Status::Ok | Status::Failed | Status::NotRun)
                             || r.error.starts_with(NOT_TIMED_AGAIN))
                 })
@@ -195,7 +195,7 @@ pub fn last_measured(
 ) -> (Vec<usize>, HashMap<usize, String>) {
     let mut measured: Vec<(f64, &Record)> = last
         .iter()
-        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .filter(|r| r.kind == Kind::Variant && r.status == Status::Ok)
         .filter_map(|r| Some((r.stats?.median_ms, r)))
         .collect();
     measured.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -518,7 +518,7 @@ mod tests {
             .find(|&at| candidates[at].pruned.is_some())
             .unwrap();
         let mut baseline = row(live[9], Status::Ok, Some(0.001));
-        baseline.kind = "baseline".into();
+        baseline.kind = Kind::Baseline;
         let last = vec![
             row(live[3], Status::Ok, Some(0.030)),
             row(live[7], Status::Failed, None),

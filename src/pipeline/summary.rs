@@ -2,7 +2,7 @@
 //! and where the files went. Progress goes to stderr (indicatif), so stdout can be piped.
 
 use crate::pipeline::outcome::TuneOutcome;
-use crate::store::record::{Record, RunInfo, Status};
+use crate::store::record::{Kind, Note, Record, RunInfo, Status};
 use std::fmt::Write;
 
 fn pct(x: Option<f64>) -> String {
@@ -18,7 +18,7 @@ fn num(x: Option<f64>, digits: usize) -> String {
 fn count(records: &[Record], status: Status) -> usize {
     records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status == status)
+        .filter(|r| r.kind == Kind::Variant && r.status == status)
         .count()
 }
 
@@ -64,7 +64,11 @@ fn write_heading(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
 /// The baselines' table, with the roof.
 fn write_baselines(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
     let unit = &info.unit;
-    let baselines: Vec<&Record> = o.records.iter().filter(|r| r.kind == "baseline").collect();
+    let baselines: Vec<&Record> = o
+        .records
+        .iter()
+        .filter(|r| r.kind == Kind::Baseline)
+        .collect();
     if !baselines.is_empty() {
         let _ = writeln!(
             s,
@@ -102,7 +106,7 @@ fn write_baselines(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
 fn past_limit(o: &TuneOutcome) -> usize {
     o.records
         .iter()
-        .filter(|r| r.status == Status::NotRun && r.error.starts_with(super::build::PAST_LIMIT))
+        .filter(|r| r.status == Status::NotRun && matches!(r.note, Some(Note::PastLimit { .. })))
         .count()
 }
 
@@ -112,7 +116,7 @@ fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
     let mut ok: Vec<&Record> = o
         .records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .filter(|r| r.kind == Kind::Variant && r.status == Status::Ok)
         .collect();
     ok.sort_by(|a, b| {
         let key = |r: &Record| r.stats.map(|x| x.median_ms).unwrap_or(f64::INFINITY);
@@ -193,7 +197,7 @@ fn write_failures(s: &mut String, o: &TuneOutcome, verbose: bool) {
         for r in o
             .records
             .iter()
-            .filter(|r| r.kind == "variant" && r.status == Status::Failed)
+            .filter(|r| r.kind == Kind::Variant && r.status == Status::Failed)
             .take(if verbose { usize::MAX } else { 5 })
         {
             let err: String = crate::spec::ops::one_line(&r.error)
@@ -410,11 +414,11 @@ pub const NOISY_ROOF_VS_VARIANTS: f64 = 3.0;
 pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
     let r = records
         .iter()
-        .find(|r| r.kind == "baseline" && r.name == roof && r.status == Status::Ok)?;
+        .find(|r| r.kind == Kind::Baseline && r.name == roof && r.status == Status::Ok)?;
     let st = r.stats?;
     let spreads: Vec<f64> = records
         .iter()
-        .filter(|r| r.kind == "variant" && r.status == Status::Ok)
+        .filter(|r| r.kind == Kind::Variant && r.status == Status::Ok)
         .filter_map(|r| r.stats.map(|s| s.spread_pct))
         .filter(|x| x.is_finite())
         .collect();
@@ -498,7 +502,7 @@ fn render_compile_only(o: &TuneOutcome, verbose: bool) -> String {
     let budget = o
         .records
         .iter()
-        .filter(|r| r.status == Status::NotRun && r.error == super::build::BUDGET_SPENT)
+        .filter(|r| r.status == Status::NotRun && r.note == Some(Note::BudgetSpent))
         .count();
     for (n, what) in [
         (count(&o.records, Status::Skipped), "not proposed"),
@@ -593,12 +597,13 @@ mod tests {
 
     #[test]
     fn a_roof_noisier_than_the_kernels_is_named() {
-        let timed = |kind: &str, name: &str, spread_pct: f64| Record {
-            kind: kind.into(),
+        let timed = |kind: Kind, name: &str, spread_pct: f64| Record {
+            kind,
             name: name.into(),
             params: vec![],
             status: Status::Ok,
             error: String::new(),
+            note: None,
             stats: Some(crate::measure::bench::Stats {
                 median_ms: 0.15,
                 min_ms: 0.1305,
@@ -612,11 +617,12 @@ mod tests {
             registers: None,
             confirm: None,
         };
-        let kernels = |spread: f64| (0..5).map(move |i| timed("variant", &format!("v{i}"), spread));
+        let kernels =
+            |spread: f64| (0..5).map(move |i| timed(Kind::Variant, &format!("v{i}"), spread));
         // The H100 cuBLAS timing at 1000^3 that made a kernel read 237.6 % of it.
         let mut records = vec![
-            timed("baseline", "cublas_sgemm", 45.8),
-            timed("baseline", "other", 1.0),
+            timed(Kind::Baseline, "cublas_sgemm", 45.8),
+            timed(Kind::Baseline, "other", 1.0),
         ];
         records.extend(kernels(2.0));
         let line = noisy_roof_line(&records, "cublas_sgemm").expect("a warning");
@@ -629,17 +635,19 @@ mod tests {
         // Only the roof counts: another baseline divides nothing.
         assert_eq!(noisy_roof_line(&records, "other"), None);
         // A steady roof.
-        let mut steady = vec![timed("baseline", "cublas_sgemm", 2.0)];
+        let mut steady = vec![timed(Kind::Baseline, "cublas_sgemm", 2.0)];
         steady.extend(kernels(2.0));
         assert_eq!(noisy_roof_line(&steady, "cublas_sgemm"), None);
         assert_eq!(noisy_roof_line(&steady, ""), None);
         // A 7 us copy at 1000x1000 f16 (17 % spread) among kernels that spread 10-13 %: the
         // usual jitter of microsecond kernels, not a warning.
-        let mut short = vec![timed("baseline", "copy_vec4", 16.9)];
+        let mut short = vec![timed(Kind::Baseline, "copy_vec4", 16.9)];
         short.extend(kernels(11.0));
         assert_eq!(noisy_roof_line(&short, "copy_vec4"), None);
         // No verified kernel to compare with: the 10 % rule alone.
-        assert!(noisy_roof_line(&[timed("baseline", "copy_vec4", 16.9)], "copy_vec4").is_some());
+        assert!(
+            noisy_roof_line(&[timed(Kind::Baseline, "copy_vec4", 16.9)], "copy_vec4").is_some()
+        );
     }
 
     #[test]

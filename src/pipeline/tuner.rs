@@ -9,15 +9,26 @@
 
 use super::{build, confirm, job, persist, plan, rounds};
 use crate::error::Result;
+use crate::spec::ops::Op;
 use std::time::Instant;
 
 use super::options::TuneOptions;
 use super::outcome::TuneOutcome;
 
-/// Runs the whole pipeline for one op and shape.
+/// Runs the whole pipeline for one op and shape; the op is loaded from what `opts` names.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
+    run(opts, None)
+}
+
+/// [`tune`] with the op `opts` names already loaded (a sweep loads it once for all its
+/// shapes, [`check_inputs`]).
+pub fn tune_op(opts: &TuneOptions, op: &Op) -> Result<TuneOutcome> {
+    run(opts, Some(op))
+}
+
+fn run(opts: &TuneOptions, op: Option<&Op>) -> Result<TuneOutcome> {
     let t0 = Instant::now();
-    let plan = plan::plan(opts)?;
+    let plan = plan::plan(opts, op)?;
     let setup = plan::device(opts, plan, t0)?;
     let built = build::build(opts, setup)?;
     let Some(dev) = built.setup.device.clone() else {

@@ -10,7 +10,7 @@ use super::registry::strategy;
 use super::space::SearchSpace;
 use super::strategy::drive;
 use crate::error::{Error, Result};
-use crate::store::record::{Record, Status};
+use crate::store::record::{Kind, Record, Status};
 
 /// A found point counts as a hit when its throughput is at least this fraction of the best.
 pub const HIT: f64 = 0.95;
@@ -31,7 +31,7 @@ impl Landscape {
     pub fn from_records(records: &[Record]) -> Result<Landscape> {
         let live: Vec<&Record> = records
             .iter()
-            .filter(|r| r.kind == "variant" && r.status != Status::Pruned)
+            .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
             .collect();
         let mut names: Vec<String> = Vec::new();
         for r in &live {
@@ -209,7 +209,7 @@ mod tests {
 
     fn variant(name: &str, a: &str, b: &str, status: Status, ms: Option<f64>) -> Record {
         let mut r = Record::new(
-            "variant",
+            Kind::Variant,
             name,
             vec![("A".into(), a.into()), ("B".into(), b.into())],
         );
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn landscape_keeps_live_variants_only() {
         let records = vec![
-            Record::new("baseline", "memcpy", vec![]),
+            Record::new(Kind::Baseline, "memcpy", vec![]),
             variant("v0", "1", "x", Status::Ok, Some(2.0)),
             variant("v1", "1", "y", Status::Failed, None),
             variant("v2", "2", "x", Status::Pruned, None),

@@ -3,8 +3,156 @@
 use super::record::RunInfo;
 use super::run_csv::run_csv_path;
 use crate::error::{Error, Result};
+use crate::model::limits::LaunchDims;
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// A launch's grid or block size.
+type Dim3 = (u32, u32, u32);
+
+/// What identifies a task's result across runs: the key of its journal entry, so a resumed
+/// run reuses a result only for the same compiled code launched the same way.
+///
+/// Its text ([`fmt::Display`], read back by [`JournalKey::parse`]) is what journals hold, the
+/// same as they always have:
+/// * a variant: `SOURCE (gx, gy, gz) (bx, by, bz)`, then ` shared BYTES` where the launch asks
+///   for dynamic shared memory (journals written before it existed keep their keys), then
+///   ` after KERNEL (gx, gy, gz) (bx, by, bz)` for each prologue launch;
+/// * a baseline: `baseline NAME SOURCE` (`SOURCE` empty for baselines that need no compiled
+///   source).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum JournalKey {
+    Variant {
+        /// The compiler's cache key of the variant's source
+        /// ([`crate::cuda::compile::Compiler::key`]).
+        source: String,
+        grid: Dim3,
+        block: Dim3,
+        /// Bytes of dynamic shared memory (0: none).
+        shared: u32,
+        /// The prologue launches before it: kernel, grid, block.
+        prologue: Vec<(String, Dim3, Dim3)>,
+    },
+    Baseline {
+        name: String,
+        /// The cache key of the baselines' source (empty without one).
+        source: String,
+    },
+}
+
+impl JournalKey {
+    /// A variant's key: its source's cache key, its launch and its prologue launches.
+    pub fn variant(source: String, launch: &LaunchDims, prologue: &[(String, LaunchDims)]) -> Self {
+        JournalKey::Variant {
+            source,
+            grid: launch.grid,
+            block: launch.block,
+            shared: launch.shared,
+            prologue: prologue
+                .iter()
+                .map(|(kernel, d)| (kernel.clone(), d.grid, d.block))
+                .collect(),
+        }
+    }
+
+    /// The cache key of the compiled source the task ran (best.csv's `source_hash`).
+    pub fn source(&self) -> &str {
+        match self {
+            JournalKey::Variant { source, .. } | JournalKey::Baseline { source, .. } => source,
+        }
+    }
+
+    /// The key whose text is exactly `text`, if any (the inverse of its `Display`).
+    pub fn parse(text: &str) -> Option<JournalKey> {
+        let key = match text.strip_prefix("baseline ") {
+            Some(rest) => {
+                let (name, source) = rest.rsplit_once(' ')?;
+                JournalKey::Baseline {
+                    name: name.to_string(),
+                    source: source.to_string(),
+                }
+            }
+            None => {
+                let (source, rest) = text.split_once(' ')?;
+                let (grid, rest) = dim3(rest)?;
+                let (block, mut rest) = dim3(rest.strip_prefix(' ')?)?;
+                let mut shared = 0;
+                if let Some(r) = rest.strip_prefix(" shared ") {
+                    let end = r.find(' ').unwrap_or(r.len());
+                    shared = r[..end].parse().ok()?;
+                    rest = &r[end..];
+                }
+                let mut prologue = Vec::new();
+                while let Some(r) = rest.strip_prefix(" after ") {
+                    let (kernel, r) = r.split_once(' ')?;
+                    let (g, r) = dim3(r)?;
+                    let (b, r) = dim3(r.strip_prefix(' ')?)?;
+                    prologue.push((kernel.to_string(), g, b));
+                    rest = r;
+                }
+                if !rest.is_empty() {
+                    return None;
+                }
+                JournalKey::Variant {
+                    source: source.to_string(),
+                    grid,
+                    block,
+                    shared,
+                    prologue,
+                }
+            }
+        };
+        // Only the one text of each key: anything else would match no task of a run.
+        (key.to_string() == text).then_some(key)
+    }
+}
+
+/// `(x, y, z)` at the start of `text`, and the rest.
+fn dim3(text: &str) -> Option<(Dim3, &str)> {
+    let (inside, rest) = text.strip_prefix('(')?.split_once(')')?;
+    let mut parts = inside.split(", ").map(|p| p.parse::<u32>().ok());
+    let d = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some((d, rest))
+}
+
+impl fmt::Display for JournalKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JournalKey::Variant {
+                source,
+                grid,
+                block,
+                shared,
+                prologue,
+            } => {
+                write!(f, "{source} {grid:?} {block:?}")?;
+                if *shared > 0 {
+                    write!(f, " shared {shared}")?;
+                }
+                for (kernel, g, b) in prologue {
+                    write!(f, " after {kernel} {g:?} {b:?}")?;
+                }
+                Ok(())
+            }
+            JournalKey::Baseline { name, source } => write!(f, "baseline {name} {source}"),
+        }
+    }
+}
+
+impl Serialize for JournalKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for JournalKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        JournalKey::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a task key: '{text}'")))
+    }
+}
 
 /// The record of a run in progress: one JSON line per finished task, appended and flushed as
 /// it finishes, so a crash or `kill -9` loses at most the task in flight. The first line
@@ -16,14 +164,14 @@ pub struct Journal {
 
 #[derive(Serialize, Deserialize)]
 struct JournalEntry<T> {
-    key: String,
+    key: JournalKey,
     result: T,
 }
 
 /// A journal as `--resume` reads it: the entries of every usable line, in file order, and
 /// the lines that are not usable.
 pub struct JournalRead<T> {
-    pub entries: Vec<(String, T)>,
+    pub entries: Vec<(JournalKey, T)>,
     /// `(line number from 1, why)` of each line that is not UTF-8 or not an entry: a line cut
     /// short by a kill during a write, or damaged.
     pub bad: Vec<(usize, String)>,
@@ -90,7 +238,7 @@ impl Journal {
         path: &Path,
         header: &serde_json::Value,
         resume: bool,
-    ) -> Result<(Journal, Vec<(String, T)>)> {
+    ) -> Result<(Journal, Vec<(JournalKey, T)>)> {
         use std::io::Write;
         let header_line = serde_json::to_string(header).expect("serializable");
         let mut entries = Vec::new();
@@ -150,10 +298,10 @@ impl Journal {
     }
 
     /// Appends one finished task and flushes it to the OS.
-    pub fn append<T: Serialize>(&mut self, key: &str, result: &T) -> Result<()> {
+    pub fn append<T: Serialize>(&mut self, key: &JournalKey, result: &T) -> Result<()> {
         use std::io::Write;
         let line = serde_json::to_string(&JournalEntry {
-            key: key.to_string(),
+            key: key.clone(),
             result,
         })
         .expect("serializable");
@@ -167,21 +315,112 @@ impl Journal {
 mod journal_tests {
     use super::*;
 
+    /// The key of a baseline without a compiled source: `baseline NAME ` as text.
+    fn key(name: &str) -> JournalKey {
+        JournalKey::Baseline {
+            name: name.into(),
+            source: String::new(),
+        }
+    }
+
+    const HASH: &str = "1612f007e82c9076adc9614ba55b396a571210dc805c8644b569ece97efb219c";
+
+    fn dims(grid: Dim3, block: Dim3, shared: u32) -> LaunchDims {
+        LaunchDims {
+            grid,
+            block,
+            shared,
+        }
+    }
+
+    /// Keys written by earlier runs read back as the same key, and the key of a task is
+    /// written as it always was, so their journals resume.
+    #[test]
+    fn keys_have_one_text_that_reads_back() {
+        let repack = vec![(
+            "sgemm_repack".to_string(),
+            dims((2, 1113, 1), (128, 1, 1), 0),
+        )];
+        let cases = [
+            (
+                JournalKey::variant(HASH.into(), &dims((32, 32, 1), (32, 8, 1), 0), &[]),
+                format!("{HASH} (32, 32, 1) (32, 8, 1)"),
+            ),
+            (
+                JournalKey::variant(HASH.into(), &dims((9, 8, 1), (256, 1, 1), 50688), &[]),
+                format!("{HASH} (9, 8, 1) (256, 1, 1) shared 50688"),
+            ),
+            (
+                JournalKey::variant(HASH.into(), &dims((9, 11, 1), (128, 1, 1), 0), &repack),
+                format!(
+                    "{HASH} (9, 11, 1) (128, 1, 1) after sgemm_repack (2, 1113, 1) (128, 1, 1)"
+                ),
+            ),
+            (
+                JournalKey::variant(HASH.into(), &dims((5, 11, 1), (256, 1, 1), 61440), &repack),
+                format!(
+                    "{HASH} (5, 11, 1) (256, 1, 1) shared 61440 after sgemm_repack \
+                     (2, 1113, 1) (128, 1, 1)"
+                ),
+            ),
+            (
+                JournalKey::Baseline {
+                    name: "copy_vec4".into(),
+                    source: HASH.into(),
+                },
+                format!("baseline copy_vec4 {HASH}"),
+            ),
+            (key("memcpy"), "baseline memcpy ".to_string()),
+        ];
+        for (key, text) in cases {
+            assert_eq!(key.to_string(), text);
+            assert_eq!(JournalKey::parse(&text), Some(key.clone()), "{text}");
+            let json = serde_json::to_string(&key).unwrap();
+            assert_eq!(json, serde_json::to_string(&text).unwrap());
+            assert_eq!(serde_json::from_str::<JournalKey>(&json).unwrap(), key);
+        }
+        assert_eq!(
+            JournalKey::variant(HASH.into(), &dims((1, 1, 1), (1, 1, 1), 0), &[]).source(),
+            HASH
+        );
+        // Texts no task has: each would match nothing, so none is a key.
+        for text in [
+            "",
+            "a",
+            HASH,
+            &format!("{HASH} (32, 32, 1)"),
+            &format!("{HASH} (32, 32, 1) (32, 8, 1) "),
+            &format!("{HASH} (32,32,1) (32, 8, 1)"),
+            &format!("{HASH} (32, 32) (32, 8, 1)"),
+            &format!("{HASH} (32, 32, 1, 1) (32, 8, 1)"),
+            &format!("{HASH} (32, 32, 1) (32, 8, 1) shared 0"),
+            &format!("{HASH} (32, 32, 1) (32, 8, 1) shared 012"),
+            &format!("{HASH} (32, 32, 1) (32, 8, 1) shared x"),
+            &format!("{HASH} (32, 32, 1) (32, 8, 1) after k (1, 1, 1)"),
+            &format!("{HASH} (-1, 32, 1) (32, 8, 1)"),
+            "baseline",
+            "baseline memcpy",
+        ] {
+            assert_eq!(JournalKey::parse(text), None, "{text}");
+        }
+    }
+
     #[test]
     fn unusable_lines_are_named_and_every_usable_line_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.journal.jsonl");
-        let mut bytes = b"{\"h\":1}\n{\"key\":\"a\",\"result\":1}\n".to_vec();
+        let mut bytes = b"{\"h\":1}\n{\"key\":\"baseline a \",\"result\":1}\n".to_vec();
         bytes.extend_from_slice(b"{\"key\":\"\xff\xfe\",\"result\":2}\n");
-        bytes.extend_from_slice(b"{\"key\":\"b\",\"result\":3}\n\n");
-        bytes.extend_from_slice(b"{\"key\":\"c\",\"result\":\"x\"}\n");
-        bytes.extend_from_slice(b"{\"key\":\"d\",\"result\":4}\n{\"key\":\"e\"");
+        bytes.extend_from_slice(b"{\"key\":\"baseline b \",\"result\":3}\n\n");
+        bytes.extend_from_slice(b"{\"key\":\"baseline c \",\"result\":\"x\"}\n");
+        bytes.extend_from_slice(b"{\"key\":\"no task\",\"result\":5}\n");
+        bytes.extend_from_slice(b"{\"key\":\"baseline d \",\"result\":4}\n{\"key\":\"e\"");
         std::fs::write(&path, &bytes).unwrap();
         let read = read_journal::<u32>(&path, "{\"h\":1}").unwrap();
-        let keys: Vec<&str> = read.entries.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["a", "b", "d"]);
+        let keys: Vec<JournalKey> = read.entries.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(keys, [key("a"), key("b"), key("d")]);
         let lines: Vec<usize> = read.bad.iter().map(|(n, _)| *n).collect();
-        assert_eq!(lines, [3, 6, 8]);
+        assert_eq!(lines, [3, 6, 7, 9]);
         assert_eq!(read.bad[0].1, "not UTF-8 (at byte 9)");
         assert!(
             read.bad[1].1.starts_with("not a journal entry: "),
@@ -189,7 +428,12 @@ mod journal_tests {
             read.bad[1].1
         );
         assert!(!read.bad[1].1.contains("line 1"), "{}", read.bad[1].1);
-        assert!(read.bad[2].1.starts_with("cut short"), "{}", read.bad[2].1);
+        assert!(
+            read.bad[2].1.contains("not a task key: 'no task'"),
+            "{}",
+            read.bad[2].1
+        );
+        assert!(read.bad[3].1.starts_with("cut short"), "{}", read.bad[3].1);
         // Another run's journal is not read at all.
         assert!(read_journal::<u32>(&path, "{\"h\":2}").is_none());
     }
@@ -201,8 +445,8 @@ mod journal_tests {
         let header = serde_json::json!({"op": "transpose", "shape": "64x64"});
         let (mut j, old) = Journal::open::<u32>(&path, &header, true).unwrap();
         assert!(old.is_empty());
-        j.append("a", &1u32).unwrap();
-        j.append("b", &2u32).unwrap();
+        j.append(&key("a"), &1u32).unwrap();
+        j.append(&key("b"), &2u32).unwrap();
         drop(j);
         // A process killed mid-write leaves half a line.
         std::fs::OpenOptions::new()
@@ -211,8 +455,8 @@ mod journal_tests {
             .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"key\":\"c\",\"res"))
             .unwrap();
         let (mut j, old) = Journal::open::<u32>(&path, &header, true).unwrap();
-        assert_eq!(old, vec![("a".to_string(), 1), ("b".to_string(), 2)]);
-        j.append("c", &3u32).unwrap();
+        assert_eq!(old, vec![(key("a"), 1), (key("b"), 2)]);
+        j.append(&key("c"), &3u32).unwrap();
         drop(j);
         let (_, old) = Journal::open::<u32>(&path, &header, true).unwrap();
         assert_eq!(old.len(), 3, "the entry after a torn line is kept");

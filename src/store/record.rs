@@ -43,16 +43,97 @@ impl Status {
     }
 }
 
+/// What a record is about: a configuration of the tuned space, or one of the op's reference
+/// kernels. The run CSV's `kind` column holds [`Kind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Variant,
+    Baseline,
+}
+
+impl Kind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Kind::Variant => "variant",
+            Kind::Baseline => "baseline",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "variant" => Some(Kind::Variant),
+            "baseline" => Some(Kind::Baseline),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The start of the reason a source past the compile time limit has no image.
+const PAST_LIMIT: &str = "not compiled: NVRTC ran past the compile time limit";
+/// What follows the seconds in [`Note::PastLimit`]'s text.
+const PAST_LIMIT_END: &str = " s; --compile-timeout sets it)";
+/// The reason of a variant whose compile the time budget abandoned.
+const BUDGET_SPENT: &str = "not compiled: the --budget time ran out before its compile started";
+
+/// A reason the run itself acts on, typed so that it can be matched; every other reason is
+/// text in [`Record::error`]. The run CSV's `error` column holds its text ([`Record::reason`]),
+/// and reading a run CSV gives the note back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Note {
+    /// Not compiled: NVRTC ran past the compile time limit, after this many seconds. The stop
+    /// (Ctrl-C, or a failure that ends the rounds) leaves this reason as it is, and the
+    /// summary counts these apart.
+    PastLimit { seconds: f64 },
+    /// Not compiled: the `--budget` time ran out before its compile started (the summary of a
+    /// compile-only run counts these apart).
+    BudgetSpent,
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Note::PastLimit { seconds } => write!(f, "{PAST_LIMIT} ({seconds:.1}{PAST_LIMIT_END}"),
+            Note::BudgetSpent => f.write_str(BUDGET_SPENT),
+        }
+    }
+}
+
+impl Note {
+    /// The note whose text is exactly `text`, if any (the inverse of its `Display`).
+    pub fn parse(text: &str) -> Option<Note> {
+        if text == BUDGET_SPENT {
+            return Some(Note::BudgetSpent);
+        }
+        let seconds = text
+            .strip_prefix(PAST_LIMIT)?
+            .strip_prefix(" (")?
+            .strip_suffix(PAST_LIMIT_END)?
+            .parse::<f64>()
+            .ok()?;
+        let note = Note::PastLimit { seconds };
+        (note.to_string() == text).then_some(note)
+    }
+}
+
 /// One row of a run's CSV.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
-    /// "variant" for the tuned space, "baseline" for the reference kernels.
-    pub kind: String,
+    pub kind: Kind,
     /// `v0042` (index in the space) or the baseline's name.
     pub name: String,
     pub params: Vec<(String, String)>,
     pub status: Status,
+    /// Why the record has no result (or a warning about it), as text; empty when `note` says
+    /// why instead.
     pub error: String,
+    /// Why the record has no result, where the run acts on it; `error` is empty then.
+    pub note: Option<Note>,
     pub stats: Option<Stats>,
     pub throughput: Option<f64>,
     pub frac_of_roof: Option<f64>,
@@ -77,13 +158,14 @@ pub struct Confirmed {
 
 impl Record {
     /// A record with no outcome yet (status `pruned`, no error): callers fill in the rest.
-    pub fn new(kind: &str, name: &str, params: Vec<(String, String)>) -> Record {
+    pub fn new(kind: Kind, name: &str, params: Vec<(String, String)>) -> Record {
         Record {
-            kind: kind.into(),
+            kind,
             name: name.into(),
             params,
             status: Status::Pruned,
             error: String::new(),
+            note: None,
             stats: None,
             throughput: None,
             frac_of_roof: None,
@@ -91,6 +173,27 @@ impl Record {
             registers: None,
             confirm: None,
         }
+    }
+
+    /// The record's reason as the run CSV's `error` column holds it: its note's text, else
+    /// `error`.
+    pub fn reason(&self) -> std::borrow::Cow<'_, str> {
+        match &self.note {
+            Some(note) => note.to_string().into(),
+            None => self.error.as_str().into(),
+        }
+    }
+
+    /// Sets the reason to `note` (and clears any text).
+    pub fn set_note(&mut self, note: Note) {
+        self.note = Some(note);
+        self.error.clear();
+    }
+
+    /// Sets the reason to the text `why` (and clears any note).
+    pub fn set_error(&mut self, why: impl Into<String>) {
+        self.error = why.into();
+        self.note = None;
     }
 
     pub fn label(&self) -> String {

@@ -3,7 +3,7 @@
 
 use super::best::BEST_REQUIRED;
 use super::files::slug;
-use super::record::{Confirmed, Record, RunInfo, Status};
+use super::record::{Confirmed, Kind, Note, Record, RunInfo, Status};
 use crate::error::{Error, Result};
 use crate::measure::bench::Stats;
 use std::path::{Path, PathBuf};
@@ -73,7 +73,7 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         .collect();
     w.write_record(&header).map_err(csv_err)?;
     for r in records {
-        let mut row: Vec<String> = vec![r.kind.clone(), r.name.clone()];
+        let mut row: Vec<String> = vec![r.kind.to_string(), r.name.clone()];
         for p in param_names {
             row.push(
                 r.params
@@ -86,7 +86,7 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         let s = r.stats;
         row.extend([
             r.status.as_str().to_string(),
-            r.error.clone(),
+            r.reason().into_owned(),
             opt(s.map(|s| s.median_ms)),
             opt(s.map(|s| s.min_ms)),
             opt(s.map(|s| s.max_ms)),
@@ -179,8 +179,14 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
             spread_pct: num("spread_pct").unwrap_or(0.0),
             samples: get("samples").parse().unwrap_or(0),
         });
+        // A reason the run acts on comes back as its note; any other stays text.
+        let (error, note) = match Note::parse(get("error")) {
+            Some(note) => (String::new(), Some(note)),
+            None => (get("error").to_string(), None),
+        };
         out.push(Record {
-            kind: get("kind").to_string(),
+            kind: Kind::parse(get("kind"))
+                .ok_or_else(|| csv_err(format!("bad kind '{}'", get("kind"))))?,
             name: get("name").to_string(),
             params: params
                 .iter()
@@ -190,7 +196,8 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
                 .collect(),
             status: Status::parse(get("status"))
                 .ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?,
-            error: get("error").to_string(),
+            error,
+            note,
             stats,
             throughput: num("throughput"),
             frac_of_roof: num("frac_of_roof"),
@@ -267,7 +274,8 @@ mod tests {
         };
         let records = vec![
             Record {
-                kind: "baseline".into(),
+                kind: Kind::Baseline,
+                note: None,
                 name: "memcpy".into(),
                 params: vec![],
                 status: Status::Ok,
@@ -280,7 +288,8 @@ mod tests {
                 confirm: None,
             },
             Record {
-                kind: "variant".into(),
+                kind: Kind::Variant,
+                note: None,
                 name: "v0001".into(),
                 params: vec![
                     ("TILE_DIM".into(), "32".into()),
@@ -303,7 +312,8 @@ mod tests {
                 }),
             },
             Record {
-                kind: "variant".into(),
+                kind: Kind::Variant,
+                note: None,
                 name: "v0002".into(),
                 params: vec![
                     ("TILE_DIM".into(), "8".into()),
