@@ -1,7 +1,8 @@
 //! Ops as data: a TOML spec (parameters, constraints, launch geometry, buffers, metric,
 //! baselines) beside a Tera template. Built-in ops are the files under `templates/`, embedded
-//! at build time so the binary works from any directory; `--templates DIR` reads them from
-//! disk instead. Adding an op means adding files, not Rust code, except for a CPU reference.
+//! at build time (build.rs) so the binary works from any directory; `--templates DIR` reads
+//! them from disk instead. Adding an op means adding files plus its name in [`BUILTIN_OPS`],
+//! and a CPU reference when no registered one fits (docs/extending.md).
 
 use crate::error::{Error, Result};
 use crate::model::dtype::Dtype;
@@ -9,37 +10,11 @@ use crate::spec::expr::Value;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Files of the built-in ops, embedded from `templates/`.
-const BUILTIN_FILES: &[(&str, &str)] = &[
-    (
-        "transpose.toml",
-        include_str!("../../templates/transpose.toml"),
-    ),
-    (
-        "transpose.cu.tera",
-        include_str!("../../templates/transpose.cu.tera"),
-    ),
-    (
-        "transpose_classic.cu.tera",
-        include_str!("../../templates/transpose_classic.cu.tera"),
-    ),
-    ("matmul.toml", include_str!("../../templates/matmul.toml")),
-    (
-        "matmul.cu.tera",
-        include_str!("../../templates/matmul.cu.tera"),
-    ),
-    (
-        "matmul_baselines.cu.tera",
-        include_str!("../../templates/matmul_baselines.cu.tera"),
-    ),
-    ("sgemm.toml", include_str!("../../templates/sgemm.toml")),
-    (
-        "sgemm.cu.tera",
-        include_str!("../../templates/sgemm.cu.tera"),
-    ),
-];
+/// Files of the built-in ops: every file of `templates/`, embedded at build time (build.rs).
+const BUILTIN_FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
 
-/// Names of the built-in ops, in the order `--help` lists them.
+/// Names of the built-in ops, in the order `--help` lists them: each is `templates/<name>.toml`
+/// and the templates it names (a test checks that every spec there is listed here).
 pub const BUILTIN_OPS: &[&str] = &["transpose", "matmul", "sgemm"];
 
 /// How a variant's output is compared with the expected output.
@@ -757,6 +732,31 @@ mod tests {
             assert!(op.template.contains("__global__"));
             assert!(op.is_builtin(), "{name}");
         }
+    }
+
+    /// The embedded files are exactly `templates/`, and its specs are the built-in ops.
+    #[test]
+    fn builtin_files_are_the_templates_folder_and_its_specs_the_builtin_ops() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = BUILTIN_FILES.iter().map(|(f, _)| *f).collect();
+        assert_eq!(embedded, on_disk);
+        for (file, text) in BUILTIN_FILES {
+            let on_disk = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+            assert_eq!(*text, on_disk, "{file}");
+        }
+        let mut specs: Vec<&str> = embedded
+            .iter()
+            .filter_map(|f| f.strip_suffix(".toml"))
+            .collect();
+        specs.sort_unstable();
+        let mut listed = BUILTIN_OPS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(specs, listed, "templates/*.toml and BUILTIN_OPS differ");
     }
 
     /// Only the shipped spec is built in: the same op from a folder with an edited spec is
