@@ -23,6 +23,7 @@ use cuda_autotune::export::{candidate_for, format_ms, specialize, TunedDb, Tuned
 use cuda_autotune::measure::bench::{BenchSettings, CacheState, Timer};
 use cuda_autotune::measure::verify;
 use cuda_autotune::model::shape::Shape;
+use cuda_autotune::spec::reference::transpose::transpose_bytes;
 use cuda_autotune::spec::space::LaunchDims;
 use cuda_autotune::store::results::BestRow;
 use std::path::PathBuf;
@@ -364,7 +365,7 @@ impl Buffers {
         gpu.launch(kernel, launch, &self.args)?;
         gpu.synchronize("running the tuned transpose")?;
         let out = gpu.download(&self.d_out)?;
-        let expected = verify::transpose_bytes(&self.input, self.rows, self.cols, self.elem_bytes);
+        let expected = transpose_bytes(&self.input, self.rows, self.cols, self.elem_bytes);
         Ok(out
             .chunks(self.elem_bytes)
             .zip(expected.chunks(self.elem_bytes))

@@ -6,4 +6,5 @@ pub mod cover;
 pub mod describe;
 pub mod expr;
 pub mod ops;
+pub mod reference;
 pub mod space;

@@ -520,13 +520,6 @@ fn list_ops_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Whether the built-in reference `name` can compute outputs of `dtype`: the transpose only
-/// moves bytes (any type); the matmul reference multiplies float32 inputs (in float64).
-/// Other names (`config`, a user's reference configuration) run on the GPU: any type.
-pub fn reference_supports(name: &str, dtype: Dtype) -> bool {
-    name != "matmul" || dtype == Dtype::F32
-}
-
 /// Parses and checks a spec; every problem names the file and the field.
 pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     let err = |why: String| Error::Spec {
@@ -642,12 +635,12 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             "dtypes: the default dtype '{default}' is not in the list"
         )));
     }
-    for d in &supported {
-        if !reference_supports(&spec.reference, *d) {
+    if let Some(reference) = crate::spec::reference::lookup(&spec.reference) {
+        if let Some(d) = supported.iter().find(|d| !reference.supports(**d)) {
             return Err(err(format!(
                 "dtypes: the CPU reference '{}' computes {} only, not {d}",
                 spec.reference,
-                Dtype::F32
+                crate::model::dtype::names(reference.dtypes)
             )));
         }
     }
@@ -800,6 +793,18 @@ mod tests {
             .replace("kernel = \"sgemm_repack\"", "kernel = \"sgemm\"");
         let e = parse_spec(&text, "z.toml").unwrap_err().to_string();
         assert!(e.contains("prologue[0].kernel"), "{e}");
+        // The dtypes an op lists must be ones its registered reference computes.
+        let text = include_str!("../../templates/matmul.toml").replace(
+            "dtype = \"f32\"",
+            "dtype = \"f32\"\ndtypes = [\"f32\", \"f64\"]",
+        );
+        let e = parse_spec(&text, "m.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("dtypes: the CPU reference 'matmul' computes f32 only, not f64"),
+            "{e}"
+        );
+        let text = text.replace("reference = \"matmul\"", "reference = \"copy\"");
+        assert!(parse_spec(&text, "m.toml").is_ok());
         let spec = parse_spec(include_str!("../../templates/sgemm.toml"), "sgemm.toml").unwrap();
         assert_eq!(spec.prologue[0].when.as_deref(), Some("REPACK == 1"));
         let scratch: Vec<&str> = spec
