@@ -71,6 +71,11 @@ pub struct ParamSpec {
     /// parameters, which every row names.
     #[serde(default)]
     pub missing: Option<toml::Value>,
+    /// The value a safe default fixes (the kernel an export falls back to where no tuned one
+    /// serves a shape, valid at every shape): e.g. bounds checks in every block. `None`: the
+    /// safe default searches the parameter's values.
+    #[serde(default)]
+    pub safe: Option<toml::Value>,
     #[serde(default)]
     pub help: String,
 }
@@ -542,6 +547,14 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         if p.values.is_empty() {
             return Err(err(format!("params.{}: values is empty", p.name)));
         }
+        if let Some(safe) = p.safe.as_ref().map(toml_to_value) {
+            if !p.accepted_values().contains(&safe) {
+                return Err(err(format!(
+                    "params.{}.safe: {safe} is not a value the parameter accepts",
+                    p.name
+                )));
+            }
+        }
     }
     let buffer = |name: &str| spec.buffers.iter().find(|b| b.name == name);
     if spec
@@ -805,6 +818,21 @@ mod tests {
         );
         let text = text.replace("reference = \"matmul\"", "reference = \"copy\"");
         assert!(parse_spec(&text, "m.toml").is_ok());
+        // A safe value must be one the parameter accepts (sgemm's BOUNDS accepts `always`
+        // beyond its default sweep).
+        let text = include_str!("../../templates/sgemm.toml");
+        let spec = parse_spec(text, "s.toml").unwrap();
+        let bounds = spec.params.iter().find(|p| p.name == "BOUNDS").unwrap();
+        assert_eq!(bounds.safe, Some(toml::Value::String("always".into())));
+        assert!(!bounds
+            .values
+            .contains(&toml::Value::String("always".into())));
+        let text = text.replace("safe = \"always\"", "safe = \"sometimes\"");
+        let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("params.BOUNDS.safe: sometimes is not a value the parameter accepts"),
+            "{e}"
+        );
         let spec = parse_spec(include_str!("../../templates/sgemm.toml"), "sgemm.toml").unwrap();
         assert_eq!(spec.prologue[0].when.as_deref(), Some("REPACK == 1"));
         let scratch: Vec<&str> = spec
