@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::dtype::Dtype;
+use crate::spec::baseline::{self, Baseline};
 use crate::spec::expr::Value;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -183,39 +184,6 @@ pub struct BaselineSource {
     pub template: String,
     #[serde(default)]
     pub values: toml::Table,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum BaselineKind {
-    /// A kernel from the baseline template, launched with the op's argument list.
-    #[default]
-    Kernel,
-    /// A device-to-device memcpy from one buffer to another (the copy roof).
-    Memcpy,
-    /// cuBLAS SGEMM, pure FP32 (TF32 off), on row-major `operands` A, B, C of the op's
-    /// M x N x K shape.
-    CublasSgemm,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Baseline {
-    pub name: String,
-    #[serde(default)]
-    pub kind: BaselineKind,
-    pub kernel: Option<String>,
-    pub block: Option<[String; 3]>,
-    pub grid: Option<[String; 3]>,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    /// A, B, C buffers of a cublas_sgemm baseline.
-    pub operands: Option<[String; 3]>,
-    /// "reference" (the op's reference output) or the name of an input buffer it must equal.
-    pub expect: String,
-    /// Marks the baselines whose best time is the roof that variants are compared with.
-    #[serde(default)]
-    pub roof: bool,
 }
 
 /// A kernel of the variant's own source launched before the op's kernel, in the same timed
@@ -581,45 +549,20 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             )));
         }
     }
+    let view = baseline::SpecView {
+        buffers: spec.buffers.iter().map(|b| b.name.as_str()).collect(),
+        dims: spec.dims.len(),
+        baseline_source: spec.baseline_source.is_some(),
+    };
     for b in &spec.baselines {
-        let field = format!("baselines.{}", b.name);
+        let field = baseline::field(b);
         if b.expect != "reference" && buffer(&b.expect).map(|x| x.role) != Some(Role::Input) {
             return Err(err(format!(
                 "{field}.expect: '{}' is neither \"reference\" nor an input buffer",
                 b.expect
             )));
         }
-        match b.kind {
-            BaselineKind::Kernel => {
-                if b.kernel.is_none() || b.block.is_none() || b.grid.is_none() {
-                    return Err(err(format!(
-                        "{field}: a kernel baseline needs kernel, block and grid"
-                    )));
-                }
-                if spec.baseline_source.is_none() {
-                    return Err(err(format!(
-                        "{field}: kernel baselines need [baseline_source]"
-                    )));
-                }
-            }
-            BaselineKind::CublasSgemm => {
-                let ok = b
-                    .operands
-                    .as_ref()
-                    .is_some_and(|ops| ops.iter().all(|o| buffer(o).is_some()));
-                if !ok || spec.dims.len() != 3 {
-                    return Err(err(format!("{field}: cublas_sgemm needs operands = [A, B, C] naming buffers and an MxNxK op")));
-                }
-            }
-            BaselineKind::Memcpy => {
-                for (what, name) in [("from", &b.from), ("to", &b.to)] {
-                    match name.as_deref().and_then(buffer) {
-                        Some(_) => {}
-                        None => return Err(err(format!("{field}.{what}: names no buffer"))),
-                    }
-                }
-            }
-        }
+        baseline::check(b, &view).map_err(err)?;
     }
     if spec.reference_kernel.is_some()
         && (spec.reference_launch.is_none() || spec.baseline_source.is_none())
