@@ -29,12 +29,15 @@ pub struct Reference {
     pub dtypes: &'static [Dtype],
     /// The expected output, from the op's input buffers in spec order. `None` when the shape
     /// has another number of dimensions, or there are other inputs, than it takes.
-    pub compute: fn(&Shape, Dtype, &[&[u8]]) -> Option<Vec<u8>>,
+    pub compute: Compute,
     /// Checks an expected output computed on the GPU against rows computed on the CPU, and
     /// says what it checked; absent for references that are not computed on the GPU. `None`
     /// like `compute`.
     pub spot_check: Option<SpotCheck>,
 }
+
+/// Arguments: the shape, the run's element type and the inputs.
+pub type Compute = fn(&Shape, Dtype, &[&[u8]]) -> Option<Vec<u8>>;
 
 /// Arguments: the shape, the inputs, the GPU's output and the run's seed (which rows).
 pub type SpotCheck = fn(&Shape, &[&[u8]], &[u8], u64) -> Option<Result<String>>;
