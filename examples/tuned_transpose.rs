@@ -26,6 +26,7 @@ use cuda_autotune::measure::bench::{BenchSettings, CacheState, Timer};
 use cuda_autotune::measure::verify;
 use cuda_autotune::model::limits::LaunchDims;
 use cuda_autotune::model::shape::Shape;
+use cuda_autotune::spec::reference::transpose::transpose_bytes;
 use cuda_autotune::store::best::BestRow;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -366,7 +367,7 @@ impl Buffers {
         gpu.launch(kernel, launch, &self.args)?;
         gpu.synchronize("running the tuned transpose")?;
         let out = gpu.download(&self.d_out)?;
-        let expected = verify::transpose_bytes(&self.input, self.rows, self.cols, self.elem_bytes);
+        let expected = transpose_bytes(&self.input, self.rows, self.cols, self.elem_bytes);
         Ok(out
             .chunks(self.elem_bytes)
             .zip(expected.chunks(self.elem_bytes))

@@ -211,6 +211,36 @@ fn safe_defaults_come_from_the_spec_and_serve_every_shape() {
     assert!(safe_default("transpose", "f8", None).is_err());
 }
 
+/// What a safe default fixes is what the spec's `safe` attributes say, for any parameter: a
+/// copy of the templates whose transpose also marks `UNROLL = off` safe gets that value too,
+/// and one whose BOUNDS marks none leaves BOUNDS to the search for a valid configuration.
+#[test]
+fn safe_values_come_from_the_spec_attribute() {
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(repo("templates")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), tmp.path().join(entry.file_name())).unwrap();
+    }
+    let spec = tmp.path().join("transpose.toml");
+    let shipped = std::fs::read_to_string(&spec).unwrap();
+    let unroll = "name = \"UNROLL\"\n";
+    assert!(shipped.contains(unroll));
+    std::fs::write(
+        &spec,
+        shipped.replace(unroll, &format!("{unroll}safe = \"off\"\n")),
+    )
+    .unwrap();
+    let params = params_text(&safe_default("transpose", "f32", Some(tmp.path())).unwrap());
+    assert!(params.contains(";UNROLL=off;BOUNDS=always;"), "{params}");
+    // Without `safe`, BOUNDS is searched from the middle of its sweep (`specialized`, which
+    // compiles to another kernel at tile multiples) to the nearest valid value.
+    assert_eq!(shipped.matches("safe = \"always\"\n").count(), 1);
+    std::fs::write(&spec, shipped.replace("safe = \"always\"\n", "")).unwrap();
+    let params = params_text(&safe_default("transpose", "f32", Some(tmp.path())).unwrap());
+    assert!(!params.contains("BOUNDS=specialized"), "{params}");
+    assert!(params.contains(";UNROLL=on;"), "{params}");
+}
+
 /// Panics unless `a` and `b` differ at most in `#define NAME` lines whose NAME the code
 /// never uses (outside comments): sources that compile to the same kernel.
 fn same_code(a: &str, b: &str, what: &str) {

@@ -277,28 +277,17 @@ impl From<CacheArg> for CacheState {
     }
 }
 
-/// Output formats of `tune export`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExportFormat {
-    Csv,
-    Json,
-    Markdown,
-    /// One specialized .cu per tuned entry plus a C/C++ header with a dispatch function.
-    Cuda,
-}
-
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    #[arg(long, value_enum)]
-    pub format: ExportFormat,
+    #[arg(long, value_parser = format_values())]
+    pub format: String,
     /// Only entries of this op.
     #[arg(long)]
     pub op: Option<String>,
     /// Only entries whose GPU name contains this text.
     #[arg(long)]
     pub gpu: Option<String>,
-    /// File to write (csv, json, markdown; default or `-`: stdout) or folder (cuda, required).
-    #[arg(long)]
+    #[arg(long, help = output_help())]
     pub output: Option<PathBuf>,
     /// The tuning database.
     #[arg(long, default_value = "results/best.csv")]
@@ -629,12 +618,7 @@ impl BestArgs {
 impl ExportArgs {
     pub fn options(&self) -> ExportOptions {
         ExportOptions {
-            format: match self.format {
-                ExportFormat::Csv => export::ExportFormat::Csv,
-                ExportFormat::Json => export::ExportFormat::Json,
-                ExportFormat::Markdown => export::ExportFormat::Markdown,
-                ExportFormat::Cuda => export::ExportFormat::Cuda,
-            },
+            format: self.format.clone(),
             op: self.op.clone(),
             gpu: self.gpu.clone(),
             output: self.output.clone(),
@@ -748,6 +732,36 @@ fn no_warm_start_help() -> String {
     )
 }
 
+/// `tune export --format`'s values: every registered export format ([`export::FORMATS`]),
+/// with its help line where it has one.
+fn format_values() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    clap::builder::PossibleValuesParser::new(export::FORMATS.iter().map(|f| {
+        let value = PossibleValue::new(f.name);
+        match f.about {
+            "" => value,
+            about => value.help(about),
+        }
+    }))
+}
+
+/// `tune export --output`'s help, naming the registered formats by what they write.
+fn output_help() -> String {
+    let names = |folder: bool| {
+        export::FORMATS
+            .iter()
+            .filter(|f| matches!(f.writes, export::Writes::Folder(_)) == folder)
+            .map(|f| f.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "File to write ({}; default or `-`: stdout) or folder ({}, required)",
+        names(false),
+        names(true)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -828,6 +842,20 @@ mod tests {
         assert_eq!(budget, want.budget);
         assert_eq!(shard, want.shard);
         assert_eq!(warm_start, want.warm_start);
+    }
+
+    /// `--format` offers every registered export format, in the registry's order.
+    #[test]
+    fn export_formats_are_the_registry() {
+        let values: Vec<clap::builder::PossibleValue> = super::format_values()
+            .possible_values()
+            .expect("a fixed list")
+            .collect();
+        let names: Vec<&str> = values.iter().map(|v| v.get_name()).collect();
+        let registered: Vec<&str> = crate::export::FORMATS.iter().map(|f| f.name).collect();
+        assert_eq!(names, registered);
+        assert_eq!(names, ["csv", "json", "markdown", "cuda"]);
+        assert!(super::output_help().contains("(csv, json, markdown; default"));
     }
 
     /// `--strategy` offers `auto` and every registered strategy, each with its help line.

@@ -1,11 +1,17 @@
 //! `tune export --format csv`: the rows with the columns of `best.csv`, so the output is itself
 //! a database that `--db` accepts.
 
-use super::Exporter;
+use super::{ExportFormat, Exporter, Writes};
 use crate::error::{Error, Result};
 use crate::store::best::BestRow;
 
 pub struct CsvExporter;
+
+pub const INFO: ExportFormat = ExportFormat {
+    name: "csv",
+    about: "",
+    writes: Writes::File(&CsvExporter),
+};
 
 impl Exporter for CsvExporter {
     fn serialize(&self, rows: &[&BestRow]) -> Result<Vec<u8>> {

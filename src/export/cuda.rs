@@ -23,6 +23,7 @@ use super::kernel::{
     applicability_of, params_text, rename_identifier, safe_default, specialize, Applicability,
     TunedKernel,
 };
+use super::{ExportFormat, ExportOptions, TunedDb, Writes};
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
 use crate::store::best::{parse_params, BestRow};
@@ -30,6 +31,88 @@ use crate::store::files::{slug, write_atomic};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
+
+pub const INFO: ExportFormat = ExportFormat {
+    name: "cuda",
+    about: "One specialized .cu per tuned entry plus a C/C++ header with a dispatch function",
+    writes: Writes::Folder(write),
+};
+
+/// Writes the export of `rows` (those of ops with a spec here) into `dir`; says what it wrote.
+fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) -> Result<String> {
+    let rows = with_known_ops(rows, args)?;
+    let files = render(
+        &rows,
+        args.templates.as_deref(),
+        &db.path().display().to_string(),
+    )?;
+    let written = write_folder(dir, &files)?;
+    let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
+    let removed = match written.removed.len() {
+        0 => String::new(),
+        n => format!("; removed {n} file(s) of the previous export"),
+    };
+    Ok(format!(
+        "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {HEADER} to \
+         {}{removed}\n",
+        rows.len(),
+        kernels - rows.len(),
+        dir.display()
+    ))
+}
+
+/// The rows whose op has a spec here (built in, or in `--templates`), for `--format cuda`,
+/// which renders every row's kernel. A database also holds rows of ops tuned from a user's own
+/// spec (`--spec`) or of test ops; without `--op` those are skipped with a warning naming them,
+/// rather than failing the whole export. With `--op`, or when no row is left, it is an error.
+fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportOptions) -> Result<Vec<&'a BestRow>> {
+    if args.op.is_some() {
+        return Ok(rows);
+    }
+    let dir = args.templates.as_deref();
+    if let Some(d) = dir.filter(|d| !d.is_dir()) {
+        return Err(Error::Usage(format!(
+            "--templates {}: no such folder",
+            d.display()
+        )));
+    }
+    // Each op's spec is looked up once, in the order the rows name them.
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut checked: Vec<&str> = Vec::new();
+    for row in &rows {
+        if checked.contains(&row.op.as_str()) {
+            continue;
+        }
+        checked.push(&row.op);
+        match Op::load(&row.op, dir) {
+            Ok(_) => {}
+            Err(Error::UnknownOp { .. }) => unknown.push(&row.op),
+            Err(e) => return Err(e),
+        }
+    }
+    let known: Vec<&BestRow> = rows
+        .into_iter()
+        .filter(|r| !unknown.contains(&r.op.as_str()))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(known);
+    }
+    let what = format!(
+        "ops without a spec here: {} ({})",
+        unknown.join(", "),
+        match dir {
+            Some(d) => format!("{} holds no spec for them", d.display()),
+            None => "pass --templates DIR holding their specs".to_string(),
+        }
+    );
+    if known.is_empty() {
+        return Err(Error::Usage(format!(
+            "nothing to export: every row is of {what}"
+        )));
+    }
+    eprintln!("warning: skipping the rows of {what}");
+    Ok(known)
+}
 
 /// The header's file name.
 pub const HEADER: &str = "cuda_autotune_tuned.h";

@@ -3,13 +3,19 @@
 //! shape as numbers) and `parameters` (the configuration as an object, integers as numbers).
 
 use super::db::row_dims;
-use super::Exporter;
+use super::{ExportFormat, Exporter, Writes};
 use crate::error::{Error, Result};
 use crate::spec::expr::Value;
 use crate::store::best::{parse_params, BestRow};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub struct JsonExporter;
+
+pub const INFO: ExportFormat = ExportFormat {
+    name: "json",
+    about: "",
+    writes: Writes::File(&JsonExporter),
+};
 
 #[derive(serde::Serialize)]
 struct JsonRow<'a> {

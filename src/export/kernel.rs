@@ -351,10 +351,10 @@ const SAFE_DEFAULT_PROBES: [u64; 7] = [1, 3, 31, 64, 1000, 4099, 70_001];
 /// is valid at every shape, for callers to run where no tuned kernel serves a shape
 /// ([`TunedDb::select`](super::db::TunedDb::select) and `ca_select` return none).
 ///
-/// It is derived from the spec, not stored: every parameter the spec gives a `missing`
-/// value takes it (the op's behaviour before that parameter existed), a `BOUNDS` parameter
-/// takes `always` (bounds checks in every block), and each other parameter prefers the
-/// middle of its default values (neither the smallest tiles nor the largest), moving away
+/// It is derived from the spec, not stored: every parameter the spec gives a `safe` value
+/// takes it (e.g. `BOUNDS = always`, bounds checks in every block), else its `missing` value
+/// when it has one (the op's behaviour before that parameter existed), and each other
+/// parameter prefers the middle of its default values (neither the smallest tiles nor the largest), moving away
 /// from it only as far as needed. The first such configuration that is not pruned and
 /// renders the same kernel (the same defines) at every probe shape (sizes 1 to 70001 in
 /// every dimension, odd, prime and tile multiples) is the default. An error when the spec
@@ -369,12 +369,11 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
     let mut axes: Vec<crate::spec::space::ParamOverride> = Vec::new();
     let mut preferred: Vec<usize> = Vec::new();
     for p in &op.spec.params {
-        let always = Value::parse("always");
-        let fixed = if p.name == "BOUNDS" && p.accepted_values().contains(&always) {
-            Some(always)
-        } else {
-            p.missing.as_ref().map(crate::spec::ops::toml_to_value)
-        };
+        let fixed = p
+            .safe
+            .as_ref()
+            .or(p.missing.as_ref())
+            .map(crate::spec::ops::toml_to_value);
         let values = match fixed {
             Some(v) => vec![v],
             None => p.default_values(),

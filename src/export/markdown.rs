@@ -1,10 +1,16 @@
 //! `tune export --format markdown`: a plain GitHub-flavoured Markdown table.
 
-use super::{format_ms, Exporter};
+use super::{format_ms, ExportFormat, Exporter, Writes};
 use crate::error::Result;
 use crate::store::best::{parse_params, BestRow};
 
 pub struct MarkdownExporter;
+
+pub const INFO: ExportFormat = ExportFormat {
+    name: "markdown",
+    about: "",
+    writes: Writes::File(&MarkdownExporter),
+};
 
 /// A table cell: pipes escaped, line breaks removed.
 fn cell(text: &str) -> String {

@@ -29,8 +29,10 @@
 //!
 //! # Formats
 //!
-//! One file per format, each behind [`Exporter`] (CSV, JSON, Markdown) or writing a folder
-//! (CUDA sources plus a header, [`cuda`]); [`mod@report`] writes an HTML report of one run CSV.
+//! One file per format, each with its `INFO` entry in [`FORMATS`] (`--format`'s values come
+//! from there): a single file behind [`Exporter`] (CSV, JSON, Markdown), or a folder (CUDA
+//! sources plus a header, [`cuda`]). A new format is a file here and one entry in [`FORMATS`].
+//! [`mod@report`] writes an HTML report of one run CSV.
 //!
 //! [`shape_distance`]: db::shape_distance
 //! [`tuned_source`]: kernel::tuned_source
@@ -53,14 +55,37 @@ use crate::store::files::{is_stdout, write_atomic, STDOUT};
 use db::{parse_dims, TunedDb};
 use std::path::{Path, PathBuf};
 
-/// Output formats of `tune export`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportFormat {
-    Csv,
-    Json,
-    Markdown,
-    /// One specialized .cu per tuned entry plus a C/C++ header with a dispatch function.
-    Cuda,
+/// A format of `tune export`: the name `--format` takes, its help line (empty: none) and
+/// what it writes.
+pub struct ExportFormat {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub writes: Writes,
+}
+
+/// What an export format writes.
+pub enum Writes {
+    /// One file, to stdout or `--output FILE`: the rows serialized.
+    File(&'static dyn Exporter),
+    /// A folder, `--output DIR` (required): writes the rows of `db` there and returns the
+    /// summary printed on stdout.
+    Folder(
+        fn(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) -> Result<String>,
+    ),
+}
+
+/// Every export format, in the order `tune export --help` lists them.
+pub const FORMATS: &[ExportFormat] = &[csv::INFO, json::INFO, markdown::INFO, cuda::INFO];
+
+/// The registered format `name`; another is bad input that names the known ones.
+pub fn format(name: &str) -> Result<&'static ExportFormat> {
+    FORMATS.iter().find(|f| f.name == name).ok_or_else(|| {
+        let known: Vec<&str> = FORMATS.iter().map(|f| f.name).collect();
+        Error::Usage(format!(
+            "unknown export format '{name}' (known formats: {})",
+            known.join(", ")
+        ))
+    })
 }
 
 /// `tune best`: which stored rows to print.
@@ -79,7 +104,8 @@ pub struct BestQuery {
 /// `tune export`: what to export, from where, to where.
 #[derive(Debug, Clone)]
 pub struct ExportOptions {
-    pub format: ExportFormat,
+    /// The name of a format of [`FORMATS`].
+    pub format: String,
     /// Only entries of this op.
     pub op: Option<String>,
     /// Only entries whose GPU name contains this text.
@@ -104,17 +130,6 @@ pub struct ReportOptions {
 pub trait Exporter {
     /// The whole file for `rows`, in their order.
     fn serialize(&self, rows: &[&BestRow]) -> Result<Vec<u8>>;
-}
-
-/// The exporter of a single-file format; `None` for [`ExportFormat::Cuda`] (a folder, see
-/// [`cuda::render`]).
-pub fn exporter(format: ExportFormat) -> Option<Box<dyn Exporter>> {
-    match format {
-        ExportFormat::Csv => Some(Box::new(csv::CsvExporter)),
-        ExportFormat::Json => Some(Box::new(json::JsonExporter)),
-        ExportFormat::Markdown => Some(Box::new(markdown::MarkdownExporter)),
-        ExportFormat::Cuda => None,
-    }
 }
 
 /// `0.0076` ms → `7.648 µs`; a millisecond and more in ms.
@@ -290,6 +305,7 @@ fn print_stdout(bytes: &[u8]) -> Result<()> {
 /// `tune export`: writes the (filtered) database as CSV, JSON or Markdown to stdout or
 /// `--output`, or as CUDA sources plus a header into the `--output` folder.
 pub fn export(args: &ExportOptions) -> Result<()> {
+    let format = format(&args.format)?;
     let db = TunedDb::load(&args.db)?;
     let rows = db.filter(args.op.as_deref(), args.gpu.as_deref());
     if rows.is_empty() {
@@ -317,96 +333,29 @@ pub fn export(args: &ExportOptions) -> Result<()> {
             list_or_none(&db.gpus())
         )));
     }
-    let Some(exporter) = exporter(args.format) else {
-        let dir = args
-            .output
-            .as_ref()
-            .filter(|d| !is_stdout(d))
-            .ok_or_else(|| {
-                Error::Usage("--format cuda writes a folder: pass --output DIR".into())
-            })?;
-        let rows = with_known_ops(rows, args)?;
-        let files = cuda::render(
-            &rows,
-            args.templates.as_deref(),
-            &db.path().display().to_string(),
-        )?;
-        let written = cuda::write_folder(dir, &files)?;
-        let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
-        let removed = match written.removed.len() {
-            0 => String::new(),
-            n => format!("; removed {n} file(s) of the previous export"),
-        };
-        return print_stdout(
-            format!(
-                "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {} to \
-                 {}{removed}\n",
-                rows.len(),
-                kernels - rows.len(),
-                cuda::HEADER,
-                dir.display()
-            )
-            .as_bytes(),
-        );
-    };
-    let bytes = exporter.serialize(&rows)?;
-    match &args.output {
-        Some(path) => write_atomic(path, &bytes),
-        None => print_stdout(&bytes),
-    }
-}
-
-/// The rows whose op has a spec here (built in, or in `--templates`), for `--format cuda`,
-/// which renders every row's kernel. A database also holds rows of ops tuned from a user's own
-/// spec (`--spec`) or of test ops; without `--op` those are skipped with a warning naming them,
-/// rather than failing the whole export. With `--op`, or when no row is left, it is an error.
-fn with_known_ops<'a>(rows: Vec<&'a BestRow>, args: &ExportOptions) -> Result<Vec<&'a BestRow>> {
-    if args.op.is_some() {
-        return Ok(rows);
-    }
-    let dir = args.templates.as_deref();
-    if let Some(d) = dir.filter(|d| !d.is_dir()) {
-        return Err(Error::Usage(format!(
-            "--templates {}: no such folder",
-            d.display()
-        )));
-    }
-    // Each op's spec is looked up once, in the order the rows name them.
-    let mut unknown: Vec<&str> = Vec::new();
-    let mut checked: Vec<&str> = Vec::new();
-    for row in &rows {
-        if checked.contains(&row.op.as_str()) {
-            continue;
+    match format.writes {
+        Writes::File(exporter) => {
+            let bytes = exporter.serialize(&rows)?;
+            match &args.output {
+                Some(path) => write_atomic(path, &bytes),
+                None => print_stdout(&bytes),
+            }
         }
-        checked.push(&row.op);
-        match Op::load(&row.op, dir) {
-            Ok(_) => {}
-            Err(Error::UnknownOp { .. }) => unknown.push(&row.op),
-            Err(e) => return Err(e),
+        Writes::Folder(write) => {
+            let dir = args
+                .output
+                .as_ref()
+                .filter(|d| !is_stdout(d))
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--format {} writes a folder: pass --output DIR",
+                        format.name
+                    ))
+                })?;
+            let summary = write(&db, rows, args, dir)?;
+            print_stdout(summary.as_bytes())
         }
     }
-    let known: Vec<&BestRow> = rows
-        .into_iter()
-        .filter(|r| !unknown.contains(&r.op.as_str()))
-        .collect();
-    if unknown.is_empty() {
-        return Ok(known);
-    }
-    let what = format!(
-        "ops without a spec here: {} ({})",
-        unknown.join(", "),
-        match dir {
-            Some(d) => format!("{} holds no spec for them", d.display()),
-            None => "pass --templates DIR holding their specs".to_string(),
-        }
-    );
-    if known.is_empty() {
-        return Err(Error::Usage(format!(
-            "nothing to export: every row is of {what}"
-        )));
-    }
-    eprintln!("warning: skipping the rows of {what}");
-    Ok(known)
 }
 
 /// `tune report`: writes a self-contained HTML report with plots of a run CSV.

@@ -30,40 +30,9 @@ pub enum ArgDesc {
     Int(i32),
 }
 
-/// What one task runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Work {
-    Kernel {
-        cubin: PathBuf,
-        kernel: String,
-        /// Grid, block and dynamic shared memory (the spec's `[launch]`).
-        launch: LaunchDims,
-        /// Kernels of the same cubin launched first, in the same timed region (the spec's
-        /// prologue for this configuration).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        before: Vec<PreLaunch>,
-    },
-    Memcpy {
-        from: String,
-        to: String,
-    },
-    /// cuBLAS SGEMM on row-major buffers: C (m x n) = A (m x k) · B (k x n).
-    Sgemm {
-        a: String,
-        b: String,
-        c: String,
-        m: i32,
-        n: i32,
-        k: i32,
-    },
-}
-
-/// A prologue kernel of a task: launched with the op's arguments before the task's kernel.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PreLaunch {
-    pub kernel: String,
-    pub launch: LaunchDims,
-}
+// What a task runs is plain data the spec layer builds too (a baseline's work): defined in
+// the model, used here under its protocol name.
+pub use crate::model::work::{PreLaunch, Work};
 
 /// A kernel that computes the expected output on the GPU (launched with the op's arguments,
 /// the output replaced by the expected buffer), spot-checked on the CPU before use.

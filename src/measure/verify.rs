@@ -1,15 +1,16 @@
 //! Verification: inputs that cannot hide bugs (uniform in [-1, 1], never zero, never NaN, of
-//! the run's element type), CPU references, and a comparison kernel that checks a variant's
-//! output on the GPU against the reference so only 32 bytes of counters come back per variant,
-//! whatever the shape. Host data is raw little-endian bytes, so every element size shares one
-//! path; only the matmul reference does arithmetic (in float64, on float32 inputs).
+//! the run's element type), the expected output from the CPU references registered in
+//! [`crate::spec::reference`], and a comparison kernel that checks a variant's output on the
+//! GPU against the reference so only 32 bytes of counters come back per variant, whatever the
+//! shape. Host data is raw little-endian bytes, so every element size shares one path.
 
 use crate::cuda::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult, Kernel};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::dtype::Dtype;
 use crate::model::limits::LaunchDims;
 use crate::model::shape::Shape;
-use crate::spec::ops::{reference_supports, Compare};
+use crate::spec::ops::Compare;
+use crate::spec::reference;
 use rand::{Rng, SeedableRng};
 
 /// 32-bit pattern that outputs are filled with before a verification launch, so an element
@@ -129,78 +130,15 @@ pub fn fill_input(fill: crate::spec::ops::Fill, dtype: Dtype, n: usize, seed: u6
     }
 }
 
-/// Raw little-endian bytes of float32 values.
-pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// Float32 values from raw little-endian bytes (a trailing partial value is ignored).
-pub fn f32_values(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-/// Computes an op's expected output on the CPU, as raw bytes of `dtype`. `inputs` are the
-/// op's input buffers in spec order, raw bytes of `dtype` too.
+/// Computes an op's expected output on the CPU with the registered reference `name`, as raw
+/// bytes of `dtype` ([`reference::compute`]). `inputs` are the op's input buffers in spec
+/// order, raw bytes of `dtype` too.
 pub fn cpu_reference(name: &str, shape: &Shape, dtype: Dtype, inputs: &[&[u8]]) -> Result<Vec<u8>> {
-    if !reference_supports(name, dtype) {
-        return Err(Error::Usage(format!(
-            "the CPU reference '{name}' computes f32 only, not {dtype}"
-        )));
-    }
-    match (name, shape.dims.as_slice(), inputs) {
-        ("transpose", &[rows, cols], &[input]) => Ok(transpose_bytes(
-            input,
-            rows as usize,
-            cols as usize,
-            dtype.bytes(),
-        )),
-        ("matmul", &[m, n, k], &[a, b]) => {
-            let rows: Vec<usize> = (0..m as usize).collect();
-            let (a, b) = (f32_values(a), f32_values(b));
-            let c = matmul_rows_f64(&a, &b, n as usize, k as usize, &rows);
-            Ok(c.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect())
-        }
-        _ => Err(Error::Usage(format!(
-            "no CPU reference named '{name}' for a {}-dimensional shape with {} input(s)",
-            shape.dims.len(),
-            inputs.len()
-        ))),
-    }
+    reference::compute(name, shape, dtype, inputs)
 }
 
-/// Rows `rows` of C = A·B in float64, concatenated (A is ? x k, B is k x n, row-major), the
-/// rows shared out over the cores: a spot check of 8 rows at 32x8192x8192 is half a billion
-/// multiply-adds.
-pub fn matmul_rows_f64(a: &[f32], b: &[f32], n: usize, k: usize, rows: &[usize]) -> Vec<f64> {
-    let mut out = vec![0f64; rows.len() * n];
-    if n == 0 || rows.is_empty() {
-        return out;
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let per_thread = rows.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        for (block, rows) in out.chunks_mut(per_thread * n).zip(rows.chunks(per_thread)) {
-            scope.spawn(move || {
-                for (c, &r) in block.chunks_mut(n).zip(rows) {
-                    for (kk, &av) in a[r * k..(r + 1) * k].iter().enumerate() {
-                        let av = f64::from(av);
-                        for (cv, &bv) in c.iter_mut().zip(&b[kk * n..(kk + 1) * n]) {
-                            *cv += av * f64::from(bv);
-                        }
-                    }
-                }
-            });
-        }
-    });
-    out
-}
-
-/// Checks a reference computed on the GPU against float64 rows computed on the CPU: the first
-/// and last row and `samples` seeded random ones. Returns a description of what was checked.
-/// Inputs and reference are raw float32 bytes (the matmul reference is float32 only).
+/// Checks an expected output computed on the GPU against the CPU with the spot check of the
+/// registered reference `name` ([`reference::spot_check`]); says what was checked.
 pub fn spot_check(
     name: &str,
     shape: &Shape,
@@ -208,85 +146,7 @@ pub fn spot_check(
     gpu_reference: &[u8],
     seed: u64,
 ) -> Result<String> {
-    let (&[m, n, k], &[a, b], "matmul") = (shape.dims.as_slice(), inputs, name) else {
-        return Err(Error::Usage(format!(
-            "no CPU spot check named '{name}' for this shape"
-        )));
-    };
-    let (a, b, gpu_reference) = (f32_values(a), f32_values(b), f32_values(gpu_reference));
-    let (a, b) = (a.as_slice(), b.as_slice());
-    let (m, n, k) = (m as usize, n as usize, k as usize);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
-    let mut rows = vec![0, m - 1];
-    rows.extend((0..6).map(|_| rng.random_range(0..m)));
-    rows.sort_unstable();
-    rows.dedup();
-    let cpu = matmul_rows_f64(a, b, n, k, &rows);
-    for (slot, &r) in rows.iter().enumerate() {
-        let want = &cpu[slot * n..(slot + 1) * n];
-        let got = &gpu_reference[r * n..(r + 1) * n];
-        let (mut d2, mut r2) = (0f64, 0f64);
-        for (g, w) in got.iter().zip(want) {
-            d2 += (f64::from(*g) - w).powi(2);
-            r2 += w * w;
-        }
-        let rel = (d2 / r2.max(f64::MIN_POSITIVE)).sqrt();
-        if rel.is_nan() || rel > 1e-6 {
-            return Err(Error::Cuda {
-                during: "checking the GPU float64 reference".into(),
-                why: format!(
-                    "row {r} differs from the CPU float64 result by relative error {rel:.2e}"
-                ),
-            });
-        }
-    }
-    Ok(format!(
-        "float64 GPU reference, spot-checked against float64 CPU rows {rows:?}"
-    ))
-}
-
-/// out (cols x rows) = in (rows x cols) transposed, row-major, float32.
-pub fn transpose(input: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    f32_values(&transpose_bytes(&f32_bytes(input), rows, cols, 4))
-}
-
-/// out (cols x rows) = in (rows x cols) transposed, row-major, for elements of `elem` bytes
-/// (raw bytes in and out: a transpose only moves bits, whatever the type).
-pub fn transpose_bytes(input: &[u8], rows: usize, cols: usize, elem: usize) -> Vec<u8> {
-    match elem {
-        2 => transpose_fixed::<2>(input, rows, cols),
-        4 => transpose_fixed::<4>(input, rows, cols),
-        8 => transpose_fixed::<8>(input, rows, cols),
-        _ => {
-            let mut out = vec![0u8; rows * cols * elem];
-            for r in 0..rows {
-                for c in 0..cols {
-                    let (to, from) = ((c * rows + r) * elem, (r * cols + c) * elem);
-                    out[to..to + elem].copy_from_slice(&input[from..from + elem]);
-                }
-            }
-            out
-        }
-    }
-}
-
-/// The transpose for one element size, known at compile time so each copy is one move.
-fn transpose_fixed<const E: usize>(input: &[u8], rows: usize, cols: usize) -> Vec<u8> {
-    let mut out = vec![0u8; rows * cols * E];
-    // Blocked so large matrices do not thrash the CPU cache.
-    const B: usize = 64;
-    for r0 in (0..rows).step_by(B) {
-        for c0 in (0..cols).step_by(B) {
-            for r in r0..(r0 + B).min(rows) {
-                for c in c0..(c0 + B).min(cols) {
-                    let (to, from) = ((c * rows + r) * E, (r * cols + c) * E);
-                    let elem: [u8; E] = input[from..from + E].try_into().expect("E bytes");
-                    out[to..to + E].copy_from_slice(&elem);
-                }
-            }
-        }
-    }
-    out
+    reference::spot_check(name, shape, inputs, gpu_reference, seed)
 }
 
 /// What the comparison kernel counted.
@@ -472,6 +332,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::reference::f32_values;
 
     #[test]
     fn random_input_is_bounded_nonzero_and_seeded() {
@@ -480,61 +341,6 @@ mod tests {
         assert_eq!(a, random_input(100_000, 7));
         assert_ne!(a, random_input(100_000, 8));
         assert!(a.iter().any(|v| *v < -0.9) && a.iter().any(|v| *v > 0.9));
-    }
-
-    #[test]
-    fn transpose_reference_on_a_known_matrix() {
-        // 2 x 3 → 3 x 2
-        let out = transpose(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3);
-        assert_eq!(out, vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
-        let shape = Shape {
-            dims: vec![67, 131],
-        };
-        let input = random_bytes(Dtype::F32, 67 * 131, 1);
-        let t = cpu_reference("transpose", &shape, Dtype::F32, &[&input]).unwrap();
-        assert_eq!(transpose_bytes(&t, 131, 67, 4), input);
-    }
-
-    #[test]
-    fn transpose_reference_for_every_element_size() {
-        // Elements numbered by position, in each size: out[c][r] must be in[r][c].
-        let (rows, cols) = (67usize, 131usize);
-        for elem in [1usize, 2, 4, 8, 3, 16] {
-            let input: Vec<u8> = (0..rows * cols)
-                .flat_map(|i| {
-                    let mut e = vec![0u8; elem];
-                    for (b, slot) in e.iter_mut().enumerate() {
-                        *slot = (i >> (8 * (b % 4))) as u8 ^ (b as u8).wrapping_mul(37);
-                    }
-                    e
-                })
-                .collect();
-            let out = transpose_bytes(&input, rows, cols, elem);
-            assert_eq!(out.len(), input.len(), "{elem}-byte elements");
-            for r in 0..rows {
-                for c in 0..cols {
-                    let from = (r * cols + c) * elem;
-                    let to = (c * rows + r) * elem;
-                    assert_eq!(
-                        out[to..to + elem],
-                        input[from..from + elem],
-                        "{elem} B at {r},{c}"
-                    );
-                }
-            }
-            assert_eq!(
-                transpose_bytes(&out, cols, rows, elem),
-                input,
-                "{elem} B round trip"
-            );
-        }
-        for dtype in crate::model::dtype::ALL {
-            let shape = Shape { dims: vec![5, 3] };
-            let input = random_bytes(dtype, 15, 4);
-            let out = cpu_reference("transpose", &shape, dtype, &[&input]).unwrap();
-            assert_eq!(out, transpose_bytes(&input, 5, 3, dtype.bytes()), "{dtype}");
-            assert_ne!(out, input, "{dtype}: a 5x3 transpose moves elements");
-        }
     }
 
     #[test]
@@ -645,70 +451,26 @@ mod tests {
         );
     }
 
+    /// The expected output and the spot check are the registry's: by name, with its types.
     #[test]
-    fn matmul_reference_is_f32_only() {
-        assert!(reference_supports("transpose", Dtype::F64));
-        assert!(reference_supports("config", Dtype::F16));
-        assert!(reference_supports("matmul", Dtype::F32));
-        assert!(!reference_supports("matmul", Dtype::F64));
-        let shape = Shape {
-            dims: vec![1, 1, 1],
-        };
-        let one = 1.0f64.to_le_bytes();
-        let e = cpu_reference("matmul", &shape, Dtype::F64, &[&one, &one]).unwrap_err();
-        assert!(e.to_string().contains("f32 only"), "{e}");
-    }
-
-    /// The matmul reference on float32 matrices given as values (the host data are bytes).
-    fn matmul_ref(shape: &Shape, a: &[f32], b: &[f32]) -> Vec<f32> {
-        let (a, b) = (f32_bytes(a), f32_bytes(b));
-        f32_values(&cpu_reference("matmul", shape, Dtype::F32, &[&a, &b]).unwrap())
-    }
-
-    #[test]
-    fn matmul_reference_on_known_matrices() {
-        // [1 2; 3 4] · [5 6; 7 8] = [19 22; 43 50]
-        let shape = Shape {
-            dims: vec![2, 2, 2],
-        };
-        let c = matmul_ref(&shape, &[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0]);
-        assert_eq!(c, vec![19.0, 22.0, 43.0, 50.0]);
-        // 2x3 · 3x1
-        let shape = Shape {
-            dims: vec![2, 1, 3],
-        };
-        let c = matmul_ref(&shape, &[1.0, 0.5, -1.0, 2.0, 0.0, 4.0], &[2.0, 4.0, 1.0]);
-        assert_eq!(c, vec![3.0, 8.0]);
-        // Against the identity.
-        let n = 17;
-        let a = random_input(n * n, 3);
-        let mut eye = vec![0f32; n * n];
-        (0..n).for_each(|i| eye[i * n + i] = 1.0);
-        let c = matmul_ref(
-            &Shape {
-                dims: vec![n as u64; 3],
-            },
-            &a,
-            &eye,
+    fn references_come_from_the_registry() {
+        let shape = Shape { dims: vec![2, 3] };
+        let input = random_bytes(Dtype::Bf16, 6, 1);
+        let out = cpu_reference("transpose", &shape, Dtype::Bf16, &[&input]).unwrap();
+        assert_eq!(out, reference::transpose::transpose_bytes(&input, 2, 3, 2));
+        assert_eq!(
+            cpu_reference("copy", &shape, Dtype::Bf16, &[&input]).unwrap(),
+            input
         );
-        assert_eq!(c, a);
-    }
-
-    #[test]
-    fn spot_check_accepts_the_truth_and_catches_an_error() {
-        let (m, n, k) = (40usize, 24usize, 33usize);
-        let a = f32_bytes(&random_input(m * k, 1));
-        let b = f32_bytes(&random_input(k * n, 2));
-        let shape = Shape {
-            dims: vec![m as u64, n as u64, k as u64],
-        };
-        let c = cpu_reference("matmul", &shape, Dtype::F32, &[&a, &b]).unwrap();
-        assert!(spot_check("matmul", &shape, &[&a, &b], &c, 9).is_ok());
-        // Corrupt the last row (always sampled).
-        let mut values = f32_values(&c);
-        values[(m - 1) * n + 3] += 0.5;
-        let c = f32_bytes(&values);
-        assert!(spot_check("matmul", &shape, &[&a, &b], &c, 9).is_err());
+        let e = cpu_reference("matmul", &shape, Dtype::F64, &[&input]).unwrap_err();
+        assert!(e.to_string().contains("computes f32 only"), "{e}");
+        let e = cpu_reference("config", &shape, Dtype::F32, &[&input]).unwrap_err();
+        assert!(
+            e.to_string().contains("no CPU reference named 'config'"),
+            "{e}"
+        );
+        let e = spot_check("transpose", &shape, &[&input], &out, 1).unwrap_err();
+        assert!(e.to_string().contains("no CPU spot check"), "{e}");
     }
 
     #[test]

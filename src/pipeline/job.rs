@@ -8,14 +8,14 @@ use super::search::Search;
 use crate::cuda::compile::Compiler;
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::isolate::protocol::{ArgDesc, BufferDesc, Job, ReferenceKernel, Task, TaskResult, Work};
+use crate::isolate::protocol::{ArgDesc, BufferDesc, Job, ReferenceKernel, Task, TaskResult};
 use crate::measure::verify;
-use crate::model::limits::{DeviceLimits, LaunchDims};
+use crate::model::limits::DeviceLimits;
 use crate::model::shape::Shape;
 use crate::model::task::TaskId;
+use crate::spec::baseline;
 use crate::spec::codegen::Renderer;
-use crate::spec::expr::Vars;
-use crate::spec::ops::{one_line, BaselineKind, Op, Role};
+use crate::spec::ops::{one_line, Op, Role};
 use crate::spec::space;
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{Kind, Record, RunInfo, Status};
@@ -180,35 +180,19 @@ fn baseline_tasks(
     ledger: &mut Ledger,
     tasks: &mut Vec<Task>,
 ) -> Result<()> {
-    let (op, shape, base, limits) = (&setup.op, &setup.shape, &setup.base, &setup.limits);
+    let op = &setup.op;
+    let eval_launch = |block: &[String; 3], grid: &[String; 3], site: &str| {
+        space::eval_launch(&setup.base, block, grid, None, &setup.limits, site)
+    };
+    let at = baseline::RunContext {
+        origin: &op.origin,
+        dims: &setup.shape.dims,
+        eval_launch: &eval_launch,
+        cubin: baseline_cubin,
+    };
     for (i, b) in op.spec.baselines.iter().enumerate() {
         let mut rec = Record::new(Kind::Baseline, &b.name, vec![]);
-        let work = match b.kind {
-            BaselineKind::Memcpy => Ok(Work::Memcpy {
-                from: b.from.clone().unwrap_or_default(),
-                to: b.to.clone().unwrap_or_default(),
-            }),
-            BaselineKind::CublasSgemm => {
-                let ops = b.operands.clone().unwrap_or_default();
-                let dim = |i: usize| i32::try_from(shape.dims[i]).unwrap_or(i32::MAX);
-                Ok(Work::Sgemm {
-                    a: ops[0].clone(),
-                    b: ops[1].clone(),
-                    c: ops[2].clone(),
-                    m: dim(0),
-                    n: dim(1),
-                    k: dim(2),
-                })
-            }
-            BaselineKind::Kernel => {
-                baseline_launch(base, b, limits, op)?.map(|launch| Work::Kernel {
-                    cubin: baseline_cubin.map(Path::to_path_buf).unwrap_or_default(),
-                    kernel: b.kernel.clone().unwrap_or_default(),
-                    launch,
-                    before: Vec::new(),
-                })
-            }
-        };
+        let work = baseline::work(b, &at)?;
         match work {
             Ok(work) => {
                 let id = TaskId::baseline(i).number();
@@ -395,23 +379,4 @@ fn reference_config_kernel(
         launch: c.launch.expect("live candidates have launch dims"),
         before: pre_launches(c),
     })
-}
-
-fn baseline_launch(
-    base: &Vars,
-    b: &crate::spec::ops::Baseline,
-    limits: &DeviceLimits,
-    op: &Op,
-) -> Result<std::result::Result<LaunchDims, String>> {
-    let (Some(block), Some(grid)) = (&b.block, &b.grid) else {
-        return Ok(Err("baseline has no launch geometry".into()));
-    };
-    space::eval_launch(
-        base,
-        block,
-        grid,
-        None,
-        limits,
-        &format!("{} baselines.{}", op.origin, b.name),
-    )
 }

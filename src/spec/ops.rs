@@ -1,45 +1,21 @@
 //! Ops as data: a TOML spec (parameters, constraints, launch geometry, buffers, metric,
 //! baselines) beside a Tera template. Built-in ops are the files under `templates/`, embedded
-//! at build time so the binary works from any directory; `--templates DIR` reads them from
-//! disk instead. Adding an op means adding files, not Rust code, except for a CPU reference.
+//! at build time (build.rs) so the binary works from any directory; `--templates DIR` reads
+//! them from disk instead. Adding an op means adding files plus its name in [`BUILTIN_OPS`],
+//! and a CPU reference when no registered one fits (docs/extending.md).
 
 use crate::error::{Error, Result};
 use crate::model::dtype::Dtype;
+use crate::spec::baseline::{self, Baseline};
 use crate::spec::expr::Value;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Files of the built-in ops, embedded from `templates/`.
-const BUILTIN_FILES: &[(&str, &str)] = &[
-    (
-        "transpose.toml",
-        include_str!("../../templates/transpose.toml"),
-    ),
-    (
-        "transpose.cu.tera",
-        include_str!("../../templates/transpose.cu.tera"),
-    ),
-    (
-        "transpose_classic.cu.tera",
-        include_str!("../../templates/transpose_classic.cu.tera"),
-    ),
-    ("matmul.toml", include_str!("../../templates/matmul.toml")),
-    (
-        "matmul.cu.tera",
-        include_str!("../../templates/matmul.cu.tera"),
-    ),
-    (
-        "matmul_baselines.cu.tera",
-        include_str!("../../templates/matmul_baselines.cu.tera"),
-    ),
-    ("sgemm.toml", include_str!("../../templates/sgemm.toml")),
-    (
-        "sgemm.cu.tera",
-        include_str!("../../templates/sgemm.cu.tera"),
-    ),
-];
+/// Files of the built-in ops: every file of `templates/`, embedded at build time (build.rs).
+const BUILTIN_FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
 
-/// Names of the built-in ops, in the order `--help` lists them.
+/// Names of the built-in ops, in the order `--help` lists them: each is `templates/<name>.toml`
+/// and the templates it names (a test checks that every spec there is listed here).
 pub const BUILTIN_OPS: &[&str] = &["transpose", "matmul", "sgemm"];
 
 /// How a variant's output is compared with the expected output.
@@ -96,6 +72,11 @@ pub struct ParamSpec {
     /// parameters, which every row names.
     #[serde(default)]
     pub missing: Option<toml::Value>,
+    /// The value a safe default fixes (the kernel an export falls back to where no tuned one
+    /// serves a shape, valid at every shape): e.g. bounds checks in every block. `None`: the
+    /// safe default searches the parameter's values.
+    #[serde(default)]
+    pub safe: Option<toml::Value>,
     #[serde(default)]
     pub help: String,
 }
@@ -203,39 +184,6 @@ pub struct BaselineSource {
     pub template: String,
     #[serde(default)]
     pub values: toml::Table,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum BaselineKind {
-    /// A kernel from the baseline template, launched with the op's argument list.
-    #[default]
-    Kernel,
-    /// A device-to-device memcpy from one buffer to another (the copy roof).
-    Memcpy,
-    /// cuBLAS SGEMM, pure FP32 (TF32 off), on row-major `operands` A, B, C of the op's
-    /// M x N x K shape.
-    CublasSgemm,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Baseline {
-    pub name: String,
-    #[serde(default)]
-    pub kind: BaselineKind,
-    pub kernel: Option<String>,
-    pub block: Option<[String; 3]>,
-    pub grid: Option<[String; 3]>,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    /// A, B, C buffers of a cublas_sgemm baseline.
-    pub operands: Option<[String; 3]>,
-    /// "reference" (the op's reference output) or the name of an input buffer it must equal.
-    pub expect: String,
-    /// Marks the baselines whose best time is the roof that variants are compared with.
-    #[serde(default)]
-    pub roof: bool,
 }
 
 /// A kernel of the variant's own source launched before the op's kernel, in the same timed
@@ -545,13 +493,6 @@ fn list_ops_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Whether the built-in reference `name` can compute outputs of `dtype`: the transpose only
-/// moves bytes (any type); the matmul reference multiplies float32 inputs (in float64).
-/// Other names (`config`, a user's reference configuration) run on the GPU: any type.
-pub fn reference_supports(name: &str, dtype: Dtype) -> bool {
-    name != "matmul" || dtype == Dtype::F32
-}
-
 /// Parses and checks a spec; every problem names the file and the field.
 pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     let err = |why: String| Error::Spec {
@@ -573,6 +514,14 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     for p in &spec.params {
         if p.values.is_empty() {
             return Err(err(format!("params.{}: values is empty", p.name)));
+        }
+        if let Some(safe) = p.safe.as_ref().map(toml_to_value) {
+            if !p.accepted_values().contains(&safe) {
+                return Err(err(format!(
+                    "params.{}.safe: {safe} is not a value the parameter accepts",
+                    p.name
+                )));
+            }
         }
     }
     let buffer = |name: &str| spec.buffers.iter().find(|b| b.name == name);
@@ -600,45 +549,20 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             )));
         }
     }
+    let view = baseline::SpecView {
+        buffers: spec.buffers.iter().map(|b| b.name.as_str()).collect(),
+        dims: spec.dims.len(),
+        baseline_source: spec.baseline_source.is_some(),
+    };
     for b in &spec.baselines {
-        let field = format!("baselines.{}", b.name);
+        let field = baseline::field(b);
         if b.expect != "reference" && buffer(&b.expect).map(|x| x.role) != Some(Role::Input) {
             return Err(err(format!(
                 "{field}.expect: '{}' is neither \"reference\" nor an input buffer",
                 b.expect
             )));
         }
-        match b.kind {
-            BaselineKind::Kernel => {
-                if b.kernel.is_none() || b.block.is_none() || b.grid.is_none() {
-                    return Err(err(format!(
-                        "{field}: a kernel baseline needs kernel, block and grid"
-                    )));
-                }
-                if spec.baseline_source.is_none() {
-                    return Err(err(format!(
-                        "{field}: kernel baselines need [baseline_source]"
-                    )));
-                }
-            }
-            BaselineKind::CublasSgemm => {
-                let ok = b
-                    .operands
-                    .as_ref()
-                    .is_some_and(|ops| ops.iter().all(|o| buffer(o).is_some()));
-                if !ok || spec.dims.len() != 3 {
-                    return Err(err(format!("{field}: cublas_sgemm needs operands = [A, B, C] naming buffers and an MxNxK op")));
-                }
-            }
-            BaselineKind::Memcpy => {
-                for (what, name) in [("from", &b.from), ("to", &b.to)] {
-                    match name.as_deref().and_then(buffer) {
-                        Some(_) => {}
-                        None => return Err(err(format!("{field}.{what}: names no buffer"))),
-                    }
-                }
-            }
-        }
+        baseline::check(b, &view).map_err(err)?;
     }
     if spec.reference_kernel.is_some()
         && (spec.reference_launch.is_none() || spec.baseline_source.is_none())
@@ -667,12 +591,12 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             "dtypes: the default dtype '{default}' is not in the list"
         )));
     }
-    for d in &supported {
-        if !reference_supports(&spec.reference, *d) {
+    if let Some(reference) = crate::spec::reference::lookup(&spec.reference) {
+        if let Some(d) = supported.iter().find(|d| !reference.supports(**d)) {
             return Err(err(format!(
                 "dtypes: the CPU reference '{}' computes {} only, not {d}",
                 spec.reference,
-                Dtype::F32
+                crate::model::dtype::names(reference.dtypes)
             )));
         }
     }
@@ -759,6 +683,31 @@ mod tests {
         }
     }
 
+    /// The embedded files are exactly `templates/`, and its specs are the built-in ops.
+    #[test]
+    fn builtin_files_are_the_templates_folder_and_its_specs_the_builtin_ops() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = BUILTIN_FILES.iter().map(|(f, _)| *f).collect();
+        assert_eq!(embedded, on_disk);
+        for (file, text) in BUILTIN_FILES {
+            let on_disk = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+            assert_eq!(*text, on_disk, "{file}");
+        }
+        let mut specs: Vec<&str> = embedded
+            .iter()
+            .filter_map(|f| f.strip_suffix(".toml"))
+            .collect();
+        specs.sort_unstable();
+        let mut listed = BUILTIN_OPS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(specs, listed, "templates/*.toml and BUILTIN_OPS differ");
+    }
+
     /// Only the shipped spec is built in: the same op from a folder with an edited spec is
     /// not (the shipped winners need not be configurations of its space).
     #[test]
@@ -800,6 +749,33 @@ mod tests {
             .replace("kernel = \"sgemm_repack\"", "kernel = \"sgemm\"");
         let e = parse_spec(&text, "z.toml").unwrap_err().to_string();
         assert!(e.contains("prologue[0].kernel"), "{e}");
+        // The dtypes an op lists must be ones its registered reference computes.
+        let text = include_str!("../../templates/matmul.toml").replace(
+            "dtype = \"f32\"",
+            "dtype = \"f32\"\ndtypes = [\"f32\", \"f64\"]",
+        );
+        let e = parse_spec(&text, "m.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("dtypes: the CPU reference 'matmul' computes f32 only, not f64"),
+            "{e}"
+        );
+        let text = text.replace("reference = \"matmul\"", "reference = \"copy\"");
+        assert!(parse_spec(&text, "m.toml").is_ok());
+        // A safe value must be one the parameter accepts (sgemm's BOUNDS accepts `always`
+        // beyond its default sweep).
+        let text = include_str!("../../templates/sgemm.toml");
+        let spec = parse_spec(text, "s.toml").unwrap();
+        let bounds = spec.params.iter().find(|p| p.name == "BOUNDS").unwrap();
+        assert_eq!(bounds.safe, Some(toml::Value::String("always".into())));
+        assert!(!bounds
+            .values
+            .contains(&toml::Value::String("always".into())));
+        let text = text.replace("safe = \"always\"", "safe = \"sometimes\"");
+        let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("params.BOUNDS.safe: sometimes is not a value the parameter accepts"),
+            "{e}"
+        );
         let spec = parse_spec(include_str!("../../templates/sgemm.toml"), "sgemm.toml").unwrap();
         assert_eq!(spec.prologue[0].when.as_deref(), Some("REPACK == 1"));
         let scratch: Vec<&str> = spec
