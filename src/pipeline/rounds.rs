@@ -214,17 +214,9 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         // Time the GPU waited for the compiler.
         built.outcome.phases.compile_s += t.elapsed().as_secs_f64();
         let env = env(opts, &built.setup, built.work_dir.path());
-        for b in &builds {
-            if let Some(task) = built.prep.task(
-                &env,
-                b,
-                &mut ledger.records,
-                &ledger.task_record,
-                &mut ledger.task_key,
-            ) {
-                round.push((task.id, b.candidate));
-                job.tasks.push(task);
-            }
+        for (task, candidate) in tasks_of(&built.prep, &env, &builds, &mut ledger) {
+            round.push((task.id, candidate));
+            job.tasks.push(task);
         }
         if crate::isolate::interrupt::interrupted() {
             job.tasks.clear(); // their records say "not run"
@@ -253,17 +245,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             break;
         }
         let s = built.search.as_mut().expect("a search until it is done");
-        // Tell the strategy what was measured, then ask for the next round.
-        for (id, candidate) in round.drain(..) {
-            let rec = &ledger.records[ledger.task_record[&id]];
-            s.tell(
-                candidate,
-                rec.stats
-                    .filter(|_| rec.status == Status::Ok)
-                    .map(|st| st.median_ms),
-            );
-        }
-        let next = s.ask();
+        let next = next_round(s, &mut round, &ledger);
         if next.is_empty() {
             search_done = true;
             continue;
@@ -295,6 +277,44 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         fatal,
         gpus,
     })
+}
+
+/// The GPU tasks (with their candidates) of the sources just built; a source that did not
+/// render or compile gets its failure in its record instead.
+fn tasks_of(
+    prep: &super::build::Prepared,
+    env: &super::build::BuildEnv,
+    builds: &[super::build::Build],
+    ledger: &mut Ledger,
+) -> Vec<(Task, usize)> {
+    builds
+        .iter()
+        .filter_map(|b| {
+            prep.task(
+                env,
+                b,
+                &mut ledger.records,
+                &ledger.task_record,
+                &mut ledger.task_key,
+            )
+            .map(|t| (t, b.candidate))
+        })
+        .collect()
+}
+
+/// Tells the search what the round (task id, candidate) measured, then asks it for the next
+/// round; empty when its budget is spent.
+fn next_round(s: &mut Search, round: &mut Vec<(usize, usize)>, ledger: &Ledger) -> Vec<usize> {
+    for (id, candidate) in round.drain(..) {
+        let rec = &ledger.records[ledger.task_record[&id]];
+        s.tell(
+            candidate,
+            rec.stats
+                .filter(|_| rec.status == Status::Ok)
+                .map(|st| st.median_ms),
+        );
+    }
+    s.ask()
 }
 
 /// Runs `job`'s tasks (results in an earlier run's journal are reused instead) and takes

@@ -629,7 +629,7 @@ mod tests {
             (4, "column shape: '1000by1000'"),
             (5, "column cache: 'lukewarm'"),
             (6, "column tuned_at: '2026-11-2'"),
-            (7, "25 field(s) where the header has 24"),
+            (7, "26 field(s) where the header has 25"),
             (9, "the same op, shape, dtype and GPU as line 8"),
             (10, "column tie:"),
         ];
