@@ -1239,13 +1239,12 @@ fn a_source_past_the_compile_limit_costs_only_its_own_record() {
     let records = sim.csv(SHAPE);
     for label in ["X=1 Y=1 SLOW=1 BROKEN=0", "X=2 Y=1 SLOW=1 BROKEN=0"] {
         let r = record(&records, label);
-        assert_eq!(r.status, Status::NotRun, "{label}: {}", r.error);
+        let why = r.reason();
+        assert_eq!(r.status, Status::NotRun, "{label}: {why}");
         assert!(
-            r.error
-                .starts_with("not compiled: NVRTC ran past the compile time limit (")
-                && r.error.ends_with(" s; --compile-timeout sets it)"),
-            "{label}: {}",
-            r.error
+            why.starts_with("not compiled: NVRTC ran past the compile time limit (")
+                && why.ends_with(" s; --compile-timeout sets it)"),
+            "{label}: {why}"
         );
     }
     for label in ["X=1 Y=1 SLOW=0 BROKEN=0", "X=2 Y=1 SLOW=0 BROKEN=0"] {
