@@ -79,6 +79,47 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
+/// NVRTC's version and the architectures it compiles for (`[75, 80, ...]`), or `None` when the
+/// library cannot be loaded (compiling then fails with its own error, [`Error::NoNvrtc`]).
+/// Asked once, so an unsupported architecture is one error instead of one per variant.
+fn nvrtc_archs() -> Option<((i32, i32), Vec<i32>)> {
+    let version = nvrtc_version().ok()?;
+    let mut n: std::ffi::c_int = 0;
+    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
+        .result()
+        .ok()?;
+    let mut archs: Vec<std::ffi::c_int> = vec![0; usize::try_from(n).ok()?];
+    unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
+        .result()
+        .ok()?;
+    Some((version, archs))
+}
+
+/// `sm_90a` → 90.
+fn arch_number(arch: &str) -> i32 {
+    arch.trim_start_matches("sm_")
+        .trim_end_matches('a')
+        .parse()
+        .unwrap_or(0)
+}
+
+/// `sm_75, sm_80, ...`.
+fn arch_list(archs: &[i32]) -> String {
+    archs
+        .iter()
+        .map(|a| format!("sm_{a}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// When NVRTC cannot compile for `arch`: its version and the architectures it can, as
+/// `sm_75, sm_80, ...`. `None` when it can, or when NVRTC cannot be loaded (compiling then
+/// fails with its own error).
+pub fn unsupported_arch(arch: &str) -> Option<((i32, i32), String)> {
+    let (version, supported) = nvrtc_archs()?;
+    (!supported.contains(&arch_number(arch))).then(|| (version, arch_list(&supported)))
+}
+
 const CACHE_MAGIC: &[u8; 8] = b"CATCUBN1";
 
 impl Compiler {

@@ -136,16 +136,12 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
     // The GPU's own architecture, which NVRTC may be too old to know: one error, not one
     // per variant (an --arch given was checked above, as input).
     if opts.arch.is_none() {
-        if let Some((version, supported)) = nvrtc_archs() {
-            if !supported.contains(&arch_number(&arch)) {
-                return Err(Error::NoNvrtc(format!(
-                    "NVRTC {}.{} cannot compile for this GPU's {arch} (it compiles for {}); \
-                     install a newer CUDA toolkit",
-                    version.0,
-                    version.1,
-                    arch_list(&supported)
-                )));
-            }
+        if let Some((version, supported)) = crate::cuda::compile::unsupported_arch(&arch) {
+            return Err(Error::NoNvrtc(format!(
+                "NVRTC {}.{} cannot compile for this GPU's {arch} (it compiles for {supported}); \
+                 install a newer CUDA toolkit",
+                version.0, version.1
+            )));
         }
     }
     let space = if limits == CHECK_LIMITS {
@@ -347,52 +343,14 @@ fn check_op_inputs(opts: &TuneOptions, op: &Op) -> Result<Vec<space::ParamOverri
     }
     if let Some(arch) = &opts.arch {
         crate::cuda::compile::check_arch(arch)?;
-        if let Some((version, supported)) = nvrtc_archs() {
-            if !supported.contains(&arch_number(arch)) {
-                return Err(Error::Usage(format!(
-                    "invalid --arch {arch}: NVRTC {}.{} compiles for {}",
-                    version.0,
-                    version.1,
-                    arch_list(&supported)
-                )));
-            }
+        if let Some((version, supported)) = crate::cuda::compile::unsupported_arch(arch) {
+            return Err(Error::Usage(format!(
+                "invalid --arch {arch}: NVRTC {}.{} compiles for {supported}",
+                version.0, version.1
+            )));
         }
     }
     Ok(overrides)
-}
-
-/// `sm_90a` → 90.
-fn arch_number(arch: &str) -> i32 {
-    arch.trim_start_matches("sm_")
-        .trim_end_matches('a')
-        .parse()
-        .unwrap_or(0)
-}
-
-/// `sm_75, sm_80, ...`.
-fn arch_list(archs: &[i32]) -> String {
-    archs
-        .iter()
-        .map(|a| format!("sm_{a}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// NVRTC's version and the architectures it compiles for (`[75, 80, ...]`), or `None` when the
-/// library cannot be loaded (compiling then fails with its own error, [`Error::NoNvrtc`]).
-/// Asked once, so an unsupported architecture is one error instead of one per variant.
-fn nvrtc_archs() -> Option<((i32, i32), Vec<i32>)> {
-    use cudarc::nvrtc::sys;
-    let version = crate::cuda::compile::nvrtc_version().ok()?;
-    let mut n: std::ffi::c_int = 0;
-    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
-        .result()
-        .ok()?;
-    let mut archs: Vec<std::ffi::c_int> = vec![0; usize::try_from(n).ok()?];
-    unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
-        .result()
-        .ok()?;
-    Some((version, archs))
 }
 
 /// The limits the space is checked against before the device is known. They allow at least
