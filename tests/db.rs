@@ -208,7 +208,7 @@ fn assert_names_the_bad_lines(stderr: &str, db: &Path) {
     assert!(w[0].contains("column median_ms: invalid float literal ('fast')"));
     assert!(w[1].starts_with(&at(11)), "{stderr}");
     assert!(
-        w[1].contains("field(s) where the header has 24"),
+        w[1].contains("field(s) where the header has 25"),
         "{stderr}"
     );
 }
