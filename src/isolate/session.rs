@@ -72,7 +72,7 @@ impl HostData {
             Some(_) => None,
             None => {
                 let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                Some(verify::cpu_reference(
+                Some(crate::spec::reference::compute(
                     &job.reference,
                     &Shape {
                         dims: job.shape.clone(),
@@ -165,7 +165,7 @@ impl Session {
                 // A reference configuration of a user's op is the answer by definition;
                 // built-in GPU references are checked against the CPU first.
                 if job.reference != "config" {
-                    verify::spot_check(
+                    crate::spec::reference::spot_check(
                         &job.reference,
                         &Shape {
                             dims: job.shape.clone(),

@@ -5,12 +5,9 @@
 //! shape. Host data is raw little-endian bytes, so every element size shares one path.
 
 use crate::cuda::gpu::{Arg, Buffer, Gpu, GpuFault, GpuResult, Kernel};
-use crate::error::Result;
 use crate::model::dtype::Dtype;
 use crate::model::limits::LaunchDims;
-use crate::model::shape::Shape;
 use crate::spec::ops::Compare;
-use crate::spec::reference;
 use rand::{Rng, SeedableRng};
 
 /// 32-bit pattern that outputs are filled with before a verification launch, so an element
@@ -128,25 +125,6 @@ pub fn fill_input(fill: crate::spec::ops::Fill, dtype: Dtype, n: usize, seed: u6
             .flat_map(|i| value_bytes(dtype, (i % 1024) as f64))
             .collect(),
     }
-}
-
-/// Computes an op's expected output on the CPU with the registered reference `name`, as raw
-/// bytes of `dtype` ([`reference::compute`]). `inputs` are the op's input buffers in spec
-/// order, raw bytes of `dtype` too.
-pub fn cpu_reference(name: &str, shape: &Shape, dtype: Dtype, inputs: &[&[u8]]) -> Result<Vec<u8>> {
-    reference::compute(name, shape, dtype, inputs)
-}
-
-/// Checks an expected output computed on the GPU against the CPU with the spot check of the
-/// registered reference `name` ([`reference::spot_check`]); says what was checked.
-pub fn spot_check(
-    name: &str,
-    shape: &Shape,
-    inputs: &[&[u8]],
-    gpu_reference: &[u8],
-    seed: u64,
-) -> Result<String> {
-    reference::spot_check(name, shape, inputs, gpu_reference, seed)
 }
 
 /// What the comparison kernel counted.
@@ -332,7 +310,8 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::reference::f32_values;
+    use crate::model::shape::Shape;
+    use crate::spec::reference::{self, f32_values};
 
     #[test]
     fn random_input_is_bounded_nonzero_and_seeded() {
@@ -456,20 +435,20 @@ mod tests {
     fn references_come_from_the_registry() {
         let shape = Shape { dims: vec![2, 3] };
         let input = random_bytes(Dtype::Bf16, 6, 1);
-        let out = cpu_reference("transpose", &shape, Dtype::Bf16, &[&input]).unwrap();
+        let out = reference::compute("transpose", &shape, Dtype::Bf16, &[&input]).unwrap();
         assert_eq!(out, reference::transpose::transpose_bytes(&input, 2, 3, 2));
         assert_eq!(
-            cpu_reference("copy", &shape, Dtype::Bf16, &[&input]).unwrap(),
+            reference::compute("copy", &shape, Dtype::Bf16, &[&input]).unwrap(),
             input
         );
-        let e = cpu_reference("matmul", &shape, Dtype::F64, &[&input]).unwrap_err();
+        let e = reference::compute("matmul", &shape, Dtype::F64, &[&input]).unwrap_err();
         assert!(e.to_string().contains("computes f32 only"), "{e}");
-        let e = cpu_reference("config", &shape, Dtype::F32, &[&input]).unwrap_err();
+        let e = reference::compute("config", &shape, Dtype::F32, &[&input]).unwrap_err();
         assert!(
             e.to_string().contains("no CPU reference named 'config'"),
             "{e}"
         );
-        let e = spot_check("transpose", &shape, &[&input], &out, 1).unwrap_err();
+        let e = reference::spot_check("transpose", &shape, &[&input], &out, 1).unwrap_err();
         assert!(e.to_string().contains("no CPU spot check"), "{e}");
     }
 
