@@ -279,7 +279,9 @@ fn its_reference_is_used() {
             dims: vec![n as u64],
         };
         let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-        let expected = cuda_autotune::spec::reference::compute(&op.spec.reference, &shape, dtype, &refs).unwrap();
+        let expected =
+            cuda_autotune::spec::reference::compute(&op.spec.reference, &shape, dtype, &refs)
+                .unwrap();
         assert_eq!(expected, inputs[0], "{dtype}");
         assert_eq!(expected.len(), n * dtype.bytes());
     }
