@@ -14,7 +14,7 @@ use super::interrupt::interrupted;
 use super::protocol::{failed, Job, Task, TaskResult, Work};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::measure::bench::{Stats, PROBE_REPS};
+use crate::measure::bench::{adaptive_cutoff, adaptive_samples, Stats};
 use crate::measure::clocks::ClockSample;
 use crate::model::limits::DeviceLimits;
 use rand::{Rng, SeedableRng};
@@ -330,22 +330,12 @@ impl Simulated {
         if matches!(task.work, Work::Kernel { .. }) {
             r.registers = Some(self.model.registers(&task.label));
         }
-        let cutoff = match job.adaptive_cutoff {
-            Some(f) if task.contender && self.best_ms.is_finite() => Some(self.best_ms * f),
-            _ => None,
-        };
-        let reps = job.bench.reps.max(1);
-        let probe = if cutoff.is_some() {
-            PROBE_REPS.min(reps)
-        } else {
-            reps
-        };
+        let cutoff = adaptive_cutoff(job.adaptive_cutoff, task.contender, self.best_ms);
         let _warmup = self.launch(&task.label, baseline, job.bench.warmup);
-        let mut samples = self.launch(&task.label, baseline, probe);
-        let fastest = samples.iter().copied().fold(f64::INFINITY, f64::min);
-        if probe < reps && cutoff.is_none_or(|c| fastest <= c) {
-            samples.extend(self.launch(&task.label, baseline, reps - probe));
-        }
+        let samples = adaptive_samples(job.bench.reps.max(1), cutoff, |range| {
+            Ok::<_, std::convert::Infallible>(self.launch(&task.label, baseline, range.len()))
+        })
+        .unwrap_or_else(|never| match never {});
         let stats = Stats::from_samples(&samples).expect("reps >= 1");
         if task.contender && stats.median_ms < self.best_ms {
             self.best_ms = stats.median_ms;

@@ -150,24 +150,43 @@ impl Timer {
             self.flush(gpu, i)?;
             enqueue()?;
         }
-        let reps = self.settings.reps;
-        let probe = if cutoff_ms.is_some() {
-            PROBE_REPS.min(reps)
-        } else {
-            reps
-        };
-        let mut run = |range: std::ops::Range<usize>| -> GpuResult<Vec<f64>> {
+        let samples = adaptive_samples(self.settings.reps, cutoff_ms, |range| {
             let events = &self.events[range.clone()];
             self.launch_timed(gpu, events, range.start, "timed launches", |_| enqueue())?;
             events.iter().map(elapsed_ms).collect()
-        };
-        let mut samples = run(0..probe)?;
-        let fastest = samples.iter().copied().fold(f64::INFINITY, f64::min);
-        if probe < reps && cutoff_ms.is_none_or(|c| fastest <= c) {
-            samples.extend(run(probe..reps)?);
-        }
+        })?;
         Ok(Stats::from_samples(&samples).expect("reps >= 1"))
     }
+}
+
+/// The cutoff of adaptive repetitions for a task: `factor` times the best contender's median
+/// so far, for a contender once there is a best; `None` (all `--reps`) otherwise.
+pub fn adaptive_cutoff(factor: Option<f64>, contender: bool, best_ms: f64) -> Option<f64> {
+    match factor {
+        Some(f) if contender && best_ms.is_finite() => Some(best_ms * f),
+        _ => None,
+    }
+}
+
+/// The timed launches of one task, as every device takes them: with a cutoff, the first
+/// [`PROBE_REPS`] go first and the rest of the `reps` only when the fastest of those is within
+/// the cutoff; without one, all `reps`. `launch(range)` times the launches of `range`.
+pub fn adaptive_samples<E>(
+    reps: usize,
+    cutoff_ms: Option<f64>,
+    mut launch: impl FnMut(std::ops::Range<usize>) -> Result<Vec<f64>, E>,
+) -> Result<Vec<f64>, E> {
+    let probe = if cutoff_ms.is_some() {
+        PROBE_REPS.min(reps)
+    } else {
+        reps
+    };
+    let mut samples = launch(0..probe)?;
+    let fastest = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    if probe < reps && cutoff_ms.is_none_or(|c| fastest <= c) {
+        samples.extend(launch(probe..reps)?);
+    }
+    Ok(samples)
 }
 
 #[cfg(test)]
