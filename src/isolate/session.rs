@@ -467,11 +467,11 @@ impl Session {
         if !self.warmed.replace(true) {
             r.warmup = self.warm_up(enqueue).map_err(|f| self.fault(r, f))?;
         }
-        let best = self.best_ms.get();
-        let cutoff = match job.adaptive_cutoff {
-            Some(factor) if task.contender && best.is_finite() => Some(best * factor),
-            _ => None,
-        };
+        let cutoff = crate::measure::bench::adaptive_cutoff(
+            job.adaptive_cutoff,
+            task.contender,
+            self.best_ms.get(),
+        );
         let t = Instant::now();
         let stats = self
             .timer

@@ -190,22 +190,12 @@ pub fn interrupt_after_first_cubin(
     cache: &Path,
     limit: std::time::Duration,
 ) -> std::time::Instant {
-    let started = std::time::Instant::now();
-    while cubin_count(cache) == 0 {
-        assert!(
-            started.elapsed() < limit,
-            "nothing compiled in {limit:?} (is NVRTC on LD_LIBRARY_PATH? scripts/nvrtc-env.sh)"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "tune ended early");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let signalled = std::time::Instant::now();
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    signalled
+    interrupt_when(
+        child,
+        limit,
+        "compiled image (is NVRTC on LD_LIBRARY_PATH? scripts/nvrtc-env.sh)",
+        || cubin_count(cache) > 0,
+    )
 }
 
 /// Waits until `ready` says so while `child` still runs, at most `limit` (`what` names what it
