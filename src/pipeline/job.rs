@@ -277,10 +277,14 @@ fn reference_kernel(
 /// A record for every shown configuration: pruned ones with their reason, live ones
 /// "skipped" until a round submits them (a search leaves the ones it never proposed skipped).
 fn variant_records(setup: &Setup, search: Option<&Search>, ledger: &mut Ledger) {
+    // One text for what the search did not propose (a space may show tens of thousands).
+    let skipped = search.map(Search::skipped_reason).unwrap_or_default();
     for at in (0..setup.candidates.len()).filter(|&at| setup.shown(at)) {
         let c = &setup.candidates[at];
-        let skipped = search.map(|s| s.skipped_reason_of(at)).unwrap_or_default();
-        let rec = super::build::shown_record(c, &skipped);
+        let why = search
+            .and_then(|s| s.not_timed_again(at))
+            .unwrap_or(&skipped);
+        let rec = super::build::shown_record(c, why);
         ledger
             .task_record
             .insert(TaskId::variant(c.index).number(), ledger.records.len());

@@ -441,14 +441,11 @@ impl Search {
         self.strategy.first_rank(p).map(|(r, n)| (r + 1, n))
     }
 
-    /// Why the configuration at `at` (a candidate index) was not measured: the search did
-    /// not propose it, or the last run measured it and it was not among the leaders timed
-    /// again.
-    pub(super) fn skipped_reason_of(&self, at: usize) -> String {
-        match self.earlier.get(&at) {
-            Some(why) => why.clone(),
-            None => self.skipped_reason(),
-        }
+    /// Why the configuration at `at` (a candidate index) was not measured when an earlier
+    /// run measured it and it was not among the leaders timed again; `None` for the rest,
+    /// which [`Search::skipped_reason`] covers.
+    pub(super) fn not_timed_again(&self, at: usize) -> Option<&str> {
+        self.earlier.get(&at).map(String::as_str)
     }
 
     pub(super) fn skipped_reason(&self) -> String {
