@@ -301,7 +301,9 @@ fn time_entry(gpu: &Gpu, timer: &Timer, p: &Prepared) -> Result<f64> {
             rows * cols
         )));
     }
-    let stats = timer.measure(gpu, || gpu.launch(&kernel, p.launch, &bufs.args), None)?;
+    // One set of buffers (one slot): with a cold cache, every launch is timed on its own.
+    let launch = |_slot: usize| gpu.launch(&kernel, p.launch, &bufs.args);
+    let stats = timer.measure(gpu, &launch, &|_| Ok(1), None)?;
     let (bytes_expr, unit) = p.tuned.op.spec.metric.amount();
     if unit != "GB/s" {
         return Err(Error::Usage(format!("the metric is {unit}, not GB/s")));

@@ -225,6 +225,7 @@ fn timed(mut r: Record, status: Status, ms: Option<f64>) -> Record {
         max_ms: m * 1.1,
         spread_pct: 5.0,
         samples: 30,
+        batch: 1,
     });
     r.throughput = ms.map(|m| 1.0 / m);
     r

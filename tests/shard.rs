@@ -625,6 +625,7 @@ fn timed(kind: Kind, name: &str, ms: f64, regs: Option<i32>) -> Record {
             max_ms: ms,
             spread_pct: 0.0,
             samples: 30,
+            batch: 1,
         }),
         throughput: Some(1.0 / ms),
         frac_of_roof: Some(0.5),

@@ -321,6 +321,59 @@ fn an_exhaustive_run_measures_every_configuration_once() {
     assert!(!ran.stdout.contains("Search:"), "no search: {}", ran.stdout);
 }
 
+/// Launches under 20 µs are timed in batches (CUDA graphs on a GPU): the variants of a 4 µs
+/// model take their samples as means over batches of about 25 launches, the 40 µs copy launch by
+/// launch, and averaging 25 launches of ±10 % noise narrows the spread the CSV reports to a
+/// fraction of the copy's. The summary says so below its table.
+#[test]
+fn microsecond_kernels_are_timed_in_batches() {
+    let sim = Sim::new(json!({
+        "base_ms": 0.004,
+        "spread": 0.0,
+        "noise_pct": 10,
+        "baselines": {"copy": 0.04}
+    }));
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--strategy",
+        "exhaustive",
+        "--confirm-rounds",
+        "8",
+    ]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let copy = record(&records, "copy").stats.expect("timed");
+    assert_eq!(copy.batch, 1, "a 40 µs launch is timed on its own");
+    for r in variants(&records) {
+        let st = r.stats.expect("timed");
+        assert!(
+            (23..=28).contains(&st.batch),
+            "{}: 0.1 ms / (4 µs ± 10 %) launches a batch, not {}",
+            r.label(),
+            st.batch
+        );
+        assert!(
+            close(st.median_ms, 0.004, 0.02),
+            "{}: the per-launch time, {} ms",
+            r.label(),
+            st.median_ms
+        );
+        assert!(
+            st.spread_pct < copy.spread_pct / 2.0,
+            "{}: spread over batches {:.2} %, the copy's {:.2} %",
+            r.label(),
+            st.spread_pct,
+            copy.spread_pct
+        );
+    }
+    assert!(
+        ran.stdout.contains("timed in CUDA-graph batches of 2"),
+        "{}",
+        ran.stdout
+    );
+}
+
 /// Checks a search run that measured `budget` of `space` configurations: the CSV's statuses
 /// add up to the space, exactly the budget was measured (and journaled), the rest say which
 /// search left them out, and the summary says so.

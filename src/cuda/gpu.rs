@@ -197,8 +197,12 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| Error::NoGpu(format!("context creation failed with {:?}", e.0)))?;
         // One stream, ordered work: cudarc's per-buffer event tracking only adds overhead.
+        // A created stream, not the legacy default one, because batches of launches are
+        // captured into CUDA graphs and the default stream cannot be captured.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| Error::NoGpu(format!("stream creation failed with {:?}", e.0)))?;
         let attr = |a: Attr| ctx.attribute(a).map_err(fault(format!("reading {a:?}")));
         let cc = ctx
             .compute_capability()
@@ -394,6 +398,34 @@ impl Gpu {
             .collect()
     }
 
+    /// Captures what `enqueue` puts on the stream into a CUDA graph instead of running it,
+    /// so the whole batch later goes to the GPU as one launch ([`Gpu::launch_batch`]) with no
+    /// host overhead between its kernels. A failed capture leaves the stream usable.
+    pub fn capture(&self, enqueue: impl FnOnce() -> GpuResult<()>) -> GpuResult<Batch> {
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(fault("starting a stream capture"))?;
+        let queued = enqueue();
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(fault("capturing a batch of launches"));
+        queued?;
+        let graph = graph?.ok_or_else(|| GpuFault::unsupported("capturing an empty batch"))?;
+        graph
+            .upload()
+            .map_err(fault("uploading a captured batch"))?;
+        Ok(Batch(graph))
+    }
+
+    /// Enqueues a captured batch on the stream.
+    pub fn launch_batch(&self, batch: &Batch) -> GpuResult<()> {
+        batch
+            .0
+            .launch()
+            .map_err(fault("launching a captured batch"))
+    }
+
     pub fn record(&self, event: &TimingEvent) -> GpuResult<()> {
         event
             .0
@@ -401,6 +433,10 @@ impl Gpu {
             .map_err(fault("recording an event"))
     }
 }
+
+/// Launches captured into a CUDA graph by [`Gpu::capture`]. Opaque: the driver's graph type
+/// stays in this module.
+pub struct Batch(cudarc::driver::CudaGraph);
 
 /// An event with timing enabled, recorded on the stream with [`Gpu::record`]. Opaque: the
 /// driver's event type stays in this module.

@@ -6,7 +6,7 @@ use super::interrupt::interrupted;
 use super::protocol::{failed, ArgDesc, Job, PreLaunch, Task, TaskResult, Work};
 use crate::cuda::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::error::{Error, Result};
-use crate::measure::bench::{Stats, Timer};
+use crate::measure::bench::{Enqueue, Stats, Timer};
 use crate::measure::verify::{self, Checker, NAN_BITS};
 use crate::model::limits::LaunchDims;
 use crate::model::shape::Shape;
@@ -106,7 +106,13 @@ struct Session {
     clocks: Option<crate::measure::clocks::ClockMonitor>,
     /// This job's warm-up is done (or was not needed): set by its first verified task.
     warmed: std::cell::Cell<bool>,
+    /// Slots 1.. of batched timing with a cold cache: each a copy of every buffer of the job,
+    /// in the order of `buffers` (slot 0 is `buffers` itself; see [`crate::measure::bench`]).
+    copies: std::cell::RefCell<Vec<Vec<Buffer>>>,
 }
+
+/// The most device memory the copies of a job's buffers for batched timing may take.
+const SLOT_BYTES_MAX: usize = 4 << 30;
 
 impl Session {
     fn open(gpu: Gpu, job: &Job, host: &HostData) -> Result<Session> {
@@ -208,7 +214,57 @@ impl Session {
             best_ms: std::cell::Cell::new(f64::INFINITY),
             clocks: crate::measure::clocks::ClockMonitor::open(&gpu_uuid).ok(),
             warmed: std::cell::Cell::new(false),
+            copies: std::cell::RefCell::new(Vec::new()),
         })
+    }
+
+    /// Makes up to `n` slots of the job's buffers available (copies of slot 0, inputs
+    /// included), as many as fit in a quarter of free memory and [`SLOT_BYTES_MAX`]; returns
+    /// how many there are.
+    fn slots(&self, n: usize) -> GpuResult<usize> {
+        let mut copies = self.copies.borrow_mut();
+        let footprint: usize = self.buffers.iter().map(|(_, b)| b.bytes()).sum();
+        if copies.len() + 1 < n {
+            let room = (self.gpu.free_mem()? / 4).min(SLOT_BYTES_MAX);
+            let fit = room / footprint.max(1);
+            while copies.len() + 1 < n && copies.len() < fit {
+                let mut set = Vec::with_capacity(self.buffers.len());
+                for (name, b) in &self.buffers {
+                    let c = self.gpu.alloc(b.len, b.elem_bytes, name)?;
+                    self.gpu.copy(c.ptr, b.ptr, b.bytes())?;
+                    set.push(c);
+                }
+                copies.push(set);
+            }
+        }
+        Ok(copies.len() + 1)
+    }
+
+    /// The address in slot `slot` of the job buffer at `ptr` (other pointers unchanged).
+    fn slot_ptr(&self, ptr: u64, slot: usize) -> u64 {
+        if slot == 0 {
+            return ptr;
+        }
+        let copies = self.copies.borrow();
+        self.buffers
+            .iter()
+            .position(|(_, b)| b.ptr == ptr)
+            .and_then(|i| copies.get(slot - 1).map(|set| set[i].ptr))
+            .unwrap_or(ptr)
+    }
+
+    /// The kernel arguments with every buffer in slot `slot`.
+    fn slot_args(&self, slot: usize) -> std::borrow::Cow<'_, [Arg]> {
+        if slot == 0 {
+            return std::borrow::Cow::Borrowed(&self.args);
+        }
+        self.args
+            .iter()
+            .map(|a| match a {
+                Arg::Ptr(p) => Arg::Ptr(self.slot_ptr(*p, slot)),
+                other => *other,
+            })
+            .collect()
     }
 
     /// Gives the device back, releasing the session's buffers.
@@ -272,32 +328,48 @@ impl Session {
             }
         }
         let rounds = job.confirm_rounds;
-        let timed = (|| -> GpuResult<Vec<Vec<f64>>> {
+        let enqueues: Vec<_> = loaded
+            .iter()
+            .map(|(_, k)| move |s: usize| k.enqueue(&self.gpu, &self.slot_args(s)))
+            .collect();
+        let timed = (|| -> GpuResult<(Vec<Vec<f64>>, Vec<usize>)> {
             let events = self.gpu.timing_events(loaded.len())?;
             let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
-            // One untimed round first: every kernel warm, the clocks up.
-            for round in 0..=rounds {
+            // One round of single launches first: every kernel warm, the clocks up, and each
+            // kernel's launch time, which picks how its samples are taken.
+            self.timer
+                .launch_timed(&self.gpu, &events, 0, "interleaved launches", |i| {
+                    enqueues[i](0)
+                })?;
+            let samplers = events
+                .iter()
+                .zip(&enqueues)
+                .map(|(pair, e)| {
+                    let ms = crate::cuda::gpu::elapsed_ms(pair)?;
+                    self.timer.sampler(&self.gpu, ms, e, &|n| self.slots(n))
+                })
+                .collect::<GpuResult<Vec<_>>>()?;
+            for round in 1..=rounds {
                 self.timer.launch_timed(
                     &self.gpu,
                     &events,
                     round * loaded.len(),
                     "interleaved launches",
-                    |i| loaded[i].1.enqueue(&self.gpu, &self.args),
+                    |i| samplers[i].enqueue(&self.gpu, &enqueues[i]),
                 )?;
-                if round > 0 {
-                    for (i, pair) in events.iter().enumerate() {
-                        samples[i].push(crate::cuda::gpu::elapsed_ms(pair)?);
-                    }
+                for (i, pair) in events.iter().enumerate() {
+                    let ms = crate::cuda::gpu::elapsed_ms(pair)?;
+                    samples[i].push(ms / samplers[i].batch as f64);
                 }
             }
-            Ok(samples)
+            Ok((samples, samplers.iter().map(|s| s.batch).collect()))
         })();
         match timed {
-            Ok(samples) => {
-                for ((id, k), s) in loaded.iter().zip(samples) {
+            Ok((samples, batches)) => {
+                for (((id, k), s), batch) in loaded.iter().zip(samples).zip(batches) {
                     let mut r = failed(*id, String::new());
                     r.registers = Some(k.registers());
-                    r.stats = Stats::from_samples(&s);
+                    r.stats = Stats::from_samples(&s).map(|st| Stats { batch, ..st });
                     r.samples = s;
                     r.clock = self.clocks.as_ref().and_then(|c| c.sample());
                     results.push(r);
@@ -329,8 +401,9 @@ impl Session {
             Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
                 (Some(f), Some(t)) => {
                     let (src, dst, bytes) = (f.ptr, t.ptr, f.bytes().min(t.bytes()));
-                    self.check_and_time(job, task, expect, mode, &mut r, &|| {
-                        self.gpu.copy(dst, src, bytes)
+                    self.check_and_time(job, task, expect, mode, &mut r, &|s| {
+                        self.gpu
+                            .copy(self.slot_ptr(dst, s), self.slot_ptr(src, s), bytes)
                     })
                 }
                 _ => Err(format!("memcpy names an unknown buffer ({from} → {to})")),
@@ -340,8 +413,9 @@ impl Session {
                     (Err(why), ..) => Err(why.clone()),
                     (Ok(blas), Some(a), Some(b), Some(c)) => {
                         let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
-                        self.check_and_time(job, task, expect, mode, &mut r, &|| {
-                            self.gpu.sgemm(blas, a, b, c, m, n, k)
+                        self.check_and_time(job, task, expect, mode, &mut r, &|s| {
+                            let at = |p| self.slot_ptr(p, s);
+                            self.gpu.sgemm(blas, at(a), at(b), at(c), m, n, k)
                         })
                     }
                     _ => Err("sgemm names an unknown buffer".into()),
@@ -358,8 +432,8 @@ impl Session {
                     Err(f) => Err(self.fault(&mut r, f)),
                     Ok(k) => {
                         r.registers = Some(k.registers());
-                        self.check_and_time(job, task, expect, mode, &mut r, &|| {
-                            k.enqueue(&self.gpu, &self.args)
+                        self.check_and_time(job, task, expect, mode, &mut r, &|s| {
+                            k.enqueue(&self.gpu, &self.slot_args(s))
                         })
                     }
                 },
@@ -388,10 +462,7 @@ impl Session {
     /// idle GPU drops to ([`crate::measure::clocks::warmup_done`] says when). One NVML read first: a
     /// GPU already at its maximum clock is not loaded at all. `None` without NVML (nothing to
     /// wait for: the cap would be the only end).
-    fn warm_up(
-        &self,
-        enqueue: &dyn Fn() -> GpuResult<()>,
-    ) -> GpuResult<Option<crate::measure::clocks::Warmup>> {
+    fn warm_up(&self, enqueue: Enqueue) -> GpuResult<Option<crate::measure::clocks::Warmup>> {
         use crate::measure::clocks::{already_warm, warmup_done, Warmup, WarmupEnd};
         let Some(nvml) = &self.clocks else {
             return Ok(None);
@@ -419,7 +490,7 @@ impl Session {
             loop {
                 let b = Instant::now();
                 for _ in 0..batch {
-                    enqueue()?;
+                    enqueue(0)?;
                 }
                 self.gpu.synchronize("warming up the GPU")?;
                 w.launches += batch;
@@ -451,13 +522,13 @@ impl Session {
         expect: &Buffer,
         mode: Compare,
         r: &mut TaskResult,
-        enqueue: &dyn Fn() -> GpuResult<()>,
+        enqueue: Enqueue,
     ) -> std::result::Result<Stats, String> {
         let t = Instant::now();
         let out = &self.buffers[self.output].1;
         let verified = (|| {
             self.poison()?;
-            enqueue()?;
+            enqueue(0)?;
             self.gpu.synchronize("running the kernel")?;
             self.checker.compare(&self.gpu, out, expect)
         })();
@@ -475,7 +546,7 @@ impl Session {
         let t = Instant::now();
         let stats = self
             .timer
-            .measure(&self.gpu, enqueue, cutoff)
+            .measure(&self.gpu, enqueue, &|n| self.slots(n), cutoff)
             .map_err(|f| self.fault(r, f));
         r.timing_s = t.elapsed().as_secs_f64();
         stats

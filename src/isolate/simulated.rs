@@ -14,7 +14,7 @@ use super::interrupt::interrupted;
 use super::protocol::{failed, Job, Task, TaskResult, Work};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::measure::bench::{adaptive_cutoff, adaptive_samples, Stats};
+use crate::measure::bench::{adaptive_cutoff, adaptive_samples, batch_size, Stats};
 use crate::measure::clocks::ClockSample;
 use crate::model::limits::DeviceLimits;
 use rand::{Rng, SeedableRng};
@@ -250,6 +250,14 @@ impl Simulated {
             .collect()
     }
 
+    /// `n` samples of `label`, each the mean of `batch` noisy launches (batched timing).
+    fn batches(&mut self, label: &str, baseline: bool, n: usize, batch: usize) -> Vec<f64> {
+        self.launch(label, baseline, n * batch)
+            .chunks(batch)
+            .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+            .collect()
+    }
+
     /// The clock reading after a task: steady, or throttled where a rule plants it.
     fn clock(&mut self, label: &str) -> ClockSample {
         let hit = self
@@ -331,12 +339,19 @@ impl Simulated {
             r.registers = Some(self.model.registers(&task.label));
         }
         let cutoff = adaptive_cutoff(job.adaptive_cutoff, task.contender, self.best_ms);
-        let _warmup = self.launch(&task.label, baseline, job.bench.warmup);
+        let warmup = self.launch(&task.label, baseline, job.bench.warmup.max(1));
+        let batch = batch_size(Stats::from_samples(&warmup).map_or(f64::NAN, |s| s.median_ms));
         let samples = adaptive_samples(job.bench.reps.max(1), cutoff, |range| {
-            Ok::<_, std::convert::Infallible>(self.launch(&task.label, baseline, range.len()))
+            Ok::<_, std::convert::Infallible>(self.batches(
+                &task.label,
+                baseline,
+                range.len(),
+                batch,
+            ))
         })
         .unwrap_or_else(|never| match never {});
-        let stats = Stats::from_samples(&samples).expect("reps >= 1");
+        let mut stats = Stats::from_samples(&samples).expect("reps >= 1");
+        stats.batch = batch;
         if task.contender && stats.median_ms < self.best_ms {
             self.best_ms = stats.median_ms;
         }
@@ -364,15 +379,20 @@ impl Simulated {
             }
         }
         let mut samples = vec![Vec::new(); timed.len()];
+        // A first round of single launches picks each task's batch, as on a GPU.
+        let batches: Vec<usize> = timed
+            .iter()
+            .map(|t| batch_size(self.launch(&t.label, false, 1)[0]))
+            .collect();
         for _round in 0..job.confirm_rounds {
             for (i, task) in timed.iter().enumerate() {
-                samples[i].extend(self.launch(&task.label, false, 1));
+                samples[i].extend(self.batches(&task.label, false, 1, batches[i]));
             }
         }
-        for (task, s) in timed.iter().zip(samples) {
+        for ((task, s), batch) in timed.iter().zip(samples).zip(batches) {
             let mut r = failed(task.id, String::new());
             r.registers = Some(self.model.registers(&task.label));
-            r.stats = Stats::from_samples(&s);
+            r.stats = Stats::from_samples(&s).map(|st| Stats { batch, ..st });
             r.samples = s;
             r.clock = Some(self.clock(&task.label));
             results.push(r);

@@ -1,9 +1,16 @@
-//! Timing with CUDA events: warm-up launches, then `reps` timed launches, each between its own
+//! Timing with CUDA events: warm-up launches, then `reps` timed samples, each between its own
 //! pair of events, all enqueued before one synchronize so host overhead stays out of the
-//! numbers. With a cold cache, a buffer larger than L2 is written before every timed launch,
+//! numbers. With a cold cache, a buffer larger than L2 is written before every timed sample,
 //! outside the timed region, so each launch reads from DRAM as a one-off call would.
+//!
+//! A launch shorter than [`BATCH_BELOW_MS`] is near the resolution of CUDA events and the
+//! host's launch overhead, so each sample is then a batch of launches captured in a CUDA
+//! graph and the sample is the batch's time divided by its launches. With a cold cache, launch
+//! `s` of a batch works on its own copy `s` of the job's buffers (a *slot*; slot 0 is the
+//! job's own): every batch still follows a flush and touches each copy once, so no launch finds
+//! its own data in L2, as with one flush per launch.
 
-use crate::cuda::gpu::{elapsed_ms, Buffer, EventPair, Gpu, GpuResult};
+use crate::cuda::gpu::{elapsed_ms, Batch, Buffer, EventPair, Gpu, GpuResult};
 
 /// Whether L2 is flushed between timed launches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -40,6 +47,14 @@ pub struct Stats {
     /// (p90 - p10) / median, in percent: run-to-run noise of this variant.
     pub spread_pct: f64,
     pub samples: usize,
+    /// Launches per sample: 1, or the size of the batches a short kernel was timed in (its
+    /// statistics are then of per-launch means over a batch).
+    #[serde(default = "one")]
+    pub batch: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Stats {
@@ -66,8 +81,25 @@ impl Stats {
                 0.0
             },
             samples: s.len(),
+            batch: 1,
         })
     }
+}
+
+/// Launches shorter than this (in ms) are timed in batches.
+pub const BATCH_BELOW_MS: f64 = 0.020;
+/// How long one batch should take on the GPU, in ms: long enough that the events' resolution
+/// (about half a microsecond) is under 1 % of it.
+pub const BATCH_MS: f64 = 0.100;
+/// The most launches in one batch.
+pub const MAX_BATCH: usize = 32;
+
+/// Launches per timed sample for a kernel whose single launch takes `per_launch_ms`.
+pub fn batch_size(per_launch_ms: f64) -> usize {
+    if per_launch_ms.is_nan() || per_launch_ms <= 0.0 || per_launch_ms >= BATCH_BELOW_MS {
+        return 1;
+    }
+    ((BATCH_MS / per_launch_ms).ceil() as usize).clamp(2, MAX_BATCH)
 }
 
 /// Timed launches looked at before deciding that a variant is clearly slower than the best.
@@ -86,9 +118,30 @@ pub struct Timer {
     flush: Option<Buffer>,
 }
 
+/// Enqueues one launch of a task on slot `s` of the job's buffers.
+pub type Enqueue<'a> = &'a dyn Fn(usize) -> GpuResult<()>;
+/// Makes up to `n` slots available; returns how many there are.
+pub type Slots<'a> = &'a dyn Fn(usize) -> GpuResult<usize>;
+
+/// How a task's samples are taken: one launch each, or a captured batch.
+pub struct Sampler {
+    pub batch: usize,
+    graph: Option<Batch>,
+}
+
+impl Sampler {
+    /// Enqueues one sample: the batch, or one launch on slot 0.
+    pub fn enqueue(&self, gpu: &Gpu, enqueue: Enqueue) -> GpuResult<()> {
+        match &self.graph {
+            Some(g) => gpu.launch_batch(g),
+            None => enqueue(0),
+        }
+    }
+}
+
 impl Timer {
     pub fn new(gpu: &Gpu, settings: BenchSettings) -> GpuResult<Timer> {
-        let events = gpu.timing_events(settings.reps.max(1))?;
+        let events = gpu.timing_events(settings.reps.max(settings.warmup).max(1))?;
         let flush = match settings.cache {
             CacheState::Cold => {
                 let bytes = flush_bytes(gpu.info.l2_bytes);
@@ -135,27 +188,73 @@ impl Timer {
         gpu.synchronize(during)
     }
 
+    /// The sampler for a task whose single launch takes `per_launch_ms`: a batch captured in
+    /// a CUDA graph when the launch is short (as many launches as [`batch_size`] says, at most
+    /// as many as there are slots with a cold cache), else single launches. A capture the
+    /// driver refuses falls back to single launches; a sticky fault is returned.
+    pub fn sampler(
+        &self,
+        gpu: &Gpu,
+        per_launch_ms: f64,
+        enqueue: Enqueue,
+        slots: Slots,
+    ) -> GpuResult<Sampler> {
+        let mut batch = batch_size(per_launch_ms);
+        if batch > 1 && self.settings.cache == CacheState::Cold {
+            batch = batch.min(slots(batch)?);
+        }
+        if batch <= 1 {
+            return Ok(Sampler {
+                batch: 1,
+                graph: None,
+            });
+        }
+        let cold = self.settings.cache == CacheState::Cold;
+        let slot = |s: usize| if cold { s } else { 0 };
+        match gpu.capture(|| (0..batch).try_for_each(|s| enqueue(slot(s)))) {
+            Ok(graph) => Ok(Sampler {
+                batch,
+                graph: Some(graph),
+            }),
+            Err(f) if !f.sticky => Ok(Sampler {
+                batch: 1,
+                graph: None,
+            }),
+            Err(f) => Err(f),
+        }
+    }
+
     /// Times `enqueue` (which must only enqueue work on the GPU's stream).
     ///
-    /// With `cutoff_ms`, the first [`PROBE_REPS`] timed launches are checked first: when even
+    /// The warm-up launches are timed one by one, and their median picks the [`Sampler`]. With
+    /// `cutoff_ms`, the first [`PROBE_REPS`] timed samples are checked first: when even
     /// their fastest is slower than the cutoff, the variant is clearly not a contender and
-    /// its statistics come from those launches alone (`samples` says how many).
+    /// its statistics come from those samples alone (`samples` says how many).
     pub fn measure(
         &self,
         gpu: &Gpu,
-        mut enqueue: impl FnMut() -> GpuResult<()>,
+        enqueue: Enqueue,
+        slots: Slots,
         cutoff_ms: Option<f64>,
     ) -> GpuResult<Stats> {
-        for i in 0..self.settings.warmup {
-            self.flush(gpu, i)?;
-            enqueue()?;
-        }
+        let warm = &self.events[..self.settings.warmup.max(1)];
+        self.launch_timed(gpu, warm, 0, "warm-up launches", |_| enqueue(0))?;
+        let warm: Vec<f64> = warm.iter().map(elapsed_ms).collect::<GpuResult<_>>()?;
+        let per_launch = Stats::from_samples(&warm).map_or(f64::NAN, |s| s.median_ms);
+        let sampler = self.sampler(gpu, per_launch, enqueue, slots)?;
         let samples = adaptive_samples(self.settings.reps, cutoff_ms, |range| {
             let events = &self.events[range.clone()];
-            self.launch_timed(gpu, events, range.start, "timed launches", |_| enqueue())?;
-            events.iter().map(elapsed_ms).collect()
+            self.launch_timed(gpu, events, range.start, "timed launches", |_| {
+                sampler.enqueue(gpu, enqueue)
+            })?;
+            events
+                .iter()
+                .map(|e| elapsed_ms(e).map(|ms| ms / sampler.batch as f64))
+                .collect()
         })?;
-        Ok(Stats::from_samples(&samples).expect("reps >= 1"))
+        let mut stats = Stats::from_samples(&samples).expect("reps >= 1");
+        stats.batch = sampler.batch;
+        Ok(stats)
     }
 }
 
@@ -197,6 +296,17 @@ mod tests {
     fn flush_buffer_is_twice_l2_and_at_least_64_mib() {
         assert_eq!(flush_bytes(50 << 20), 100 << 20);
         assert_eq!(flush_bytes(4 << 20), 64 << 20);
+    }
+
+    #[test]
+    fn short_launches_are_batched_to_a_tenth_of_a_millisecond() {
+        assert_eq!(batch_size(0.5), 1);
+        assert_eq!(batch_size(BATCH_BELOW_MS), 1);
+        assert_eq!(batch_size(0.019), 6);
+        assert_eq!(batch_size(0.006), 17);
+        assert_eq!(batch_size(0.0005), MAX_BATCH);
+        assert_eq!(batch_size(0.0), 1);
+        assert_eq!(batch_size(f64::NAN), 1);
     }
 
     #[test]

@@ -508,6 +508,7 @@ mod tests {
                 max_ms: median_ms,
                 spread_pct: 0.0,
                 samples: 5,
+                batch: 1,
             });
             r
         };

@@ -186,6 +186,26 @@ fn write_ranking(s: &mut String, o: &TuneOutcome, info: &RunInfo, top: usize) {
             r.registers.map(|x| x.to_string()).unwrap_or_default()
         );
     }
+    let batches: Vec<usize> = ok
+        .iter()
+        .take(top)
+        .filter_map(|r| r.stats.map(|st| st.batch))
+        .filter(|b| *b > 1)
+        .collect();
+    if let (Some(lo), Some(hi)) = (batches.iter().min(), batches.iter().max()) {
+        let n = if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}-{hi}")
+        };
+        let _ = writeln!(
+            s,
+            "  ({} of these launch in under {} µs: timed in CUDA-graph batches of {n} launches; \
+             times and spread are per launch, spread over batches; column batch of the CSV)",
+            batches.len(),
+            crate::measure::bench::BATCH_BELOW_MS * 1e3
+        );
+    }
 }
 
 /// The failed configurations (the first five unless `verbose`) and, when `verbose`, the
@@ -610,6 +630,7 @@ mod tests {
                 max_ms: 0.239,
                 spread_pct,
                 samples: 30,
+                batch: 1,
             }),
             throughput: None,
             frac_of_roof: None,

@@ -220,6 +220,7 @@ mod tests {
             max_ms: m,
             spread_pct: 0.0,
             samples: 1,
+            batch: 1,
         });
         r
     }

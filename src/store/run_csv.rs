@@ -18,7 +18,7 @@ const CONFIRM_COLUMNS: [&str; 6] = [
     "winner",
 ];
 
-const FIXED_AFTER: [&str; 18] = [
+const FIXED_AFTER: [&str; 19] = [
     "status",
     "error",
     "median_ms",
@@ -26,6 +26,7 @@ const FIXED_AFTER: [&str; 18] = [
     "max_ms",
     "spread_pct",
     "samples",
+    "batch",
     "throughput",
     "unit",
     "frac_of_roof",
@@ -92,6 +93,7 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
             opt(s.map(|s| s.max_ms)),
             opt(s.map(|s| s.spread_pct)),
             s.map(|s| s.samples.to_string()).unwrap_or_default(),
+            s.map(|s| s.batch.to_string()).unwrap_or_default(),
             opt(r.throughput),
             info.unit.clone(),
             opt(r.frac_of_roof),
@@ -178,6 +180,8 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
             max_ms: num("max_ms").unwrap_or(median_ms),
             spread_pct: num("spread_pct").unwrap_or(0.0),
             samples: get("samples").parse().unwrap_or(0),
+            // Files written before batched timing: one launch per sample.
+            batch: get("batch").parse().unwrap_or(1),
         });
         // A reason the run acts on comes back as its note; any other stays text.
         let (error, note) = match Note::parse(get("error")) {
@@ -271,6 +275,7 @@ mod tests {
             max_ms: 0.02,
             spread_pct: 3.5,
             samples: 30,
+            batch: 17,
         };
         let records = vec![
             Record {
