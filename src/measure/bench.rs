@@ -104,6 +104,13 @@ pub fn batch_size(per_launch_ms: f64) -> usize {
 
 /// Timed launches looked at before deciding that a variant is clearly slower than the best.
 pub const PROBE_REPS: usize = 5;
+/// The first launches of the probe: when they already agree within [`PROBE_AGREE_PCT`] and
+/// are both over the cutoff, the variant is out without the rest of the probe.
+pub const PROBE_FIRST: usize = 2;
+/// How closely the first launches of the probe must agree (in percent) to decide alone.
+pub const PROBE_AGREE_PCT: f64 = 1.0;
+/// A first warm-up launch this long (ms) ends the warm-up.
+pub const WARM_ENOUGH_MS: f64 = 1.0;
 
 /// Bytes of the L2 flush buffer for a GPU with `l2_bytes` of L2: twice L2 (at least 64 MiB),
 /// so nothing of the previous launch survives writing it.
@@ -237,9 +244,19 @@ impl Timer {
         slots: Slots,
         cutoff_ms: Option<f64>,
     ) -> GpuResult<Stats> {
-        let warm = &self.events[..self.settings.warmup.max(1)];
-        self.launch_timed(gpu, warm, 0, "warm-up launches", |_| enqueue(0))?;
-        let warm: Vec<f64> = warm.iter().map(elapsed_ms).collect::<GpuResult<_>>()?;
+        // The first warm-up launch alone first: one of a millisecond or more is warm-up
+        // enough (the verifying launch before it loaded the kernel).
+        let mut warm = Vec::new();
+        for range in [0..1, 1..self.settings.warmup.max(1)] {
+            if range.is_empty() || warm.first().is_some_and(|&ms| ms >= WARM_ENOUGH_MS) {
+                break;
+            }
+            let events = &self.events[range.clone()];
+            self.launch_timed(gpu, events, range.start, "warm-up launches", |_| enqueue(0))?;
+            for e in events {
+                warm.push(elapsed_ms(e)?);
+            }
+        }
         let per_launch = Stats::from_samples(&warm).map_or(f64::NAN, |s| s.median_ms);
         let sampler = self.sampler(gpu, per_launch, enqueue, slots)?;
         let samples = adaptive_samples(self.settings.reps, cutoff_ms, |range| {
@@ -267,23 +284,65 @@ pub fn adaptive_cutoff(factor: Option<f64>, contender: bool, best_ms: f64) -> Op
     }
 }
 
+/// Samples after which a contender's median may be precise enough to stop ([`settled`]).
+pub const SETTLE_MIN: usize = 10;
+/// The half-width of a median's 95 % confidence interval, in percent of the median, at which a
+/// contender stops taking samples: a tenth of the narrowest tie band.
+pub const SETTLED_PCT: f64 = 0.15;
+
+/// Whether `samples` pin their median down to [`SETTLED_PCT`]: at least [`SETTLE_MIN`] of them,
+/// and 1.58 IQR / sqrt(n) (the half-width of the usual notch around a median) that narrow.
+pub fn settled(samples: &[f64]) -> bool {
+    if samples.len() < SETTLE_MIN {
+        return false;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let q = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
+    let median = q(0.5);
+    let half_width = 1.58 * (q(0.75) - q(0.25)) / (s.len() as f64).sqrt();
+    median > 0.0 && half_width <= median * SETTLED_PCT / 100.0
+}
+
 /// The timed launches of one task, as every device takes them: with a cutoff, the first
-/// [`PROBE_REPS`] go first and the rest of the `reps` only when the fastest of those is within
-/// the cutoff; without one, all `reps`. `launch(range)` times the launches of `range`.
+/// [`PROBE_REPS`] go first (and stop at [`PROBE_FIRST`] when those agree and are over the
+/// cutoff: steady launches need no five to show it), the rest only when the fastest of those
+/// is within the cutoff,
+/// in stages (to [`SETTLE_MIN`], to twice that, to `reps`) that stop once the median is
+/// [`settled`]: a contender whose launches barely vary needs no 30 to be ranked. Without a
+/// cutoff (baselines, the first contender, `--no-adaptive`), all `reps`. `launch(range)`
+/// times the launches of `range`.
 pub fn adaptive_samples<E>(
     reps: usize,
     cutoff_ms: Option<f64>,
     mut launch: impl FnMut(std::ops::Range<usize>) -> Result<Vec<f64>, E>,
 ) -> Result<Vec<f64>, E> {
-    let probe = if cutoff_ms.is_some() {
-        PROBE_REPS.min(reps)
-    } else {
-        reps
+    let Some(cutoff) = cutoff_ms else {
+        return launch(0..reps);
     };
-    let mut samples = launch(0..probe)?;
+    let mut samples = launch(0..PROBE_FIRST.min(reps))?;
+    let (lo, hi) = samples
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+    if lo > cutoff && hi <= lo * (1.0 + PROBE_AGREE_PCT / 100.0) {
+        return Ok(samples);
+    }
+    samples.extend(launch(samples.len()..PROBE_REPS.min(reps))?);
     let fastest = samples.iter().copied().fold(f64::INFINITY, f64::min);
-    if probe < reps && cutoff_ms.is_none_or(|c| fastest <= c) {
-        samples.extend(launch(probe..reps)?);
+    if fastest > cutoff {
+        return Ok(samples);
+    }
+    for end in [SETTLE_MIN, 2 * SETTLE_MIN, reps] {
+        let end = end.min(reps);
+        if samples.len() >= end {
+            continue;
+        }
+        samples.extend(launch(samples.len()..end)?);
+        if settled(&samples) {
+            break;
+        }
     }
     Ok(samples)
 }
@@ -307,6 +366,46 @@ mod tests {
         assert_eq!(batch_size(0.0005), MAX_BATCH);
         assert_eq!(batch_size(0.0), 1);
         assert_eq!(batch_size(f64::NAN), 1);
+    }
+
+    /// Stages of an adaptive task: the probe alone when it is out of reach; otherwise on to
+    /// 10, 20 and all reps, stopping at the first stage whose median is settled.
+    #[test]
+    fn adaptive_samples_stop_where_the_median_is_settled() {
+        let run = |cutoff: Option<f64>, noise: f64| {
+            let mut ranges = Vec::new();
+            let samples = adaptive_samples(30, cutoff, |r: std::ops::Range<usize>| {
+                ranges.push(r.clone());
+                Ok::<_, ()>(r.map(|i| 1.0 + noise * ((i * 7) % 10) as f64).collect())
+            })
+            .unwrap();
+            (samples.len(), ranges)
+        };
+        assert_eq!(
+            run(None, 0.0),
+            (30, vec![0..30]),
+            "no cutoff: every rep at once"
+        );
+        assert_eq!(
+            run(Some(0.5), 0.0),
+            (2, vec![0..2]),
+            "steady and over the cutoff"
+        );
+        // The first two differ by 7 %: the whole probe decides (its fastest is 1.0).
+        assert_eq!(run(Some(0.5), 0.01), (5, vec![0..2, 2..5]), "noisy, over");
+        assert_eq!(
+            run(Some(2.0), 0.0),
+            (10, vec![0..2, 2..5, 5..10]),
+            "steady: 10 settle"
+        );
+        // IQR 0.5 % of the median: 1.58 * 0.5 / sqrt(20) = 0.18 % > 0.15 %, unsettled at 20.
+        assert_eq!(
+            run(Some(2.0), 0.001),
+            (30, vec![0..2, 2..5, 5..10, 10..20, 20..30]),
+            "noisy: all reps"
+        );
+        assert!(settled(&[1.0; 10]));
+        assert!(!settled(&[1.0; 9]), "too few to judge");
     }
 
     #[test]

@@ -15,6 +15,14 @@ pub struct Phases {
     pub timing_s: f64,
     /// Re-timing the leaders interleaved (the confirm stage).
     pub confirm_s: f64,
+    /// The search choosing its next rounds.
+    pub search_s: f64,
+    /// GPU jobs from sending to the last result, of which `verify_s` and `timing_s` are part;
+    /// the rest starts the worker and its context, makes the inputs and the expected output,
+    /// warms the GPU up, loads and launches the kernels.
+    pub gpu_s: f64,
+    /// Writing the run CSV, best.csv and the report.
+    pub write_s: f64,
     pub total_s: f64,
 }
 

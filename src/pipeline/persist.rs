@@ -97,7 +97,9 @@ pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<Tune
             .map(|k| k.source().to_string())
             .unwrap_or_default()
     };
+    let t = std::time::Instant::now();
     write_results(opts, &info, &mut outcome, &source_hash)?;
+    outcome.phases.write_s = t.elapsed().as_secs_f64();
     outcome.info = Some(info);
     outcome.phases.total_s = t0.elapsed().as_secs_f64();
     drop(work_dir);

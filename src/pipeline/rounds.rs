@@ -222,7 +222,8 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             job.tasks.clear(); // their records say "not run"
         }
         if !job.tasks.is_empty() {
-            if let Err(e) = run_job(
+            let t = Instant::now();
+            let ran = run_job(
                 &mut job,
                 &mut gpus,
                 &mut all_tasks,
@@ -230,7 +231,9 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
                 &mut ledger,
                 &mut tally,
                 &mut built.outcome,
-            ) {
+            );
+            built.outcome.phases.gpu_s += t.elapsed().as_secs_f64();
+            if let Err(e) = ran {
                 fatal = Some(e);
                 break;
             }
@@ -245,7 +248,9 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
             break;
         }
         let s = built.search.as_mut().expect("a search until it is done");
+        let t = Instant::now();
         let next = next_round(s, &mut round, &ledger);
+        built.outcome.phases.search_s += t.elapsed().as_secs_f64();
         if next.is_empty() {
             search_done = true;
             continue;
