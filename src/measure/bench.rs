@@ -375,7 +375,7 @@ mod tests {
         let run = |cutoff: Option<f64>, noise: f64| {
             let mut ranges = Vec::new();
             let samples = adaptive_samples(30, cutoff, |r: std::ops::Range<usize>| {
-                ranges.push(r.clone());
+                ranges.push((r.start, r.end));
                 Ok::<_, ()>(r.map(|i| 1.0 + noise * ((i * 7) % 10) as f64).collect())
             })
             .unwrap();
@@ -383,25 +383,29 @@ mod tests {
         };
         assert_eq!(
             run(None, 0.0),
-            (30, vec![0..30]),
+            (30, vec![(0, 30)]),
             "no cutoff: every rep at once"
         );
         assert_eq!(
             run(Some(0.5), 0.0),
-            (2, vec![0..2]),
+            (2, vec![(0, 2)]),
             "steady and over the cutoff"
         );
         // The first two differ by 7 %: the whole probe decides (its fastest is 1.0).
-        assert_eq!(run(Some(0.5), 0.01), (5, vec![0..2, 2..5]), "noisy, over");
+        assert_eq!(
+            run(Some(0.5), 0.01),
+            (5, vec![(0, 2), (2, 5)]),
+            "noisy, over"
+        );
         assert_eq!(
             run(Some(2.0), 0.0),
-            (10, vec![0..2, 2..5, 5..10]),
+            (10, vec![(0, 2), (2, 5), (5, 10)]),
             "steady: 10 settle"
         );
         // IQR 0.5 % of the median: 1.58 * 0.5 / sqrt(20) = 0.18 % > 0.15 %, unsettled at 20.
         assert_eq!(
             run(Some(2.0), 0.001),
-            (30, vec![0..2, 2..5, 5..10, 10..20, 20..30]),
+            (30, vec![(0, 2), (2, 5), (5, 10), (10, 20), (20, 30)]),
             "noisy: all reps"
         );
         assert!(settled(&[1.0; 10]));
