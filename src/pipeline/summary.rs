@@ -266,6 +266,9 @@ fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
     if let Some(line) = noisy_roof_line(&o.records, &info.roof) {
         let _ = writeln!(s, "{line}");
     }
+    if let Some(line) = o.best.and_then(|at| noisy_winner_line(&o.records, at)) {
+        let _ = writeln!(s, "{line}");
+    }
     if let Some(c) = &o.confidence {
         let label = |at: usize| o.records[at].label();
         let runner_up = c.runner_up.as_ref().map(|(_, cmp)| cmp);
@@ -446,6 +449,37 @@ pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
     let r = records
         .iter()
         .find(|r| r.kind == Kind::Baseline && r.name == roof && r.status == Status::Ok)?;
+    let (st, typical) = noisy(records, r)?;
+    Some(format!(
+        "Warning: the roof {roof} timed noisily (spread {:.1}% over {} launches against the kernels' typical {typical:.1}%; median {:.4} ms, min {:.4} ms), so every % of it above is uncertain; run again to compare",
+        st.spread_pct, st.samples, st.median_ms, st.min_ms
+    ))
+}
+
+/// A warning when the winner (`records[at]`) timed much more noisily than the run's verified
+/// variants, by the rule of the roof's: its median and % of roof are then uncertain, whatever
+/// the confirmation made of its rank (which re-timed it interleaved, and says so).
+pub fn noisy_winner_line(records: &[Record], at: usize) -> Option<String> {
+    let (st, typical) = noisy(records, &records[at])?;
+    let confirmed = records[at]
+        .confirm
+        .as_ref()
+        .map(|c| {
+            format!(
+                "; over the interleaved rounds its median was {:.4} ms",
+                c.median_ms
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "Warning: the winner timed noisily (spread {:.1}% over {} samples against the kernels' typical {typical:.1}%; median {:.4} ms, min {:.4} ms{confirmed}), so its throughput and % of roof above are uncertain; run again to compare",
+        st.spread_pct, st.samples, st.median_ms, st.min_ms
+    ))
+}
+
+/// The stats of `r` and the verified variants' typical spread when `r` timed noisily by the
+/// rule of [`NOISY_ROOF_PCT`] and [`NOISY_ROOF_VS_VARIANTS`], else `None`.
+fn noisy(records: &[Record], r: &Record) -> Option<(crate::measure::bench::Stats, f64)> {
     let st = r.stats?;
     let spreads: Vec<f64> = records
         .iter()
@@ -461,12 +495,7 @@ pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
     };
     let noisy = st.spread_pct.is_nan()
         || (st.spread_pct > NOISY_ROOF_PCT && st.spread_pct > NOISY_ROOF_VS_VARIANTS * typical);
-    noisy.then(|| {
-        format!(
-            "Warning: the roof {roof} timed noisily (spread {:.1}% over {} launches against the kernels' typical {typical:.1}%; median {:.4} ms, min {:.4} ms), so every % of it above is uncertain; run again to compare",
-            st.spread_pct, st.samples, st.median_ms, st.min_ms
-        )
-    })
+    noisy.then_some((st, typical))
 }
 
 /// The warm-up line: the run's first warm-up in full, the later jobs' ones summed (those only
@@ -680,6 +709,15 @@ mod tests {
         assert!(
             noisy_roof_line(&[timed(Kind::Baseline, "copy_vec4", 16.9)], "copy_vec4").is_some()
         );
+        // The winner by the same rule: one that spread 48 % among kernels that spread 2 %.
+        let mut run = vec![timed(Kind::Variant, "winner", 48.0)];
+        run.extend(kernels(2.0));
+        let line = noisy_winner_line(&run, 0).expect("a warning");
+        assert!(
+            line.contains("winner timed noisily") && line.contains("48.0%"),
+            "{line}"
+        );
+        assert_eq!(noisy_winner_line(&run, 1), None, "a steady winner");
     }
 
     #[test]
