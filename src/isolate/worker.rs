@@ -25,28 +25,14 @@ pub struct GpuWorker {
     reader: std::thread::JoinHandle<()>,
 }
 
-impl GpuWorker {
-    /// Starts `exe __gpu-worker DEVICE` and waits for its device report.
-    pub fn start(exe: &Path, device: usize) -> Result<(GpuWorker, DeviceInfo, u64)> {
-        use std::os::unix::process::CommandExt;
-        let mut child = Command::new(exe)
-            .args([GPU_WORKER_ARG, &device.to_string()])
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| Error::io("cannot start worker", exe, e))?;
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let worker = GpuWorker { child, rx, reader };
+/// A GPU worker started but not yet heard from ([`GpuWorker::spawn`]): its driver and context
+/// start while this process does other work. Dropped unread, it is killed.
+pub struct Starting(Option<GpuWorker>);
+
+impl Starting {
+    /// Waits for the worker's device report.
+    pub fn ready(mut self) -> Result<(GpuWorker, DeviceInfo, u64)> {
+        let worker = self.0.take().expect("a starting worker is read once");
         loop {
             match worker.rx.recv_timeout(Duration::from_secs(120)) {
                 Ok(text) => match serde_json::from_str::<Line>(&text) {
@@ -70,6 +56,44 @@ impl GpuWorker {
                 }
             }
         }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(w) = self.0.take() {
+            w.finish();
+        }
+    }
+}
+
+impl GpuWorker {
+    /// Starts `exe __gpu-worker DEVICE` and waits for its device report.
+    pub fn start(exe: &Path, device: usize) -> Result<(GpuWorker, DeviceInfo, u64)> {
+        Self::spawn(exe, device)?.ready()
+    }
+
+    /// Starts `exe __gpu-worker DEVICE` without waiting for it ([`Starting::ready`] does).
+    pub fn spawn(exe: &Path, device: usize) -> Result<Starting> {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(exe)
+            .args([GPU_WORKER_ARG, &device.to_string()])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Error::io("cannot start worker", exe, e))?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Starting(Some(GpuWorker { child, rx, reader })))
     }
 
     /// Sends one job (one JSON line); the worker answers with `Line`s.

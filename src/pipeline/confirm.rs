@@ -183,7 +183,11 @@ fn retime_leaders(
     }
     let seed = opts.seed ^ 0xC0_FFEE;
     let ids: Vec<usize> = picked.iter().map(|(id, _)| *id).collect();
-    let (mut samples, spent) = halving(&ids, opts.confirm_rounds, seed, |alive, rounds| {
+    let kept = picked
+        .iter()
+        .find(|(_, at)| Some(*at) == stored)
+        .map(|(id, _)| *id);
+    let (mut samples, spent) = halving(&ids, kept, opts.confirm_rounds, seed, |alive, rounds| {
         let mut cjob = job.clone();
         cjob.tasks = job
             .tasks
@@ -215,10 +219,13 @@ fn retime_leaders(
 /// interleaved rounds (at least [`MIN_STAGE_ROUNDS`]), each timed by `time(alive, rounds)`;
 /// after each, the leaders slower than the fastest by more than the tie band at 95 %
 /// confidence drop out, and the contest ends when the rounds are spent, one leader is left,
-/// or none is undecided (each left is surely within the band). A leader that failed to
-/// re-time leaves. Returns every leader's samples, in round order, and the rounds spent.
+/// or none is undecided (each left is surely within the band), or the stored winner `kept`
+/// is surely within [`KEEP_BANDS`] bands of the fastest (the tie rule keeps it, so more
+/// rounds would not change the winner). A leader that failed to re-time leaves. Returns
+/// every leader's samples, in round order, and the rounds spent.
 fn halving(
     ids: &[usize],
+    kept: Option<usize>,
     total: usize,
     seed: u64,
     mut time: impl FnMut(&[usize], usize) -> Result<HashMap<usize, Vec<f64>>>,
@@ -247,6 +254,13 @@ fn halving(
             break;
         };
         let band = tie_band(&fastest) * 100.0;
+        let surely_kept = kept.filter(|k| alive.contains(k)).is_some_and(|k| {
+            crate::measure::stats::compare(&fastest, &samples[&k], 2000, seed).ci_high_pct
+                <= KEEP_BANDS * band
+        });
+        if surely_kept {
+            break;
+        }
         let mut undecided = false;
         alive.retain(|id| {
             let cmp = crate::measure::stats::compare(&fastest, &samples[id], 2000, seed);
@@ -379,6 +393,7 @@ mod tests {
         let mut log = Vec::new();
         let (samples, spent) = halving(
             &[0, 1, 2, 3],
+            None,
             50,
             7,
             timer(vec![1.0, 1.02, 1.3, 1.3], 0.05, &mut log),
@@ -400,6 +415,7 @@ mod tests {
         let mut log = Vec::new();
         let (samples, spent) = halving(
             &[0, 1, 2],
+            None,
             50,
             7,
             timer(vec![1.0, 1.001, 1.1], 0.001, &mut log),
@@ -409,8 +425,42 @@ mod tests {
         assert_eq!(samples[&0].len(), 12);
         // Too few rounds for a quarter: stages of the minimum.
         let mut log = Vec::new();
-        halving(&[0, 1], 8, 7, timer(vec![1.0, 1.02], 0.05, &mut log)).unwrap();
+        halving(&[0, 1], None, 8, 7, timer(vec![1.0, 1.02], 0.05, &mut log)).unwrap();
         assert_eq!(log.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![5, 3]);
+    }
+
+    #[test]
+    fn halving_stops_once_the_stored_winner_is_surely_kept() {
+        // 0 and 1 are 0.5 % apart in 2 % noise: undecided against the band, so without a
+        // stored winner every round is spent; with 1 stored, it is surely within two bands
+        // after the first stage and the contest ends there.
+        let means = vec![1.0, 1.005, 1.3];
+        let mut log = Vec::new();
+        let (_, spent) = halving(
+            &[0, 1, 2],
+            None,
+            50,
+            7,
+            timer(means.clone(), 0.02, &mut log),
+        )
+        .unwrap();
+        assert!(spent > 12, "undecided without a stored winner: {log:?}");
+        let mut log = Vec::new();
+        let (samples, spent) =
+            halving(&[0, 1, 2], Some(1), 50, 7, timer(means, 0.02, &mut log)).unwrap();
+        assert_eq!((spent, log.len()), (12, 1), "{log:?}");
+        assert_eq!(samples[&1].len(), 12);
+        // A stored winner shown slower than two bands decides nothing: the contest goes on.
+        let mut log = Vec::new();
+        let (_, spent) = halving(
+            &[0, 1, 2],
+            Some(2),
+            50,
+            7,
+            timer(vec![1.0, 1.005, 1.3], 0.02, &mut log),
+        )
+        .unwrap();
+        assert!(spent > 12, "{log:?}");
     }
 
     fn records(registers: &[i32]) -> Vec<Record> {

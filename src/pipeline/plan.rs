@@ -7,7 +7,7 @@ use crate::cuda::compile::{default_cache_dir, Compiler};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::isolate::device::Device;
-use crate::isolate::worker::GpuWorker;
+use crate::isolate::worker::{GpuWorker, Starting};
 use crate::model::limits::DeviceLimits;
 use crate::model::shape::Shape;
 use crate::spec::codegen::Renderer;
@@ -104,7 +104,12 @@ impl Setup {
 /// overlaps compiling; this process then needs no CUDA context), or opened here when running
 /// in-process; none with `--compile-only`. Then the space at the device's limits, the buffer
 /// layout (checked against the free device memory) and the compiler. `t0` is the run's start.
-pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setup> {
+pub(super) fn device(
+    opts: &TuneOptions,
+    plan: Plan,
+    starting: Option<Starting>,
+    t0: Instant,
+) -> Result<Setup> {
     let Plan {
         op,
         overrides,
@@ -115,7 +120,10 @@ pub(super) fn device(opts: &TuneOptions, plan: Plan, t0: Instant) -> Result<Setu
     let (device, free_mem, first_worker, local_device) = match &opts.isolation {
         _ if opts.compile_only => (None, 0, None, None),
         Isolation::Workers(exe) => {
-            let (w, info, free) = GpuWorker::start(exe, opts.device)?;
+            let (w, info, free) = match starting {
+                Some(s) => s.ready()?,
+                None => GpuWorker::start(exe, opts.device)?,
+            };
             (Some(info), free, Some(w), None)
         }
         Isolation::InProcess => {
