@@ -227,10 +227,13 @@ impl Session {
         if copies.len() + 1 < n {
             let room = (self.gpu.free_mem()? / 4).min(SLOT_BYTES_MAX);
             let fit = room / footprint.max(1);
-            while copies.len() + 1 < n && copies.len() < fit {
+            'sets: while copies.len() + 1 < n && copies.len() < fit {
                 let mut set = Vec::with_capacity(self.buffers.len());
                 for (name, b) in &self.buffers {
-                    let c = self.gpu.alloc(b.len, b.elem_bytes, name)?;
+                    // Memory the driver will not give means fewer slots, not a failed task.
+                    let Ok(c) = self.gpu.alloc(b.len, b.elem_bytes, name) else {
+                        break 'sets;
+                    };
                     self.gpu.copy(c.ptr, b.ptr, b.bytes())?;
                     set.push(c);
                 }
