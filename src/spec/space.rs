@@ -387,26 +387,26 @@ pub fn enumerate_space(
         let defines: Box<[Value]> = (0..define_names.len())
             .map(|k| memo.define(k, &digits).clone())
             .collect();
-        for (name, value) in config
-            .values()
-            .chain(define_names.iter().map(String::as_str).zip(defines.iter()))
-        {
-            point.set(name, value);
+        let at = memo.launches.at(&digits);
+        if memo.launches.table[at].is_none() {
+            for (name, value) in config
+                .values()
+                .chain(define_names.iter().map(String::as_str).zip(defines.iter()))
+            {
+                point.set(name, value);
+            }
+            memo.launches.table[at] = Some(launch_and_prologue(op, limits, &point)?);
         }
-        let c = launch_and_prologue(
-            op,
-            limits,
-            &point,
-            Candidate {
-                index,
-                config,
-                define_names: define_names.clone(),
-                defines,
-                launch: None,
-                prologue: Vec::new(),
-                pruned: None,
-            },
-        )?;
+        let (launch, prologue, pruned) = memo.launches.table[at].clone().expect("filled above");
+        let c = Candidate {
+            index,
+            config,
+            define_names: define_names.clone(),
+            defines,
+            launch,
+            prologue,
+            pruned,
+        };
         if let Some(reason) = &c.pruned {
             *pruned_by.entry(reason.clone()).or_default() += 1;
             if !keep_pruned {
@@ -472,12 +472,24 @@ impl<T> Memoized<T> {
 /// An expression's value at a point, or why it is undefined there (a prune reason).
 type Point<T> = std::result::Result<T, std::sync::Arc<str>>;
 
+/// What [`launch_and_prologue`] gives a valid point: its launch, its prologue launches, and
+/// the reason when these prune it.
+type Launches = (
+    Option<LaunchDims>,
+    Vec<(String, LaunchDims)>,
+    Option<std::sync::Arc<str>>,
+);
+
 /// The defines and constraints of an op over one space's axes, each memoized by the
 /// parameters it reads.
 struct Memo {
     /// Each define's value, or why it is undefined at those parameters (the prune reason).
     defines: Vec<(String, Memoized<Point<Value>>)>,
     constraints: Vec<Memoized<Point<bool>>>,
+    /// A valid point's launch geometry, prologue launches and prune reason (from
+    /// [`launch_and_prologue`]), by the parameters the launch and prologue expressions read:
+    /// a sgemm space has tens of thousands of valid points and a few hundred geometries.
+    launches: Memoized<Launches>,
     /// The variables of the last miss, overwritten in place at the next (a fresh copy of the
     /// base per miss was most of the enumeration's time).
     scratch: Option<Vars>,
@@ -525,9 +537,30 @@ impl Memo {
             .iter()
             .map(|c| Memoized::new(&c.expr, reads(&c.expr, &defines), axes))
             .collect();
+        let launch = &op.spec.launch;
+        let exprs = launch
+            .block
+            .iter()
+            .chain(&launch.grid)
+            .chain(&launch.shared)
+            .chain(
+                op.spec
+                    .prologue
+                    .iter()
+                    .flat_map(|p| p.block.iter().chain(&p.grid).chain(&p.when)),
+            );
+        let mut slots: Vec<usize> = Vec::new();
+        for e in exprs {
+            slots.extend(reads(e, &defines).0);
+        }
+        slots.sort_unstable();
+        slots.dedup();
+        // Evaluated at a point with every variable set: the expressions' own names are moot.
+        let launches = Memoized::new("[launch]", (slots, None), axes);
         Ok(Memo {
             defines,
             constraints,
+            launches,
             scratch: None,
             reasons: op
                 .spec
@@ -643,12 +676,8 @@ enum Which {
 
 /// The launch geometry and prologue kernels of a configuration that passed every
 /// constraint; either can still prune it (a block too large, two prologues).
-fn launch_and_prologue(
-    op: &Op,
-    limits: &DeviceLimits,
-    vars: &Vars,
-    mut candidate: Candidate,
-) -> Result<Candidate> {
+fn launch_and_prologue(op: &Op, limits: &DeviceLimits, vars: &Vars) -> Result<Launches> {
+    let mut candidate: Launches = (None, Vec::new(), None);
     let launch = &op.spec.launch;
     match eval_launch(
         vars,
@@ -658,9 +687,9 @@ fn launch_and_prologue(
         limits,
         &Lazy(|| format!("{} launch", op.at("[launch]"))),
     )? {
-        Ok(dims) => candidate.launch = Some(dims),
+        Ok(dims) => candidate.0 = Some(dims),
         Err(why) => {
-            candidate.pruned = Some(why.into());
+            candidate.2 = Some(why.into());
             return Ok(candidate);
         }
     }
@@ -671,23 +700,23 @@ fn launch_and_prologue(
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(why) => {
-                    candidate.pruned = Some(format!("prologue {}.when {why}", p.kernel).into());
+                    candidate.2 = Some(format!("prologue {}.when {why}", p.kernel).into());
                     return Ok(candidate);
                 }
             }
         }
-        if let Some((first, _)) = candidate.prologue.first() {
+        if let Some((first, _)) = candidate.1.first() {
             // The exports (header entries, Rust API) carry one kernel to launch first.
-            candidate.pruned = Some(std::sync::Arc::from(format!(
+            candidate.2 = Some(std::sync::Arc::from(format!(
                 "two prologue kernels apply ({first}, {}); at most one may",
                 p.kernel
             )));
             return Ok(candidate);
         }
         match eval_launch(vars, &p.block, &p.grid, None, limits, &at)? {
-            Ok(dims) => candidate.prologue.push((p.kernel.clone(), dims)),
+            Ok(dims) => candidate.1.push((p.kernel.clone(), dims)),
             Err(why) => {
-                candidate.pruned = Some(format!("prologue {}: {why}", p.kernel).into());
+                candidate.2 = Some(format!("prologue {}: {why}", p.kernel).into());
                 return Ok(candidate);
             }
         }
@@ -769,7 +798,16 @@ mod tests {
                 };
                 match pruned {
                     Some(_) => candidate,
-                    None => launch_and_prologue(op, &limits, &vars, candidate).unwrap(),
+                    None => {
+                        let (launch, prologue, pruned) =
+                            launch_and_prologue(op, &limits, &vars).unwrap();
+                        Candidate {
+                            launch,
+                            prologue,
+                            pruned,
+                            ..candidate
+                        }
+                    }
                 }
             })
             .collect()
