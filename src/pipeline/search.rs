@@ -392,12 +392,19 @@ impl Search {
     /// depend on measurements (the stored winners and a fixed first set): those compile
     /// together instead of in rounds that wait for the GPU.
     pub(super) fn ask(&mut self) -> Vec<usize> {
-        let batch = SEARCH_BATCH.max(self.first.len() + self.strategy.unconditional());
-        let n = match self.budget {
-            Budget::Variants(b) => b.saturating_sub(self.asked + self.carried).min(batch),
-            Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => 0,
-            Budget::Seconds(_) => batch,
+        let left = match self.budget {
+            Budget::Variants(b) => Some(b.saturating_sub(self.asked + self.carried)),
+            Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => Some(0),
+            Budget::Seconds(_) => None,
         };
+        // The strategy's fixed first set counts only where the budget reaches past the
+        // stored winners (a re-run that re-times the last run's leaders alone never asks).
+        let batch = if left.is_some_and(|l| l <= self.first.len()) {
+            SEARCH_BATCH.max(self.first.len())
+        } else {
+            SEARCH_BATCH.max(self.first.len() + self.strategy.unconditional())
+        };
+        let n = left.map_or(batch, |l| l.min(batch));
         if n == 0 {
             return Vec::new();
         }

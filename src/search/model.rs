@@ -46,8 +46,13 @@ const LAMBDA: f64 = 1.0;
 
 pub(super) struct Model {
     points: Vec<Vec<usize>>,
-    /// The covering set still to propose, in the order the cover chose it.
-    cover: std::collections::VecDeque<usize>,
+    /// Values per parameter, for the cover's (parameter, value) ids.
+    counts: Vec<usize>,
+    /// Points of the cover at most (half the budget).
+    cap: usize,
+    /// The covering set still to propose, in the order the cover chose it; made when first
+    /// needed (a re-run that only re-times the last run's leaders never asks for it).
+    cover: std::cell::OnceCell<std::collections::VecDeque<usize>>,
     asked: HashSet<usize>,
     /// Measured points and their log cost (`None`: failed).
     told: Vec<(usize, Option<f64>)>,
@@ -59,30 +64,41 @@ impl Model {
     /// The cover is capped at half the budget (`horizon`), so the model always has rounds of
     /// its own.
     pub(super) fn new(space: &SearchSpace, horizon: usize) -> Model {
-        // One id per (parameter, value): parameter k's values are offset by the counts before it.
-        let mut offset = Vec::with_capacity(space.values.len());
-        let mut next = 0u32;
-        for v in &space.values {
-            offset.push(next);
-            next += v.len() as u32;
-        }
-        let rows: Vec<Vec<u32>> = space
-            .points
-            .iter()
-            .map(|p| p.iter().zip(&offset).map(|(&v, &o)| o + v as u32).collect())
-            .collect();
-        let cap = (horizon / 2).max(1);
-        let cover = crate::spec::cover::pairwise_rows(&rows)
-            .into_iter()
-            .take(cap)
-            .collect();
         Model {
             points: space.points.clone(),
-            cover,
+            counts: space.values.iter().map(Vec::len).collect(),
+            cap: (horizon / 2).max(1),
+            cover: std::cell::OnceCell::new(),
             asked: HashSet::new(),
             told: Vec::new(),
             first_rank: None,
         }
+    }
+
+    /// The all-pairs cover of the points, at most `cap` of them.
+    fn cover(&self) -> &std::collections::VecDeque<usize> {
+        self.cover.get_or_init(|| {
+            // One id per (parameter, value): parameter k's values are offset by the counts
+            // before it.
+            let offset: Vec<u32> = self
+                .counts
+                .iter()
+                .scan(0u32, |next, &n| {
+                    let at = *next;
+                    *next += n as u32;
+                    Some(at)
+                })
+                .collect();
+            let rows: Vec<Vec<u32>> = self
+                .points
+                .iter()
+                .map(|p| p.iter().zip(&offset).map(|(&v, &o)| o + v as u32).collect())
+                .collect();
+            crate::spec::cover::pairwise_rows(&rows)
+                .into_iter()
+                .take(self.cap)
+                .collect()
+        })
     }
 
     /// The fastest point measured so far.
@@ -186,7 +202,8 @@ impl Strategy for Model {
     fn ask(&mut self, n: usize) -> Vec<usize> {
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
-            let Some(p) = self.cover.pop_front() else {
+            self.cover();
+            let Some(p) = self.cover.get_mut().and_then(|c| c.pop_front()) else {
                 break;
             };
             if self.asked.insert(p) {
@@ -264,7 +281,7 @@ impl Strategy for Model {
     }
 
     fn unconditional(&self) -> usize {
-        self.cover.len()
+        self.cover().len()
     }
 
     fn first_rank(&self, point: usize) -> Option<(usize, usize)> {
@@ -361,7 +378,7 @@ mod tests {
         let mut s = Model::new(&space, 40);
         assert!(s.take(5));
         assert!(!s.take(5));
-        let cover_len = s.cover.len();
+        let cover_len = s.cover().len();
         let got = drive(&mut s, 40, 8, |pts| {
             pts.iter()
                 .map(|&p| {
