@@ -371,9 +371,12 @@ fn write_run_notes(s: &mut String, o: &TuneOutcome) {
         let _ = writeln!(s);
     }
     let p = o.phases;
+    // The rest: starting the search, compiling the checker and the baselines, the journal.
+    let other =
+        p.total_s - p.setup_s - p.search_s - p.compile_s - p.gpu_s - p.confirm_s - p.write_s;
     let _ = writeln!(
         s,
-        "Time: {:.2} s total (setup {:.2} s, search {:.2} s, waiting for the compiler {:.2} s for {} unique sources, {} from cache; GPU {:.2} s: verify {:.2} s, timing {:.2} s, worker, data and launches {:.2} s; confirming {:.2} s; writing {:.2} s)",
+        "Time: {:.2} s total (setup {:.2} s, search {:.2} s, waiting for the compiler {:.2} s for {} unique sources, {} from cache; GPU {:.2} s: verify {:.2} s, timing {:.2} s, worker, data and launches {:.2} s; confirming {:.2} s; writing {:.2} s; other {:.2} s)",
         p.total_s,
         p.setup_s,
         p.search_s,
@@ -385,7 +388,8 @@ fn write_run_notes(s: &mut String, o: &TuneOutcome) {
         p.timing_s,
         (p.gpu_s - p.verify_s - p.timing_s).max(0.0),
         p.confirm_s,
-        p.write_s
+        p.write_s,
+        other.max(0.0)
     );
 }
 
