@@ -223,8 +223,8 @@ impl Session {
     /// how many there are.
     fn slots(&self, n: usize) -> GpuResult<usize> {
         let mut copies = self.copies.borrow_mut();
-        let footprint: usize = self.buffers.iter().map(|(_, b)| b.bytes()).sum();
         if copies.len() + 1 < n {
+            let footprint: usize = self.buffers.iter().map(|(_, b)| b.bytes()).sum();
             let room = (self.gpu.free_mem()? / 4).min(SLOT_BYTES_MAX);
             let fit = room / footprint.max(1);
             'sets: while copies.len() + 1 < n && copies.len() < fit {
@@ -372,7 +372,7 @@ impl Session {
                 for (((id, k), s), batch) in loaded.iter().zip(samples).zip(batches) {
                     let mut r = failed(*id, String::new());
                     r.registers = Some(k.registers());
-                    r.stats = Stats::from_samples(&s).map(|st| Stats { batch, ..st });
+                    r.stats = Stats::from_batches(&s, batch);
                     r.samples = s;
                     r.clock = self.clocks.as_ref().and_then(|c| c.sample());
                     results.push(r);

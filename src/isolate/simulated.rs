@@ -350,8 +350,7 @@ impl Simulated {
             ))
         })
         .unwrap_or_else(|never| match never {});
-        let mut stats = Stats::from_samples(&samples).expect("reps >= 1");
-        stats.batch = batch;
+        let stats = Stats::from_batches(&samples, batch).expect("reps >= 1");
         if task.contender && stats.median_ms < self.best_ms {
             self.best_ms = stats.median_ms;
         }
@@ -392,7 +391,7 @@ impl Simulated {
         for ((task, s), batch) in timed.iter().zip(samples).zip(batches) {
             let mut r = failed(task.id, String::new());
             r.registers = Some(self.model.registers(&task.label));
-            r.stats = Stats::from_samples(&s).map(|st| Stats { batch, ..st });
+            r.stats = Stats::from_batches(&s, batch);
             r.samples = s;
             r.clock = Some(self.clock(&task.label));
             results.push(r);

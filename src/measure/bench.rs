@@ -84,6 +84,11 @@ impl Stats {
             batch: 1,
         })
     }
+
+    /// [`Stats::from_samples`] of per-launch samples, each a mean over `batch` launches.
+    pub fn from_batches(samples: &[f64], batch: usize) -> Option<Stats> {
+        Stats::from_samples(samples).map(|s| Stats { batch, ..s })
+    }
 }
 
 /// Launches shorter than this (in ms) are timed in batches.
@@ -137,6 +142,14 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// One launch per sample.
+    fn single() -> Sampler {
+        Sampler {
+            batch: 1,
+            graph: None,
+        }
+    }
+
     /// Enqueues one sample: the batch, or one launch on slot 0.
     pub fn enqueue(&self, gpu: &Gpu, enqueue: Enqueue) -> GpuResult<()> {
         match &self.graph {
@@ -206,27 +219,21 @@ impl Timer {
         enqueue: Enqueue,
         slots: Slots,
     ) -> GpuResult<Sampler> {
+        let cold = self.settings.cache == CacheState::Cold;
         let mut batch = batch_size(per_launch_ms);
-        if batch > 1 && self.settings.cache == CacheState::Cold {
+        if batch > 1 && cold {
             batch = batch.min(slots(batch)?);
         }
         if batch <= 1 {
-            return Ok(Sampler {
-                batch: 1,
-                graph: None,
-            });
+            return Ok(Sampler::single());
         }
-        let cold = self.settings.cache == CacheState::Cold;
         let slot = |s: usize| if cold { s } else { 0 };
         match gpu.capture(|| (0..batch).try_for_each(|s| enqueue(slot(s)))) {
             Ok(graph) => Ok(Sampler {
                 batch,
                 graph: Some(graph),
             }),
-            Err(f) if !f.sticky => Ok(Sampler {
-                batch: 1,
-                graph: None,
-            }),
+            Err(f) if !f.sticky => Ok(Sampler::single()),
             Err(f) => Err(f),
         }
     }
@@ -269,9 +276,7 @@ impl Timer {
                 .map(|e| elapsed_ms(e).map(|ms| ms / sampler.batch as f64))
                 .collect()
         })?;
-        let mut stats = Stats::from_samples(&samples).expect("reps >= 1");
-        stats.batch = sampler.batch;
-        Ok(stats)
+        Ok(Stats::from_batches(&samples, sampler.batch).expect("reps >= 1"))
     }
 }
 
@@ -293,15 +298,9 @@ pub const SETTLED_PCT: f64 = 0.15;
 /// Whether `samples` pin their median down to [`SETTLED_PCT`]: at least [`SETTLE_MIN`] of them,
 /// and 1.58 IQR / sqrt(n) (the half-width of the usual notch around a median) that narrow.
 pub fn settled(samples: &[f64]) -> bool {
-    if samples.len() < SETTLE_MIN {
-        return false;
-    }
-    let mut s = samples.to_vec();
-    s.sort_by(f64::total_cmp);
-    let q = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
-    let median = q(0.5);
-    let half_width = 1.58 * (q(0.75) - q(0.25)) / (s.len() as f64).sqrt();
-    median > 0.0 && half_width <= median * SETTLED_PCT / 100.0
+    samples.len() >= SETTLE_MIN
+        && 1.58 * crate::measure::stats::rel_iqr_pct(samples) / (samples.len() as f64).sqrt()
+            <= SETTLED_PCT
 }
 
 /// The timed launches of one task, as every device takes them: with a cutoff, the first

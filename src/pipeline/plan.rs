@@ -100,6 +100,18 @@ impl Setup {
     }
 }
 
+/// The first GPU worker of a run with workers, started before [`plan`] so that its driver and
+/// context start while the space is enumerated; bad input still ends the run (and, dropped,
+/// the worker) before a GPU is asked for. [`device`] reads its report.
+pub(super) fn first_worker(opts: &TuneOptions) -> Result<Option<Starting>> {
+    match &opts.isolation {
+        Isolation::Workers(exe) if !opts.compile_only => {
+            Ok(Some(GpuWorker::spawn(exe, opts.device)?))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The device: described by the first GPU worker (started now, so the driver's start
 /// overlaps compiling; this process then needs no CUDA context), or opened here when running
 /// in-process; none with `--compile-only`. Then the space at the device's limits, the buffer

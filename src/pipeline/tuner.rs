@@ -12,9 +12,8 @@ use crate::error::Result;
 use crate::spec::ops::Op;
 use std::time::Instant;
 
-use super::options::{Isolation, TuneOptions};
+use super::options::TuneOptions;
 use super::outcome::TuneOutcome;
-use crate::isolate::worker::GpuWorker;
 
 /// Runs the whole pipeline for one op and shape; the op is loaded from what `opts` names.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
@@ -29,12 +28,7 @@ pub fn tune_op(opts: &TuneOptions, op: &Op) -> Result<TuneOutcome> {
 
 fn run(opts: &TuneOptions, op: Option<&Op>) -> Result<TuneOutcome> {
     let t0 = Instant::now();
-    // The first GPU worker starts now, so its driver and context start while the space is
-    // enumerated; bad input still ends the run (and the worker) before a GPU is asked for.
-    let starting = match &opts.isolation {
-        Isolation::Workers(exe) if !opts.compile_only => Some(GpuWorker::spawn(exe, opts.device)?),
-        _ => None,
-    };
+    let starting = plan::first_worker(opts)?;
     let plan = plan::plan(opts, op)?;
     let setup = plan::device(opts, plan, starting, t0)?;
     let built = build::build(opts, setup)?;
