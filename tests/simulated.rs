@@ -496,6 +496,76 @@ fn a_model_search_spends_its_budget_over_several_rounds() {
     assert_eq!(fastest(&sim.csv(SHAPE)).label(), "X=5 Y=4 BROKEN=0");
 }
 
+/// A re-run at the same shape into the same folder times again only the last run's leaders
+/// (those within `CONFIRM_WITHIN` of its fastest, at most `CONFIRM_TOP`): every other
+/// configuration that run measured keeps its time in its reason, and those it never reached
+/// stay unmeasured. Its budget was spent by the first run, so it searches no further.
+#[test]
+fn a_re_run_times_again_only_the_last_runs_leaders() {
+    use cuda_autotune::pipeline::options::{CONFIRM_TOP, CONFIRM_WITHIN};
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "spread": 0.05,
+        "rules": [{"when": "X=5", "factor": 0.5}, {"when": "X=6", "factor": 0.52}],
+    }));
+    let args = larger_search("model");
+    sim.run(&strs(&args)).expect_code(0);
+    let first = sim.csv(SHAPE);
+    let measured: Vec<&Record> = variants(&first)
+        .filter(|r| r.status == Status::Ok)
+        .collect();
+    let best = median(fastest(&first));
+    let mut leaders: Vec<&Record> = measured
+        .iter()
+        .copied()
+        .filter(|r| median(r) <= best * (1.0 + CONFIRM_WITHIN))
+        .collect();
+    leaders.sort_by(|a, b| median(a).total_cmp(&median(b)));
+    leaders.truncate(CONFIRM_TOP);
+    let mut leaders: Vec<String> = leaders.iter().map(|r| r.label()).collect();
+    assert!(
+        (2..measured.len()).contains(&leaders.len()),
+        "the model gives some leaders and some measured outside them: {leaders:?}"
+    );
+
+    let again = sim.run(&strs(&args));
+    again.expect_code(0);
+    let second = sim.csv(SHAPE);
+    let mut timed: Vec<String> = variants(&second)
+        .filter(|r| r.status == Status::Ok)
+        .map(|r| r.label())
+        .collect();
+    leaders.sort();
+    timed.sort();
+    assert_eq!(timed, leaders, "exactly the leaders are timed again");
+    for r in &measured {
+        let now = record(&second, &r.label());
+        if leaders.contains(&r.label()) {
+            continue;
+        }
+        assert_eq!(now.status, Status::Skipped, "{}", r.label());
+        assert!(
+            now.error
+                .starts_with("not timed again: an earlier run at this shape measured")
+                && now.error.contains(&format!("{:.5} ms", median(r))),
+            "{}: {}",
+            r.label(),
+            now.error
+        );
+    }
+    let unmeasured = |rows: &[Record]| {
+        variants(rows)
+            .filter(|r| r.status == Status::Skipped && r.error.starts_with("not measured"))
+            .count()
+    };
+    assert_eq!(unmeasured(&second), unmeasured(&first));
+    assert_eq!(
+        sim.journal(SHAPE).len(),
+        leaders.len() + 1,
+        "the leaders and the copy baseline journaled"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Ranking and persisting
 // ---------------------------------------------------------------------------------------

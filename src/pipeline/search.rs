@@ -11,7 +11,7 @@ use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
 use crate::store::best::{parse_params, read_best_checked, shipped_best, stored_params, BestRow};
 use crate::store::record::{Kind, Record, Status};
-use crate::store::run_csv::{read_run_csv, run_csv_path_of};
+use crate::store::run_csv::{read_run_csv_where, run_csv_path_of};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -135,7 +135,12 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
                     op.dtype.name(),
                     g,
                 );
-                read_run_csv(&path).unwrap_or_default()
+                // What a re-run reads of its last run: what it measured, tried, or carried;
+                // not the rows of the configurations it never reached.
+                read_run_csv_where(&path, |status, error| {
+                    status != Status::Skipped || error.starts_with(NOT_TIMED_AGAIN)
+                })
+                .unwrap_or_default()
             })
             .unwrap_or_default();
         let (replay, earlier) = last_measured(candidates, live, &last);
@@ -199,26 +204,35 @@ pub fn last_measured(
         .filter_map(|r| Some((r.stats?.median_ms, r)))
         .collect();
     measured.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let key = |pairs: &mut dyn Iterator<Item = (&str, String)>| {
-        let mut k: Vec<(&str, String)> = pairs.collect();
-        k.sort();
-        k.iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect::<Vec<_>>()
-            .join(";")
-    };
-    let by_key: HashMap<String, usize> = live
+    // What is looked up is few rows (the measured and the carried ones), so only their
+    // configurations are keyed by text; a candidate is keyed only when its parameter values
+    // could be one of them.
+    let carried = |r: &&Record| r.error.starts_with(NOT_TIMED_AGAIN);
+    let wanted: std::collections::HashSet<String> = measured
         .iter()
-        .map(|&i| {
-            let c = &candidates[i];
-            (
-                key(&mut c.config.values().map(|(n, v)| (n, v.to_string()))),
-                i,
-            )
-        })
+        .map(|(_, r)| *r)
+        .chain(last.iter().filter(carried))
+        .map(|r| config_key(r.params.iter().map(|(n, v)| (n.as_str(), v.as_str()))))
         .collect();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    if !wanted.is_empty() {
+        let mut text: Vec<(&str, String)> = Vec::new();
+        for &i in live {
+            text.clear();
+            text.extend(
+                candidates[i]
+                    .config
+                    .values()
+                    .map(|(n, v)| (n, v.to_string())),
+            );
+            let k = config_key(text.iter().map(|(n, v)| (*n, v.as_str())));
+            if wanted.contains(&k) {
+                by_key.insert(k, i);
+            }
+        }
+    }
     let find = |r: &Record| {
-        let k = key(&mut r.params.iter().map(|(n, v)| (n.as_str(), v.clone())));
+        let k = config_key(r.params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         by_key.get(&k).copied()
     };
     // The configurations of this space, fastest first (one pruned here is not one of them).
@@ -246,12 +260,27 @@ pub fn last_measured(
         }
     }
     // What the last run carried from the runs before it stays carried.
-    for r in last.iter().filter(|r| r.error.starts_with(NOT_TIMED_AGAIN)) {
+    for r in last.iter().filter(carried) {
         if let Some(at) = find(r).filter(|at| !replay.contains(at)) {
             earlier.entry(at).or_insert_with(|| r.error.clone());
         }
     }
     (replay, earlier)
+}
+
+/// A configuration as text that does not depend on the order of its parameters:
+/// `NAME=value;` pairs sorted by name.
+fn config_key<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut pairs: Vec<(&str, &str)> = pairs.collect();
+    pairs.sort_unstable();
+    let mut key = String::new();
+    for (n, v) in pairs {
+        key.push_str(n);
+        key.push('=');
+        key.push_str(v);
+        key.push(';');
+    }
+    key
 }
 
 /// A search over the live configurations: asks the strategy for a round at a time and keeps

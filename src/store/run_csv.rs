@@ -6,6 +6,8 @@ use super::files::slug;
 use super::record::{Confirmed, Kind, Note, Record, RunInfo, Status};
 use crate::error::{Error, Result};
 use crate::measure::bench::Stats;
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 const FIXED_BEFORE: [&str; 2] = ["kind", "name"];
@@ -40,10 +42,6 @@ const FIXED_AFTER: [&str; 19] = [
     "cache",
 ];
 
-fn opt(v: Option<f64>) -> String {
-    v.map(|x| format!("{x}")).unwrap_or_default()
-}
-
 /// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv` for float32, the type every run had
 /// before `--dtype` (so those names never change), and `DIR/<op>_<shape>_<dtype>_<gpu>.csv`
 /// for any other element type. The name depends on the run alone, not on the op's default,
@@ -73,49 +71,63 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         .chain(CONFIRM_COLUMNS.iter().copied())
         .collect();
     w.write_record(&header).map_err(csv_err)?;
-    for r in records {
-        let mut row: Vec<String> = vec![r.kind.to_string(), r.name.clone()];
-        for p in param_names {
-            row.push(
-                r.params
-                    .iter()
-                    .find(|(k, _)| k == p)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default(),
-            );
+    // Field by field into the writer: a run CSV has a row per configuration of the space
+    // (tens of thousands for sgemm), written at the end of every run.
+    let mut num = String::new();
+    let mut field = |w: &mut csv::Writer<Vec<u8>>, v: Option<&dyn std::fmt::Display>| {
+        num.clear();
+        if let Some(v) = v {
+            let _ = write!(num, "{v}");
         }
+        w.write_field(&num)
+    };
+    for r in records {
         let s = r.stats;
-        row.extend([
-            r.status.as_str().to_string(),
-            r.reason().into_owned(),
-            opt(s.map(|s| s.median_ms)),
-            opt(s.map(|s| s.min_ms)),
-            opt(s.map(|s| s.max_ms)),
-            opt(s.map(|s| s.spread_pct)),
-            s.map(|s| s.samples.to_string()).unwrap_or_default(),
-            s.map(|s| s.batch.to_string()).unwrap_or_default(),
-            opt(r.throughput),
-            info.unit.clone(),
-            opt(r.frac_of_roof),
-            info.roof.clone(),
-            opt(r.compile_ms),
-            r.registers.map(|x| x.to_string()).unwrap_or_default(),
-            info.op.clone(),
-            info.shape.clone(),
-            info.dtype.clone(),
-            info.gpu.clone(),
-            info.cache.clone(),
-        ]);
         let c = r.confirm;
-        row.extend([
-            opt(c.map(|c| c.median_ms)),
-            opt(c.map(|c| c.vs_winner_pct)),
-            opt(c.map(|c| c.ci_low_pct)),
-            opt(c.map(|c| c.ci_high_pct)),
-            c.map(|c| c.tied.to_string()).unwrap_or_default(),
-            c.map(|c| c.winner.to_string()).unwrap_or_default(),
-        ]);
-        w.write_record(&row).map_err(csv_err)?;
+        w.write_field(r.kind.as_str()).map_err(csv_err)?;
+        w.write_field(&r.name).map_err(csv_err)?;
+        for p in param_names {
+            let v = r
+                .params
+                .iter()
+                .find(|(k, _)| k == p)
+                .map(|(_, v)| v.as_str());
+            w.write_field(v.unwrap_or_default()).map_err(csv_err)?;
+        }
+        w.write_field(r.status.as_str()).map_err(csv_err)?;
+        w.write_field(r.reason().as_ref()).map_err(csv_err)?;
+        let numbers: [Option<&dyn std::fmt::Display>; 7] = [
+            s.as_ref().map(|s| &s.median_ms as _),
+            s.as_ref().map(|s| &s.min_ms as _),
+            s.as_ref().map(|s| &s.max_ms as _),
+            s.as_ref().map(|s| &s.spread_pct as _),
+            s.as_ref().map(|s| &s.samples as _),
+            s.as_ref().map(|s| &s.batch as _),
+            r.throughput.as_ref().map(|x| x as _),
+        ];
+        for v in numbers {
+            field(&mut w, v).map_err(csv_err)?;
+        }
+        w.write_field(&info.unit).map_err(csv_err)?;
+        field(&mut w, r.frac_of_roof.as_ref().map(|x| x as _)).map_err(csv_err)?;
+        w.write_field(&info.roof).map_err(csv_err)?;
+        field(&mut w, r.compile_ms.as_ref().map(|x| x as _)).map_err(csv_err)?;
+        field(&mut w, r.registers.as_ref().map(|x| x as _)).map_err(csv_err)?;
+        for t in [&info.op, &info.shape, &info.dtype, &info.gpu, &info.cache] {
+            w.write_field(t).map_err(csv_err)?;
+        }
+        let confirmed: [Option<&dyn std::fmt::Display>; 6] = [
+            c.as_ref().map(|c| &c.median_ms as _),
+            c.as_ref().map(|c| &c.vs_winner_pct as _),
+            c.as_ref().map(|c| &c.ci_low_pct as _),
+            c.as_ref().map(|c| &c.ci_high_pct as _),
+            c.as_ref().map(|c| &c.tied as _),
+            c.as_ref().map(|c| &c.winner as _),
+        ];
+        for v in confirmed {
+            field(&mut w, v).map_err(csv_err)?;
+        }
+        w.write_record(None::<&[u8]>).map_err(csv_err)?;
     }
     w.into_inner()
         .map_err(|e| Error::Internal(format!("serializing a run CSV: {e}")))
@@ -162,17 +174,35 @@ fn not_a_run_csv(header: &[String]) -> String {
 
 /// Reads a run CSV back (the inverse of [`run_csv`]).
 pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
+    read_run_csv_where(path, |_, _| true)
+}
+
+/// [`read_run_csv`], keeping only the rows for which `keep(status, error)` holds, decided
+/// before a row becomes a [`Record`]: a re-run wants the few measured rows of a file that
+/// has one per configuration of the space.
+pub fn read_run_csv_where(path: &Path, keep: impl Fn(Status, &str) -> bool) -> Result<Vec<Record>> {
     let csv_err = |why: String| Error::Csv {
         path: path.to_path_buf(),
         why,
     };
     let (mut r, header, status_at) = open_run_csv(path)?;
-    let col = |name: &str| header.iter().position(|h| h == name);
+    // Each column's position, looked up once: a run CSV has a row per configuration of the
+    // space (tens of thousands for sgemm), and a re-run reads it before it starts.
+    let at: HashMap<&str, usize> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.as_str(), i))
+        .collect();
     let params: Vec<String> = header[2..status_at].to_vec();
     let mut out = Vec::new();
     for row in r.records() {
         let row = row.map_err(|e| csv_err(e.to_string()))?;
-        let get = |name: &str| col(name).and_then(|i| row.get(i)).unwrap_or("");
+        let get = |name: &str| at.get(name).and_then(|&i| row.get(i)).unwrap_or("");
+        let status = Status::parse(get("status"))
+            .ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?;
+        if !keep(status, get("error")) {
+            continue;
+        }
         let num = |name: &str| get(name).parse::<f64>().ok();
         let stats = num("median_ms").map(|median_ms| Stats {
             median_ms,
@@ -198,8 +228,7 @@ pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
                 .filter(|(i, _)| !row.get(i + 2).unwrap_or("").is_empty())
                 .map(|(i, p)| (p.clone(), row.get(i + 2).unwrap_or("").to_string()))
                 .collect(),
-            status: Status::parse(get("status"))
-                .ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?,
+            status,
             error,
             note,
             stats,
