@@ -204,37 +204,26 @@ pub fn last_measured(
         .filter_map(|r| Some((r.stats?.median_ms, r)))
         .collect();
     measured.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // What is looked up is few rows (the measured and the carried ones), so only their
-    // configurations are keyed by text; a candidate is keyed only when its parameter values
-    // could be one of them.
+    // Configurations are matched by their digits in this space (an index per parameter),
+    // and only the few looked up (measured or carried) are matched at all: the space can
+    // hold tens of thousands.
     let carried = |r: &&Record| r.error.starts_with(NOT_TIMED_AGAIN);
-    let wanted: std::collections::HashSet<String> = measured
+    let Some(space) = live.first().map(|&i| &candidates[i].config) else {
+        return (Vec::new(), HashMap::new());
+    };
+    let digits = |r: &Record| space.digits_of(&r.params);
+    let wanted: std::collections::HashSet<Vec<u16>> = measured
         .iter()
         .map(|(_, r)| *r)
         .chain(last.iter().filter(carried))
-        .map(|r| config_key(r.params.iter().map(|(n, v)| (n.as_str(), v.as_str()))))
+        .filter_map(digits)
         .collect();
-    let mut by_key: HashMap<String, usize> = HashMap::new();
-    if !wanted.is_empty() {
-        let mut text: Vec<(&str, String)> = Vec::new();
-        for &i in live {
-            text.clear();
-            text.extend(
-                candidates[i]
-                    .config
-                    .values()
-                    .map(|(n, v)| (n, v.to_string())),
-            );
-            let k = config_key(text.iter().map(|(n, v)| (*n, v.as_str())));
-            if wanted.contains(&k) {
-                by_key.insert(k, i);
-            }
-        }
-    }
-    let find = |r: &Record| {
-        let k = config_key(r.params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        by_key.get(&k).copied()
-    };
+    let by_digits: HashMap<&[u16], usize> = live
+        .iter()
+        .map(|&i| (candidates[i].config.digits(), i))
+        .filter(|(d, _)| wanted.contains(*d))
+        .collect();
+    let find = |r: &Record| digits(r).and_then(|d| by_digits.get(d.as_slice()).copied());
     // The configurations of this space, fastest first (one pruned here is not one of them).
     let here: Vec<(f64, usize, bool)> = measured
         .iter()
@@ -266,21 +255,6 @@ pub fn last_measured(
         }
     }
     (replay, earlier)
-}
-
-/// A configuration as text that does not depend on the order of its parameters:
-/// `NAME=value;` pairs sorted by name.
-fn config_key<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> String {
-    let mut pairs: Vec<(&str, &str)> = pairs.collect();
-    pairs.sort_unstable();
-    let mut key = String::new();
-    for (n, v) in pairs {
-        key.push_str(n);
-        key.push('=');
-        key.push_str(v);
-        key.push(';');
-    }
-    key
 }
 
 /// A search over the live configurations: asks the strategy for a round at a time and keeps

@@ -74,23 +74,70 @@ impl SearchSpace {
 
     /// The candidates `live` (positions in `candidates`, e.g. the unpruned ones, or a shard's
     /// share of them) as a space, and for each point its candidate's position (what the tuner
-    /// needs to go from a proposal to a kernel). Nothing is copied but the value labels.
+    /// needs to go from a proposal to a kernel). The same space [`SearchSpace::from_rows`]
+    /// makes of their values as text, built from each configuration's digits: a sgemm space
+    /// has tens of thousands of live points, and every run builds it.
     pub fn from_candidates(
         candidates: &[Candidate],
         live: &[usize],
     ) -> Result<(SearchSpace, Vec<usize>)> {
-        let names: Vec<String> = candidates
-            .first()
-            .map(|c| c.config.values().map(|(n, _)| n.to_string()).collect())
-            .unwrap_or_default();
-        let rows: Vec<Vec<String>> = live
+        let Some(axes) = live.first().map(|&i| candidates[i].config.axes()) else {
+            let names = candidates
+                .first()
+                .map(|c| c.config.axes().names.clone())
+                .unwrap_or_default();
+            return Ok((SearchSpace::from_rows(names, &[])?, Vec::new()));
+        };
+        // Each parameter's values in the order they first appear, then in numeric order where
+        // all are integers, as `from_rows` orders them; `index[k][d]` is where the axis value
+        // `d` went.
+        let mut order: Vec<Vec<u16>> = vec![Vec::new(); axes.names.len()];
+        for &i in live {
+            for (k, &d) in candidates[i].config.digits().iter().enumerate() {
+                if !order[k].contains(&d) {
+                    order[k].push(d);
+                }
+            }
+        }
+        let mut values: Vec<Vec<String>> = Vec::with_capacity(order.len());
+        let mut index: Vec<Vec<usize>> = Vec::with_capacity(order.len());
+        for (k, digits) in order.iter_mut().enumerate() {
+            let text = |d: u16| axes.values[k][usize::from(d)].to_string();
+            let ints: Option<Vec<i64>> = digits
+                .iter()
+                .map(|&d| text(d).trim().parse::<i64>().ok())
+                .collect();
+            if let Some(ints) = ints {
+                let mut pairs: Vec<(i64, u16)> =
+                    ints.into_iter().zip(digits.iter().copied()).collect();
+                pairs.sort_by_key(|&(v, _)| v);
+                *digits = pairs.into_iter().map(|(_, d)| d).collect();
+            }
+            let mut at = vec![0; axes.values[k].len()];
+            for (pos, &d) in digits.iter().enumerate() {
+                at[usize::from(d)] = pos;
+            }
+            index.push(at);
+            values.push(digits.iter().map(|&d| text(d)).collect());
+        }
+        // Enumerated candidates are distinct points, so no duplicate check is needed here.
+        let points = live
             .iter()
             .map(|&i| {
-                let values = candidates[i].config.values();
-                values.map(|(_, v)| v.to_string()).collect()
+                let digits = candidates[i].config.digits();
+                digits
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &d)| index[k][usize::from(d)])
+                    .collect()
             })
             .collect();
-        Ok((SearchSpace::from_rows(names, &rows)?, live.to_vec()))
+        let space = SearchSpace {
+            names: axes.names.clone(),
+            values,
+            points,
+        };
+        Ok((space, live.to_vec()))
     }
 
     pub fn len(&self) -> usize {
@@ -190,5 +237,37 @@ pub(super) mod tests {
         twice.push(rows[1].clone());
         let e = SearchSpace::from_rows(names, &twice).unwrap_err();
         assert!(e.to_string().contains("T=8 M=off appears twice"), "{e}");
+    }
+
+    /// The space built from the candidates' digits is the one their values as text give,
+    /// value order (numeric for integers) and points alike, over a live subset in an order
+    /// that is not the space's.
+    #[test]
+    fn a_space_from_candidates_is_the_space_of_their_values() {
+        use crate::model::limits::DeviceLimits;
+        use crate::model::shape::Shape;
+        use crate::spec::ops::Op;
+        use crate::spec::space::enumerate;
+        for (name, shape) in [("sgemm", "999x777x555"), ("transpose", "2049x17")] {
+            let op = Op::load(name, None).unwrap();
+            let shape = Shape::parse(shape, &op.spec.dims).unwrap();
+            let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+            let mut live: Vec<usize> = (0..all.len())
+                .filter(|&i| all[i].launch.is_some() && i % 3 != 1)
+                .collect();
+            live.reverse();
+            assert!(live.len() > 100, "{name}: {}", live.len());
+            let (space, of) = SearchSpace::from_candidates(&all, &live).unwrap();
+            let names: Vec<String> = all[0].config.values().map(|(n, _)| n.to_string()).collect();
+            let rows: Vec<Vec<String>> = live
+                .iter()
+                .map(|&i| all[i].config.values().map(|(_, v)| v.to_string()).collect())
+                .collect();
+            let text = SearchSpace::from_rows(names, &rows).unwrap();
+            assert_eq!(of, live);
+            assert_eq!(space.names, text.names, "{name}");
+            assert_eq!(space.values, text.values, "{name}");
+            assert_eq!(space.points, text.points, "{name}");
+        }
     }
 }

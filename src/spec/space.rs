@@ -90,6 +90,35 @@ impl Config {
             .map(|((n, vs), &d)| (n.as_str(), &vs[usize::from(d)]))
     }
 
+    /// The point as an index into each parameter's values, in the spec's order: equal for
+    /// equal configurations of one space, and cheap to compare or hash.
+    pub fn digits(&self) -> &[u16] {
+        &self.digits
+    }
+
+    /// The names and values of the space this configuration is a point of.
+    pub fn axes(&self) -> &Axes {
+        &self.axes
+    }
+
+    /// The digits, in this configuration's space, of the configuration `params` names
+    /// (`NAME`, value as text), in any order: `None` unless it gives every parameter of the
+    /// space one of its values, and nothing else.
+    pub fn digits_of(&self, params: &[(String, String)]) -> Option<Vec<u16>> {
+        let names = &self.axes.names;
+        if params.len() != names.len() {
+            return None;
+        }
+        let mut digits = vec![u16::MAX; names.len()];
+        for (name, text) in params {
+            let k = names.iter().position(|n| n == name)?;
+            let value = Value::parse(text);
+            let d = self.axes.values[k].iter().position(|v| *v == value)?;
+            digits[k] = u16::try_from(d).ok()?;
+        }
+        digits.iter().all(|&d| d != u16::MAX).then_some(digits)
+    }
+
     /// `TILE_DIM=32 BLOCK_ROWS=8 ...`, the form printed in tables.
     pub fn label(&self) -> String {
         let parts: Vec<String> = self.values().map(|(k, v)| format!("{k}={v}")).collect();
