@@ -33,6 +33,12 @@
 #                                        docs/benchmarks.md (each row: the default command and
 #                                        `--budget 400`, both from an empty cache and folder:
 #                                        winner as % of the same-run roof, wall time)
+#   bash scripts/gpu.sh profile          GPU machine: Nsight Compute counters (clocks left as
+#                                        they are) behind the two gaps of docs/benchmarks.md: the
+#                                        stored 8191x8191 transpose winner against copy_vec4 (DRAM
+#                                        bytes and throughput, L2 sectors), and the default
+#                                        999x777x555 sgemm winner against cuBLAS (grid, waves,
+#                                        occupancy, FMA pipe)
 #   bash scripts/gpu.sh slurm [--no-gpu] GPU machine: the cluster path on a real single-node Slurm
 #                                        (scripts/gpu-slurm.sh): prebuild, 2-task GPU array and
 #                                        merge against an unsharded run of the same sweep; carry
@@ -380,6 +386,45 @@ roof)
     done
   } > "$md"
   cat "$md"
+  ;;
+profile)
+  mkdir -p "$OUT"
+  ncu=$(command -v ncu)
+  for f in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    [ -n "$ncu" ] || { [ -x "$f" ] && ncu=$f; }
+  done
+  [ -n "$ncu" ] || { echo "profile: Nsight Compute (ncu) not found" >&2; exit 1; }
+  export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$(mktemp -d)}
+  # pin PARAMS: `--param NAME=value` for each NAME=value of a `;`-separated configuration.
+  pin() { echo "$1" | tr ';' '\n' | grep . | sed 's/^/--param /' | tr '\n' ' '; }
+  # counters METRICS KERNEL_REGEX TUNE_ARGS...: the third launch of the matching kernel in a
+  # pinned run (after verification and warm-up), clocks left alone (--clock-control none).
+  counters() {
+    local metrics=$1 kernel=$2; shift 2
+    timeout 120 "$ncu" --clock-control none --target-processes all -k "regex:$kernel" \
+      --launch-skip 2 --launch-count 1 --metrics "$metrics" \
+      "$bin/tune" "$@" --confirm-rounds 0 --reps 5 --out "$(mktemp -d)" 2>&1 |
+      grep -E '^ +[a-z_]+ \(|^ +(gpu|dram|lts|launch|sm)__'
+  }
+  {
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
+    mem=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
+    params=$(grep '^transpose,8191x8191,f32,' results/best.csv | head -1 | cut -d, -f6)
+    for kernel in transpose copy_vec4; do
+      echo "== transpose 8191x8191 f32, kernel $kernel"
+      # shellcheck disable=SC2046
+      counters "$mem" "^$kernel\$" --op transpose --shape 8191x8191 $(pin "$params")
+    done
+    run=$(CUDA_AUTOTUNE_CACHE=$CUDA_AUTOTUNE_CACHE "$bin/tune" --op sgemm --shape 999x777x555 --out "$(mktemp -d)" 2>/dev/null)
+    echo "$run" | grep -m1 '^Best'
+    params=$(echo "$run" | grep -m1 '^Best:' | sed 's/^Best: //; s/  .*//' | tr ' ' ';')
+    sm=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,launch__waves_per_multiprocessor,sm__cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active
+    for kernel in '^sgemm$' 'gemm_|xmma|cutlass'; do
+      echo "== sgemm 999x777x555, kernel $kernel (the second: cuBLAS's)"
+      # shellcheck disable=SC2046
+      counters "$sm" "$kernel" --op sgemm --shape 999x777x555 $(pin "$params")
+    done
+  } | tee "$OUT/profile.txt"
   ;;
 slurm)
   OUT=$OUT GPU_BIN=$bin exec bash scripts/gpu-slurm.sh run "$@"

@@ -24,11 +24,10 @@ use std::path::PathBuf;
 pub const DEFAULT_ROUNDS: usize = 3;
 
 /// The medians of separate runs of one configuration scatter more than its launches predict:
-/// all launches of a run share its allocations, clocks and GPU state. On the H100, medians of
-/// 16 separate runs of each 5-6 µs transpose scattered with a standard deviation of 0.1 to
-/// 0.36 times the p90-p10 spread of their launches (2 to 7 times the standard error of a
-/// median of their 100 launches), and 0.07 to 0.35 times it for 0.2-3 ms kernels. One run's
-/// median is taken to vary by this fraction of its launches' spread.
+/// all launches of a run share its allocations, clocks and GPU state, so the standard error
+/// of one run's median understates how far the next run's lands. Separate runs' medians
+/// scatter by up to about a third of the p90-p10 spread of their launches, microsecond and
+/// millisecond kernels alike; one run's median is taken to vary by this fraction of it.
 pub const RUN_NOISE_PER_SPREAD: f64 = 0.25;
 
 /// Standard deviations of its noise a slowdown must exceed before a row fails: one-sided,
@@ -37,8 +36,8 @@ pub const Z: f64 = 3.0;
 
 /// Slowdown, in percent, every row is allowed beyond its noise. The stored median is the
 /// fastest of many candidates timed once, so it is biased low (the candidates that timed
-/// fast by chance win), and it was timed on another day, GPU unit and driver: winners of
-/// 5-6 µs came back 2-3 % slower on average than stored, without any change to them.
+/// fast by chance win), and it was timed on another day, GPU unit and driver: unchanged
+/// microsecond winners come back a few percent slower than stored on average.
 pub const DRIFT_PCT: f64 = 3.0;
 
 /// p90 - p10 of a normal distribution, in standard deviations (2 x 1.2816).

@@ -439,11 +439,11 @@ pub fn too_noisy_to_rank(
 /// The roof baseline's launches count as noisy when their spread ((p90 - p10) / median, in
 /// percent) is over this and over `NOISY_ROOF_VS_VARIANTS` times the verified variants' median
 /// spread. Why: every "% of roof" divides by the roof's median, and nothing else in the report
-/// shows when that one number is off. A single noisy cuBLAS timing at 1000^3 on the H100
-/// had a 46 % spread and a median 2.4x its usual, so the best kernel read "237.6 % of
-/// cublas_sgemm", while the kernels' own spreads were 1-3 %. The relative part is there
-/// because kernels of a few microseconds spread by 10-20 % as a rule (launch jitter against
-/// a 7 us kernel: 1000x1000 transposes), baselines and variants alike, with steady medians.
+/// shows when that one number is off: a cuBLAS timing whose launches spread by half its
+/// median can double the median and the "% of roof" with it, while the kernels' own spreads
+/// stay at a few percent. The relative part is there because a run whose kernels all spread
+/// widely (launch jitter against kernels of a few microseconds) has steady medians even so,
+/// baselines and variants alike.
 pub const NOISY_ROOF_PCT: f64 = 10.0;
 pub const NOISY_ROOF_VS_VARIANTS: f64 = 3.0;
 
