@@ -65,11 +65,7 @@ impl Stats {
         }
         let mut s = samples.to_vec();
         s.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            let pos = p * (s.len() - 1) as f64;
-            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
-        };
+        let q = |p: f64| super::stats::quantile_sorted(&s, p);
         let median = q(0.5);
         Some(Stats {
             median_ms: median,

@@ -89,12 +89,16 @@ pub fn rel_iqr_pct(xs: &[f64]) -> f64 {
     if s.is_empty() {
         return f64::NAN;
     }
-    let q = |p: f64| {
-        let pos = p * (s.len() - 1) as f64;
-        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-        s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
-    };
+    let q = |p: f64| quantile_sorted(&s, p);
     (q(0.75) - q(0.25)) / q(0.5) * 100.0
+}
+
+/// The `p` quantile (0 to 1) of `sorted` (ascending, not empty), interpolated linearly
+/// between the two nearest samples.
+pub fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
+    let pos = p * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
 #[cfg(test)]
