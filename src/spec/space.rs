@@ -381,7 +381,7 @@ pub fn enumerate_space(
     let define_names: std::sync::Arc<[String]> =
         op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::new();
-    let mut pruned_by: HashMap<std::sync::Arc<str>, usize> = HashMap::new();
+    let mut pruned_by = ReasonCounts::default();
     let mut digits = vec![0usize; axes.names.len()];
     // The variables of the valid point at hand (for its launch geometry), overwritten at
     // the next: every valid point sets every parameter and define.
@@ -398,7 +398,7 @@ pub fn enumerate_space(
             }
         }
         if let Some(reason) = memo.judge(op, &base, &axes, &digits)? {
-            *pruned_by.entry(reason.clone()).or_default() += 1;
+            pruned_by.add(&reason);
             if keep_pruned {
                 out.push(Candidate {
                     index,
@@ -437,7 +437,7 @@ pub fn enumerate_space(
             pruned,
         };
         if let Some(reason) = &c.pruned {
-            *pruned_by.entry(reason.clone()).or_default() += 1;
+            pruned_by.add(reason);
             if !keep_pruned {
                 continue;
             }
@@ -446,13 +446,33 @@ pub fn enumerate_space(
     }
     Ok(Space {
         candidates: out,
-        prune_reasons: most_frequent_first(
-            pruned_by
-                .into_iter()
-                .map(|(reason, n)| (reason.to_string(), n)),
-        ),
+        prune_reasons: pruned_by.by_text(),
         points: total,
     })
+}
+
+/// Pruned points counted by reason. A reason is a shared text (a constraint's, or one memo
+/// entry's), so a point is counted by the text's address, without hashing the text: a sgemm
+/// space prunes hundreds of thousands of points per run.
+#[derive(Default)]
+struct ReasonCounts(HashMap<usize, (std::sync::Arc<str>, usize)>);
+
+impl ReasonCounts {
+    fn add(&mut self, reason: &std::sync::Arc<str>) {
+        // The map holds the text, so its address stays its own while it is counted.
+        let at = std::sync::Arc::as_ptr(reason).cast::<u8>() as usize;
+        self.0.entry(at).or_insert_with(|| (reason.clone(), 0)).1 += 1;
+    }
+
+    /// The counts by reason text (equal texts from different places added up), most
+    /// frequent first.
+    fn by_text(self) -> Vec<(String, usize)> {
+        let mut counts: HashMap<std::sync::Arc<str>, usize> = HashMap::new();
+        for (reason, n) in self.0.into_values() {
+            *counts.entry(reason).or_default() += n;
+        }
+        most_frequent_first(counts.into_iter().map(|(r, n)| (r.to_string(), n)))
+    }
 }
 
 /// The parameter slots an expression reads (through the defines it names), and what it
