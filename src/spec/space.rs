@@ -1498,4 +1498,40 @@ mod tests {
         let why = at("64x128x40000000", "LOAD=async").pruned.unwrap();
         assert!(why.contains("32-bit offsets"), "{why}");
     }
+
+    /// A run that keeps no pruned candidates counts them by reason exactly as the candidates
+    /// of a run that keeps them do, and the live candidates are the same.
+    #[test]
+    fn pruned_counts_without_pruned_rows_match_the_pruned_rows() {
+        // sgemm narrowed to an eighth of its space: the whole of it takes long in a debug build.
+        for (name, shape, narrow) in [
+            ("sgemm", "999x777x555", &["BM=64", "SPLITK=1,2"][..]),
+            ("transpose", "8191x8191", &[][..]),
+        ] {
+            let op = Op::load(name, None).unwrap();
+            let shape = Shape::parse(shape, &op.spec.dims).unwrap();
+            let limits = DeviceLimits::SM90_DEFAULT;
+            let narrow: Vec<ParamOverride> = narrow
+                .iter()
+                .map(|t| parse_override(&op, t).unwrap())
+                .collect();
+            let kept = enumerate_space(&op, &shape, &limits, &narrow, true).unwrap();
+            let counted = enumerate_space(&op, &shape, &limits, &narrow, false).unwrap();
+            assert!(counted.prune_reasons.len() > 1, "{name}");
+            assert_eq!(
+                counted.prune_reasons,
+                prune_summary(&kept.candidates),
+                "{name}"
+            );
+            assert_eq!(counted.prune_reasons, kept.prune_reasons, "{name}");
+            let live = |s: &Space| -> Vec<usize> {
+                s.candidates
+                    .iter()
+                    .filter(|c| c.pruned.is_none())
+                    .map(|c| c.index)
+                    .collect()
+            };
+            assert_eq!(live(&counted), live(&kept), "{name}");
+        }
+    }
 }
