@@ -566,6 +566,68 @@ fn a_re_run_times_again_only_the_last_runs_leaders() {
     );
 }
 
+/// `tune check` on the simulated device, end to end through its pinned runs: the stored
+/// winner timed as stored passes (exit 0); slowed by 30 % it fails (exit 1), naming the row
+/// and the stored time, while its runner-up passes as before.
+#[test]
+fn tune_check_passes_a_winner_timed_as_stored_and_fails_a_slowed_one() {
+    let rules = |factor: f64| json!({"baselines": {"copy": 0.04}, "rules": [{"when": "X=3 Y=2", "factor": factor}]});
+    let sim = Sim::new(rules(0.5));
+    sim.run(&["--shape", SHAPE, "--confirm-rounds", "5"])
+        .expect_code(0);
+    let db = sim.out().join("best.csv");
+    let stored = read_best(&db).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].params, "X=3;Y=2;BROKEN=0");
+    let check = |sim: &Sim| -> Ran {
+        let out = Command::new(tune_exe())
+            .env("CUDA_AUTOTUNE_SIMULATE", sim.model_path())
+            .env("CUDA_AUTOTUNE_CACHE", &sim.cache)
+            .env_remove("XDG_CACHE_HOME")
+            .current_dir(sim.tmp.path())
+            .arg("check")
+            .arg("--templates")
+            .arg(&sim.templates)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .expect("tune check runs");
+        Ran {
+            code: out.status.code(),
+            stdout: text(&out.stdout),
+            stderr: text(&out.stderr),
+        }
+    };
+    let time = |factor: f64| {
+        let model: Model = serde_json::from_value(rules(factor)).unwrap();
+        model.time_ms("X=3 Y=2 BROKEN=0", false)
+    };
+    let (stored_ms, slowed_ms) = (time(0.5), time(0.65));
+    let ran = check(&sim);
+    ran.expect_code(0);
+    let pass = ran.line("PASS ");
+    assert!(
+        pass.starts_with(&format!(
+            "PASS sim 64x64 X=3 Y=2 BROKEN=0: stored {stored_ms:.4} ms, now {stored_ms:.4} ms"
+        )),
+        "{pass}"
+    );
+    assert!(pass.contains("; runner-up"), "{pass}");
+    assert!(ran.stdout.contains("1 checked, 0 failed"), "{}", ran.stdout);
+
+    sim.set_model(&rules(0.65));
+    let ran = check(&sim);
+    ran.expect_code(1);
+    let fail = ran.line("FAIL ");
+    assert!(
+        fail.starts_with(&format!(
+            "FAIL sim 64x64 X=3 Y=2 BROKEN=0: now {slowed_ms:.4} ms, 30.0% slower than the stored {stored_ms:.4} ms"
+        )),
+        "{fail}"
+    );
+    assert!(ran.stdout.contains("1 checked, 1 failed"), "{}", ran.stdout);
+}
+
 // ---------------------------------------------------------------------------------------
 // Ranking and persisting
 // ---------------------------------------------------------------------------------------
