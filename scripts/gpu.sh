@@ -33,6 +33,10 @@
 #                                        docs/benchmarks.md (each row: the default command and
 #                                        `--budget 400`, both from an empty cache and folder:
 #                                        winner as % of the same-run roof, wall time)
+#   bash scripts/gpu.sh repeat [N]       GPU machine: the same-answer table of docs/benchmarks.md:
+#                                        N (default 10) runs of each default command there, each
+#                                        from an empty cubin cache and a new --out folder, with
+#                                        each run's winner, % of roof and tie set
 #   bash scripts/gpu.sh profile          GPU machine: Nsight Compute counters (clocks left as
 #                                        they are) behind the two gaps of docs/benchmarks.md: the
 #                                        stored 8191x8191 transpose winner against copy_vec4 (DRAM
@@ -386,6 +390,38 @@ roof)
     done
   } > "$md"
   cat "$md"
+  ;;
+repeat)
+  mkdir -p "$OUT"
+  n=${1:-10}
+  {
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
+    echo
+    echo "| command | runs | distinct winners | runs with the most frequent winner | % of roof | tie set |"
+    echo "|---|---|---|---|---|---|"
+    for args in "--op transpose --shape 1000x1000" \
+                "--op transpose --shape 2049x17" \
+                "--op sgemm --shape 1000x1000x1000"; do
+      : > "$OUT/repeat-one.txt"
+      for _ in $(seq 1 "$n"); do
+        cache=$(mktemp -d); dir=$(mktemp -d)
+        # shellcheck disable=SC2086
+        text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" $args --out "$dir" 2>>"$OUT/repeat-stderr.log")
+        printf '== tune %s\n%s\n' "$args" "$text" >> "$OUT/repeat.log"
+        best=$(echo "$text" | grep -m1 '^Best:')
+        tied=$(echo "$text" | grep -m1 '^Confidence:' | grep -oE 'tied with [0-9]+' | grep -oE '[0-9]+')
+        # winner|percent|others tied
+        echo "$(echo "$best" | sed 's/^Best: //; s/  .*//')|$(echo "$best" | grep -oE '[0-9.]+% of' | head -1 | cut -d% -f1)|${tied:-0}" >> "$OUT/repeat-one.txt"
+        rm -rf "$cache" "$dir"
+      done
+      winners=$(cut -d'|' -f1 "$OUT/repeat-one.txt" | sort | uniq -c | sort -rn)
+      distinct=$(echo "$winners" | grep -c .)
+      most=$(echo "$winners" | head -1 | awk '{print $1}')
+      pct=$(cut -d'|' -f2 "$OUT/repeat-one.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)
+      ties=$(cut -d'|' -f3 "$OUT/repeat-one.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)
+      echo "| \`$args\` | $n | $distinct | $most | $pct % | $ties others |"
+    done
+  } | tee "$OUT/repeat.md"
   ;;
 profile)
   mkdir -p "$OUT"
