@@ -60,6 +60,8 @@ pub struct CheckOptions {
     pub reps: usize,
     pub isolation: Isolation,
     pub templates: Option<PathBuf>,
+    /// A progress bar over the stored rows on stderr (the pinned runs draw none).
+    pub progress: bool,
 }
 
 /// One pinned run of a configuration: its median and the noise of its launches.
@@ -298,6 +300,7 @@ fn pinned(opts: &CheckOptions, row: &BestRow, params: &str, out: &std::path::Pat
         isolation: opts.isolation.clone(),
         confirm_rounds: 0,
         adaptive: false,
+        progress: false,
         ..TuneOptions::default()
     }
 }
@@ -492,7 +495,9 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
         )));
     }
     let mut out = Vec::new();
+    let pb = crate::pipeline::progress_bar(selected.len(), "check", opts.progress);
     for row in selected {
+        pb.set_message(format!("{} {} {}", row.op, row.shape, row.dtype));
         // The winner and its runner-up alternate, round by round, so a slow spell of the GPU
         // falls on both; a configuration that fails a round is not timed again (the winner
         // fails the check, a runner-up is left out of it).
@@ -520,7 +525,9 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
         };
         let runner_up = runner_up.as_deref().and_then(Measured::of);
         out.push(judge(row, now, runner_up, opts.margin_pct));
+        pb.inc(1);
     }
+    pb.finish_and_clear();
     Ok(out)
 }
 
@@ -629,6 +636,7 @@ mod tests {
             reps,
             isolation: Isolation::InProcess,
             templates: None,
+            progress: false,
         };
         for (margin, reps, rounds, want) in [
             (

@@ -132,6 +132,7 @@ fn db(dir: &Path) -> CheckOptions {
         reps: 30,
         isolation: Isolation::InProcess,
         templates: None,
+        progress: false,
     }
 }
 

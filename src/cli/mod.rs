@@ -655,6 +655,7 @@ impl CheckArgs {
                 Err(_) => Isolation::InProcess,
             },
             templates: self.templates.clone(),
+            progress: true,
         }
     }
 }

@@ -16,3 +16,6 @@ mod rounds;
 pub mod search;
 pub mod summary;
 pub mod tuner;
+
+/// The progress bar of a phase, as the pipeline draws it (`tune check` draws its rows' so).
+pub use progress::bar as progress_bar;

@@ -15,7 +15,7 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// A progress bar of `len` steps named `prefix`; hidden when `show` is false. Where stderr is
 /// not a terminal, the bar prints plain lines instead ([`plain_lines`]).
-pub(super) fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
+pub fn bar(len: usize, prefix: &'static str, show: bool) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
