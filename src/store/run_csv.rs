@@ -71,61 +71,55 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         .chain(CONFIRM_COLUMNS.iter().copied())
         .collect();
     w.write_record(&header).map_err(csv_err)?;
-    // Field by field into the writer: a run CSV has a row per configuration of the space
-    // (tens of thousands for sgemm), written at the end of every run.
-    let mut num = String::new();
+    // Field by field into the writer, each formatted into one reused buffer: a run CSV has a
+    // row per configuration of the space (tens of thousands for sgemm), written at the end of
+    // every run.
+    let mut text = String::new();
     let mut field = |w: &mut csv::Writer<Vec<u8>>, v: Option<&dyn std::fmt::Display>| {
-        num.clear();
+        text.clear();
         if let Some(v) = v {
-            let _ = write!(num, "{v}");
+            let _ = write!(text, "{v}");
         }
-        w.write_field(&num)
+        w.write_field(&text).map_err(csv_err)
     };
     for r in records {
-        let s = r.stats;
-        let c = r.confirm;
-        w.write_field(r.kind.as_str()).map_err(csv_err)?;
-        w.write_field(&r.name).map_err(csv_err)?;
+        let (s, c, reason) = (r.stats.as_ref(), r.confirm.as_ref(), r.reason());
+        field(&mut w, Some(&r.kind))?;
+        field(&mut w, Some(&r.name))?;
         for p in param_names {
-            let v = r
-                .params
-                .iter()
-                .find(|(k, _)| k == p)
-                .map(|(_, v)| v.as_str());
-            w.write_field(v.unwrap_or_default()).map_err(csv_err)?;
+            let v = r.params.iter().find(|(k, _)| k == p).map(|(_, v)| v);
+            field(&mut w, v.map(|v| v as _))?;
         }
-        w.write_field(r.status.as_str()).map_err(csv_err)?;
-        w.write_field(r.reason().as_ref()).map_err(csv_err)?;
-        let numbers: [Option<&dyn std::fmt::Display>; 7] = [
-            s.as_ref().map(|s| &s.median_ms as _),
-            s.as_ref().map(|s| &s.min_ms as _),
-            s.as_ref().map(|s| &s.max_ms as _),
-            s.as_ref().map(|s| &s.spread_pct as _),
-            s.as_ref().map(|s| &s.samples as _),
-            s.as_ref().map(|s| &s.batch as _),
+        // The columns of FIXED_AFTER, then of CONFIRM_COLUMNS.
+        let rest: [Option<&dyn std::fmt::Display>; FIXED_AFTER.len() + CONFIRM_COLUMNS.len()] = [
+            Some(&r.status.as_str()),
+            Some(&reason),
+            s.map(|s| &s.median_ms as _),
+            s.map(|s| &s.min_ms as _),
+            s.map(|s| &s.max_ms as _),
+            s.map(|s| &s.spread_pct as _),
+            s.map(|s| &s.samples as _),
+            s.map(|s| &s.batch as _),
             r.throughput.as_ref().map(|x| x as _),
+            Some(&info.unit),
+            r.frac_of_roof.as_ref().map(|x| x as _),
+            Some(&info.roof),
+            r.compile_ms.as_ref().map(|x| x as _),
+            r.registers.as_ref().map(|x| x as _),
+            Some(&info.op),
+            Some(&info.shape),
+            Some(&info.dtype),
+            Some(&info.gpu),
+            Some(&info.cache),
+            c.map(|c| &c.median_ms as _),
+            c.map(|c| &c.vs_winner_pct as _),
+            c.map(|c| &c.ci_low_pct as _),
+            c.map(|c| &c.ci_high_pct as _),
+            c.map(|c| &c.tied as _),
+            c.map(|c| &c.winner as _),
         ];
-        for v in numbers {
-            field(&mut w, v).map_err(csv_err)?;
-        }
-        w.write_field(&info.unit).map_err(csv_err)?;
-        field(&mut w, r.frac_of_roof.as_ref().map(|x| x as _)).map_err(csv_err)?;
-        w.write_field(&info.roof).map_err(csv_err)?;
-        field(&mut w, r.compile_ms.as_ref().map(|x| x as _)).map_err(csv_err)?;
-        field(&mut w, r.registers.as_ref().map(|x| x as _)).map_err(csv_err)?;
-        for t in [&info.op, &info.shape, &info.dtype, &info.gpu, &info.cache] {
-            w.write_field(t).map_err(csv_err)?;
-        }
-        let confirmed: [Option<&dyn std::fmt::Display>; 6] = [
-            c.as_ref().map(|c| &c.median_ms as _),
-            c.as_ref().map(|c| &c.vs_winner_pct as _),
-            c.as_ref().map(|c| &c.ci_low_pct as _),
-            c.as_ref().map(|c| &c.ci_high_pct as _),
-            c.as_ref().map(|c| &c.tied as _),
-            c.as_ref().map(|c| &c.winner as _),
-        ];
-        for v in confirmed {
-            field(&mut w, v).map_err(csv_err)?;
+        for v in rest {
+            field(&mut w, v)?;
         }
         w.write_record(None::<&[u8]>).map_err(csv_err)?;
     }
