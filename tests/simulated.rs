@@ -100,15 +100,20 @@ impl Sim {
         self.tmp.path().join("out")
     }
 
-    /// `tune --templates TEMPLATES --op sim ARGS --out OUT` on the simulated device, with this
-    /// machine's cubin cache.
-    fn command(&self, args: &[&str]) -> Command {
+    /// `tune` on the simulated device, with this machine's cubin cache, in the test's folder.
+    fn tune(&self) -> Command {
         let mut cmd = Command::new(tune_exe());
         cmd.env("CUDA_AUTOTUNE_SIMULATE", self.model_path())
             .env("CUDA_AUTOTUNE_CACHE", &self.cache)
             .env_remove("XDG_CACHE_HOME")
-            .current_dir(self.tmp.path())
-            .arg("--templates")
+            .current_dir(self.tmp.path());
+        cmd
+    }
+
+    /// `tune --templates TEMPLATES --op sim ARGS --out OUT` on the simulated device.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = self.tune();
+        cmd.arg("--templates")
             .arg(&self.templates)
             .args(["--op", "sim"])
             .args(args)
@@ -119,14 +124,18 @@ impl Sim {
 
     /// Runs `tune` with `args` to its end.
     fn run(&self, args: &[&str]) -> Ran {
-        let out = self.command(args).output().expect("tune runs");
-        let ran = Ran {
-            code: out.status.code(),
-            stdout: text(&out.stdout),
-            stderr: text(&out.stderr),
-        };
-        ran.check_tools();
-        ran
+        ran(self.command(args).output().expect("tune runs"))
+    }
+
+    /// Runs `tune check --templates TEMPLATES --db DB` to its end.
+    fn check(&self, db: &Path) -> Ran {
+        let mut cmd = self.tune();
+        cmd.arg("check")
+            .arg("--templates")
+            .arg(&self.templates)
+            .arg("--db")
+            .arg(db);
+        ran(cmd.output().expect("tune check runs"))
     }
 
     /// Starts `tune` with `args`, its output piped.
@@ -210,7 +219,11 @@ impl Ran {
 
 /// Waits for `child` and returns what it printed.
 fn finish(child: Child) -> Ran {
-    let out = child.wait_with_output().expect("tune ends");
+    ran(child.wait_with_output().expect("tune ends"))
+}
+
+/// What a finished `tune` printed, checked for a missing NVRTC or a panic.
+fn ran(out: std::process::Output) -> Ran {
     let ran = Ran {
         code: out.status.code(),
         stdout: text(&out.stdout),
@@ -579,31 +592,12 @@ fn tune_check_passes_a_winner_timed_as_stored_and_fails_a_slowed_one() {
     let stored = read_best(&db).unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].params, "X=3;Y=2;BROKEN=0");
-    let check = |sim: &Sim| -> Ran {
-        let out = Command::new(tune_exe())
-            .env("CUDA_AUTOTUNE_SIMULATE", sim.model_path())
-            .env("CUDA_AUTOTUNE_CACHE", &sim.cache)
-            .env_remove("XDG_CACHE_HOME")
-            .current_dir(sim.tmp.path())
-            .arg("check")
-            .arg("--templates")
-            .arg(&sim.templates)
-            .arg("--db")
-            .arg(&db)
-            .output()
-            .expect("tune check runs");
-        Ran {
-            code: out.status.code(),
-            stdout: text(&out.stdout),
-            stderr: text(&out.stderr),
-        }
-    };
     let time = |factor: f64| {
         let model: Model = serde_json::from_value(rules(factor)).unwrap();
         model.time_ms("X=3 Y=2 BROKEN=0", false)
     };
     let (stored_ms, slowed_ms) = (time(0.5), time(0.65));
-    let ran = check(&sim);
+    let ran = sim.check(&db);
     ran.expect_code(0);
     let pass = ran.line("PASS ");
     assert!(
@@ -616,7 +610,7 @@ fn tune_check_passes_a_winner_timed_as_stored_and_fails_a_slowed_one() {
     assert!(ran.stdout.contains("1 checked, 0 failed"), "{}", ran.stdout);
 
     sim.set_model(&rules(0.65));
-    let ran = check(&sim);
+    let ran = sim.check(&db);
     ran.expect_code(1);
     let fail = ran.line("FAIL ");
     assert!(
