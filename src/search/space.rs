@@ -40,9 +40,7 @@ impl SearchSpace {
             }
         }
         for list in &mut values {
-            if list.iter().all(|v| v.trim().parse::<i64>().is_ok()) {
-                list.sort_by_key(|v| v.trim().parse::<i64>().unwrap_or(0));
-            }
+            in_numeric_order(list, String::clone);
         }
         let mut points = Vec::with_capacity(rows.len());
         let mut seen = HashMap::new();
@@ -88,9 +86,8 @@ impl SearchSpace {
                 .unwrap_or_default();
             return Ok((SearchSpace::from_rows(names, &[])?, Vec::new()));
         };
-        // Each parameter's values in the order they first appear, then in numeric order where
-        // all are integers, as `from_rows` orders them; `index[k][d]` is where the axis value
-        // `d` went.
+        // Each parameter's values in the order they first appear, then ordered as `from_rows`
+        // orders them ([`in_numeric_order`]); `index[k][d]` is where the axis value `d` went.
         let mut order: Vec<Vec<u16>> = vec![Vec::new(); axes.names.len()];
         for &i in live {
             for (k, &d) in candidates[i].config.digits().iter().enumerate() {
@@ -102,23 +99,14 @@ impl SearchSpace {
         let mut values: Vec<Vec<String>> = Vec::with_capacity(order.len());
         let mut index: Vec<Vec<usize>> = Vec::with_capacity(order.len());
         for (k, digits) in order.iter_mut().enumerate() {
-            let text = |d: u16| axes.values[k][usize::from(d)].to_string();
-            let ints: Option<Vec<i64>> = digits
-                .iter()
-                .map(|&d| text(d).trim().parse::<i64>().ok())
-                .collect();
-            if let Some(ints) = ints {
-                let mut pairs: Vec<(i64, u16)> =
-                    ints.into_iter().zip(digits.iter().copied()).collect();
-                pairs.sort_by_key(|&(v, _)| v);
-                *digits = pairs.into_iter().map(|(_, d)| d).collect();
-            }
+            let text = |d: &u16| axes.values[k][usize::from(*d)].to_string();
+            in_numeric_order(digits, text);
             let mut at = vec![0; axes.values[k].len()];
             for (pos, &d) in digits.iter().enumerate() {
                 at[usize::from(d)] = pos;
             }
             index.push(at);
-            values.push(digits.iter().map(|&d| text(d)).collect());
+            values.push(digits.iter().map(text).collect());
         }
         // Enumerated candidates are distinct points, so no duplicate check is needed here.
         let points = live
@@ -191,6 +179,16 @@ impl SearchSpace {
 }
 
 /// Fixtures the strategies' tests share.
+/// Sorts a parameter's values (`text` gives each one's text) numerically when every one is an
+/// integer, so that a neighbour one step away is the next size up or down; otherwise leaves
+/// them in the order they first appeared.
+fn in_numeric_order<T>(list: &mut [T], text: impl Fn(&T) -> String) {
+    let int = |v: &T| text(v).trim().parse::<i64>().ok();
+    if list.iter().all(|v| int(v).is_some()) {
+        list.sort_by_cached_key(|v| int(v).unwrap_or(0));
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
