@@ -131,11 +131,11 @@ pub(super) fn device(
     } = plan;
     let (device, free_mem, first_worker, local_device) = match &opts.isolation {
         _ if opts.compile_only => (None, 0, None, None),
-        Isolation::Workers(exe) => {
-            let (w, info, free) = match starting {
-                Some(s) => s.ready()?,
-                None => GpuWorker::start(exe, opts.device)?,
-            };
+        Isolation::Workers(_) => {
+            // [`first_worker`] started it: a run with workers and a GPU always has one.
+            let (w, info, free) = starting
+                .ok_or_else(|| Error::Internal("the first GPU worker was not started".into()))?
+                .ready()?;
             (Some(info), free, Some(w), None)
         }
         Isolation::InProcess => {
