@@ -12,9 +12,10 @@
 //! that.
 
 use crate::error::{Error, Result};
+use crate::isolate::worker::{GpuWorker, KeptWorker};
 use crate::measure::bench::{BenchSettings, CacheState, Stats};
 use crate::pipeline::options::{Isolation, TuneOptions, DEFAULT_WARMUP};
-use crate::pipeline::tuner::tune;
+use crate::pipeline::tuner::tune_keeping;
 use crate::store::best::{read_best, BestRow};
 use crate::store::record::{Kind, Status};
 use std::path::PathBuf;
@@ -318,11 +319,14 @@ pub trait Retimer {
     fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<Timing, String>;
 }
 
-/// Re-times on the GPU: a `tune` run per configuration with its parameters pinned.
+/// Re-times on the GPU: a `tune` run per configuration with its parameters pinned, all on one
+/// GPU worker (the one that told the GPU's name), so a run starts no process or CUDA context
+/// and the runs of one row share its inputs on the device.
 pub struct GpuRetimer<'a> {
     opts: &'a CheckOptions,
     /// Where the pinned runs write their files (made on first use, removed on drop).
     scratch: Option<tempfile::TempDir>,
+    kept: KeptWorker,
 }
 
 impl<'a> GpuRetimer<'a> {
@@ -330,6 +334,7 @@ impl<'a> GpuRetimer<'a> {
         GpuRetimer {
             opts,
             scratch: None,
+            kept: KeptWorker::default(),
         }
     }
 }
@@ -337,12 +342,10 @@ impl<'a> GpuRetimer<'a> {
 impl Retimer for GpuRetimer<'_> {
     fn gpu_name(&mut self) -> Result<String> {
         let name = match self.opts.isolation.worker_exe() {
-            Some(exe) => crate::isolate::worker::GpuWorker::start(exe, self.opts.device).map(
-                |(w, info, _)| {
-                    w.finish();
-                    info.name
-                },
-            ),
+            Some(exe) => GpuWorker::start(exe, self.opts.device).map(|(w, info, _)| {
+                self.kept.keep(Some(w));
+                info.name
+            }),
             None => {
                 crate::isolate::worker::open_device(self.opts.device).map(|d| d.info().name.clone())
             }
@@ -363,13 +366,16 @@ impl Retimer for GpuRetimer<'_> {
                 )
             })?),
         };
-        time_of(pinned(self.opts, row, params, scratch.path()))
+        time_of(
+            pinned(self.opts, row, params, scratch.path()),
+            &mut self.kept,
+        )
     }
 }
 
 /// Timing of the single pinned configuration, or why there is none.
-fn time_of(opts: TuneOptions) -> std::result::Result<Timing, String> {
-    let o = tune(&opts).map_err(|e| e.to_string())?;
+fn time_of(opts: TuneOptions, kept: &mut KeptWorker) -> std::result::Result<Timing, String> {
+    let o = tune_keeping(&opts, None, kept).map_err(|e| e.to_string())?;
     let r = o
         .records
         .iter()

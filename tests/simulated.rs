@@ -1510,6 +1510,39 @@ fn a_sweep_spreads_its_shapes_over_the_simulated_gpus() {
     }
 }
 
+/// A sweep on one GPU tunes every shape on one worker process, and so does each GPU of a
+/// sweep over several: a throttled reading planted once per process shows in one shape per
+/// GPU only, where a worker per shape would show it in every shape.
+#[test]
+fn a_sweep_keeps_each_gpus_worker_from_shape_to_shape() {
+    for devices in [1, 2] {
+        let sim = Sim::new(json!({
+            "devices": devices,
+            "baselines": {"copy": 0.04},
+            "throttle": [{"when": "X=2 Y=1"}],
+        }));
+        let mut args = vec![
+            "--shape",
+            "64x64,32x96,96x32,48x48",
+            "--confirm-rounds",
+            "0",
+        ];
+        if devices > 1 {
+            args.extend(["--gpus", "all"]);
+        }
+        let ran = sim.run(&args);
+        ran.expect_code(0);
+        let flagged = ["64x64", "32x96", "96x32", "48x48"]
+            .iter()
+            .filter(|shape| record(&sim.csv(shape), "X=2 Y=1 BROKEN=0").error == THROTTLED)
+            .count();
+        let used = (0..devices)
+            .filter(|g| devices == 1 || ran.stdout.contains(&format!(" on GPU {g}\n")))
+            .count();
+        assert_eq!(flagged, used, "{devices} GPU(s):\n{}", ran.stdout);
+    }
+}
+
 /// `--gpus 0,2` on a machine with two GPUs is bad input (exit code 2), said in one line
 /// before anything runs.
 #[test]

@@ -4,12 +4,13 @@
 use super::shard::{self, Assignment, Manifest, ShardOutput, Sweep};
 use crate::error::{Error, Result};
 use crate::isolate::interrupt;
+use crate::isolate::worker::KeptWorker;
 use crate::model::slice::{Shard, Split};
 use crate::pipeline::options::TuneOptions;
 use crate::pipeline::outcome::TuneOutcome;
 use crate::pipeline::plan::{check_inputs, shape_list};
 use crate::pipeline::summary;
-use crate::pipeline::tuner::tune_op;
+use crate::pipeline::tuner::tune_keeping;
 use crate::spec::ops::Op;
 use crate::store::record::Status;
 use std::path::PathBuf;
@@ -80,18 +81,25 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
         }
     };
     let code = if plan.len() == 1 {
-        let (code, result) = run_one(cli, &job_options(&base, &plan[0]), op);
+        let (code, result) = run_one(
+            cli,
+            &job_options(&base, &plan[0]),
+            op,
+            &mut KeptWorker::default(),
+        );
         record(&plan[0], &result);
         code
     } else if gpus.len() > 1 {
         sweep_on_gpus(cli, &base, op, &plan, &gpus, &record)
     } else {
-        // A sweep: each shape tuned as if alone, then one summary table.
+        // A sweep: each shape tuned as if alone (on the GPU worker the last shape left), then
+        // one summary table.
         let mut rows = Vec::new();
         let mut worst = 0u8;
+        let mut kept = KeptWorker::default();
         for a in &plan {
             println!("==== {}", a.shape);
-            let (code, result) = run_one(cli, &job_options(&base, a), op);
+            let (code, result) = run_one(cli, &job_options(&base, a), op, &mut kept);
             record(a, &result);
             worst = worst.max(code);
             rows.push(summary::summary_row(&a.shape, result.as_ref().ok()));
@@ -127,8 +135,7 @@ fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
 /// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
 ///
-/// Each shape starts its own GPU worker process (and CUDA context) inside [`tune_op`];
-/// keeping one per GPU across shapes would need the tuner to accept a running worker.
+/// Each GPU's thread keeps its GPU worker process (and CUDA context) from shape to shape.
 fn sweep_on_gpus(
     cli: &SweepOptions,
     base: &TuneOptions,
@@ -150,15 +157,16 @@ fn sweep_on_gpus(
     // sweep finishes on the other GPUs.
     let dead = Mutex::new(std::collections::HashSet::new());
     let handed_back = Mutex::new(std::collections::HashSet::new());
-    // Tunes shape i on GPU g; false when the shape went back to the queue instead.
-    let run = |i: usize, g: usize, may_hand_back: bool| -> bool {
+    // Tunes shape i on GPU g (on the worker in `kept`); false when the shape went back to
+    // the queue instead.
+    let run = |i: usize, g: usize, may_hand_back: bool, kept: &mut KeptWorker| -> bool {
         let a = &plan[i];
         let opts = TuneOptions {
             device: g,
             progress: false,
             ..job_options(base, a)
         };
-        let (code, result) = run_one_quietly(cli, &opts, op, g);
+        let (code, result) = run_one_quietly(cli, &opts, op, g, kept);
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
@@ -188,15 +196,18 @@ fn sweep_on_gpus(
     std::thread::scope(|scope| {
         for &g in gpus {
             let (queue, run) = (&queue, &run);
-            scope.spawn(move || loop {
-                if interrupt::interrupted() {
-                    break;
-                }
-                let Some(i) = queue.lock().expect("queue").pop_front() else {
-                    break;
-                };
-                if !run(i, g, true) {
-                    break;
+            scope.spawn(move || {
+                let mut kept = KeptWorker::default();
+                loop {
+                    if interrupt::interrupted() {
+                        break;
+                    }
+                    let Some(i) = queue.lock().expect("queue").pop_front() else {
+                        break;
+                    };
+                    if !run(i, g, true, &mut kept) {
+                        break;
+                    }
                 }
             });
         }
@@ -208,11 +219,12 @@ fn sweep_on_gpus(
         let dead = dead.lock().expect("dead");
         gpus.iter().copied().find(|g| !dead.contains(g))
     };
+    let mut kept = KeptWorker::default();
     for i in left {
         if interrupt::interrupted() {
             break;
         }
-        run(i, survivor.unwrap_or(gpus[0]), false);
+        run(i, survivor.unwrap_or(gpus[0]), false, &mut kept);
     }
     let rows: Vec<[String; 4]> = rows
         .into_inner()
@@ -230,8 +242,9 @@ fn run_one_quietly(
     opts: &TuneOptions,
     op: &Op,
     gpu: usize,
+    kept: &mut KeptWorker,
 ) -> (u8, std::result::Result<TuneOutcome, String>) {
-    match tune_op(opts, op) {
+    match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
             print!("==== {} on GPU {gpu}\n{text}", opts.shape);
@@ -257,8 +270,9 @@ fn run_one(
     cli: &SweepOptions,
     opts: &TuneOptions,
     op: &Op,
+    kept: &mut KeptWorker,
 ) -> (u8, std::result::Result<TuneOutcome, String>) {
-    match tune_op(opts, op) {
+    match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
             print!("{}", summary::render(&outcome, cli.top, cli.verbose));
             if outcome.interrupted && cli.compile_only {

@@ -89,6 +89,11 @@ pub struct Job {
     /// C ...) for this many rounds, and every launch time comes back in `samples`.
     #[serde(default)]
     pub confirm_rounds: usize,
+    /// The fastest contender median the run had measured before this job: the adaptive cutoff
+    /// starts from it (and tightens as the job's own contenders finish). The run holds it, not
+    /// the worker, so a worker kept from an earlier run does not cut by that run's best.
+    #[serde(default)]
+    pub best_ms: Option<f64>,
     pub tasks: Vec<Task>,
 }
 
@@ -128,13 +133,34 @@ pub(crate) enum Line {
 
 impl Job {
     /// Everything but the tasks and how they are timed: consecutive jobs with the same data
-    /// share one session (inputs, expected output, buffers) in a worker.
+    /// share one session (inputs, expected output, buffers) in a worker, also jobs of runs in
+    /// a row. Each run compiles its checker and reference into a folder of its own, so the
+    /// key holds what those files hold, not where they are.
     pub(crate) fn data_key(&self) -> String {
         let mut j = self.clone();
         j.tasks.clear();
         j.confirm_rounds = 0;
         j.adaptive_cutoff = None;
+        j.best_ms = None;
+        j.checker_cubin = content_key(&j.checker_cubin);
+        if let Some(r) = &mut j.reference_kernel {
+            r.cubin = content_key(&r.cubin);
+        }
         serde_json::to_string(&j).expect("serializable")
+    }
+}
+
+/// A file's content as a key (a hash: the key is compared within one worker only); its path
+/// where it cannot be read (opening the session then says why).
+fn content_key(path: &std::path::Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut h);
+            PathBuf::from(format!("content:{:016x}:{}", h.finish(), bytes.len()))
+        }
+        Err(_) => path.to_path_buf(),
     }
 }
 
@@ -239,6 +265,7 @@ mod tests {
             checker_cubin: PathBuf::from("/tmp/checker.cubin"),
             adaptive_cutoff: Some(1.15),
             confirm_rounds: 0,
+            best_ms: Some(0.5),
             tasks: vec![kernel, copy, sgemm],
         }
     }
@@ -384,9 +411,31 @@ mod tests {
         b.tasks.truncate(1);
         b.confirm_rounds = 50;
         b.adaptive_cutoff = None;
+        b.best_ms = None;
         assert_eq!(a.data_key(), b.data_key());
         let mut c = job();
         c.seed += 1;
+        assert_ne!(a.data_key(), c.data_key());
+    }
+
+    /// Two runs' jobs whose checker and reference images lie in different folders share a
+    /// session when the images are the same bytes, and do not when a reference differs.
+    #[test]
+    fn the_data_key_holds_the_images_not_their_paths() {
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let job_in = |dir: &std::path::Path, reference: &[u8]| {
+            let mut j = job();
+            j.checker_cubin = dir.join("checker.cubin");
+            std::fs::write(&j.checker_cubin, b"checker image").unwrap();
+            let r = j.reference_kernel.as_mut().unwrap();
+            r.cubin = dir.join("reference.cubin");
+            std::fs::write(&r.cubin, reference).unwrap();
+            j
+        };
+        let a = job_in(dirs[0].path(), b"reference image");
+        let b = job_in(dirs[1].path(), b"reference image");
+        assert_eq!(a.data_key(), b.data_key());
+        let c = job_in(dirs[1].path(), b"another reference");
         assert_ne!(a.data_key(), c.data_key());
     }
 }

@@ -561,6 +561,7 @@ impl Session {
 fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(TaskResult)) -> bool {
     // Every job checks the clock again: the GPU idled while the next search round compiled.
     session.warmed.set(false);
+    session.best_ms.set(job.best_ms.unwrap_or(f64::INFINITY));
     if job.confirm_rounds > 0 {
         for result in session.run_interleaved(job, tasks) {
             sink(result);

@@ -412,8 +412,6 @@ impl Device for Simulated {
     fn prepare(&mut self, job: &Job) -> Result<()> {
         let key = job.data_key();
         if self.prepared.as_deref() != Some(key.as_str()) {
-            // A new job's data: the adaptive cutoff starts afresh, as with a new session.
-            self.best_ms = f64::INFINITY;
             self.prepared = Some(key);
         }
         Ok(())
@@ -421,6 +419,8 @@ impl Device for Simulated {
 
     fn run(&mut self, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(TaskResult)) -> Result<bool> {
         self.prepare(job)?;
+        // The adaptive cutoff starts from the run's best, as a CUDA session's does.
+        self.best_ms = job.best_ms.unwrap_or(f64::INFINITY);
         let out_len = job
             .buffers
             .iter()

@@ -18,25 +18,39 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// A started GPU worker process that has opened its device and waits for a job.
+/// A started GPU worker process that has opened its device and waits for a job. Dropped, it
+/// is ended and reaped.
 pub struct GpuWorker {
     child: Child,
     rx: mpsc::Receiver<String>,
-    reader: std::thread::JoinHandle<()>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    /// The executable and device it was started with: a kept worker serves only runs that
+    /// name both.
+    exe: PathBuf,
+    device: usize,
+    /// Its device report (the device and its free memory before any job), once read.
+    report: Option<Box<(DeviceInfo, u64)>>,
 }
 
 /// A GPU worker started but not yet heard from ([`GpuWorker::spawn`]): its driver and context
-/// start while this process does other work. Dropped unread, it is killed.
-pub struct Starting(Option<GpuWorker>);
+/// start while this process does other work. Or a worker kept from an earlier run, whose
+/// report is already known ([`KeptWorker`]). Dropped unread, it is killed.
+pub struct Starting(GpuWorker);
 
 impl Starting {
-    /// Waits for the worker's device report.
-    pub fn ready(mut self) -> Result<(GpuWorker, DeviceInfo, u64)> {
-        let worker = self.0.take().expect("a starting worker is read once");
+    /// Waits for the worker's device report (at once for a kept worker).
+    pub fn ready(self) -> Result<(GpuWorker, DeviceInfo, u64)> {
+        let mut worker = self.0;
+        if let Some((info, free)) = worker.report.as_deref().cloned() {
+            return Ok((worker, info, free));
+        }
         loop {
             match worker.rx.recv_timeout(Duration::from_secs(120)) {
                 Ok(text) => match serde_json::from_str::<Line>(&text) {
-                    Ok(Line::Device(info, free)) => return Ok((worker, info, free)),
+                    Ok(Line::Device(info, free)) => {
+                        worker.report = Some(Box::new((info.clone(), free)));
+                        return Ok((worker, info, free));
+                    }
                     Ok(Line::Fatal(why)) => {
                         worker.finish();
                         // The worker's message is already a whole error line; keep it as is.
@@ -55,14 +69,6 @@ impl Starting {
                     ));
                 }
             }
-        }
-    }
-}
-
-impl Drop for Starting {
-    fn drop(&mut self) {
-        if let Some(w) = self.0.take() {
-            w.finish();
         }
     }
 }
@@ -93,7 +99,14 @@ impl GpuWorker {
                 }
             }
         });
-        Ok(Starting(Some(GpuWorker { child, rx, reader })))
+        Ok(Starting(GpuWorker {
+            child,
+            rx,
+            reader: Some(reader),
+            exe: exe.to_path_buf(),
+            device,
+            report: None,
+        }))
     }
 
     /// Sends one job (one JSON line); the worker answers with `Line`s.
@@ -109,12 +122,42 @@ impl GpuWorker {
         stdin.flush()
     }
 
-    /// Ends the worker (closing its stdin ends an idle one) and reaps it.
-    pub fn finish(mut self) {
+    /// Ends the worker and reaps it (what dropping it does, said where it is meant).
+    pub fn finish(self) {}
+}
+
+impl Drop for GpuWorker {
+    /// Closing its stdin ends an idle worker; one still running is killed.
+    fn drop(&mut self) {
         drop(self.child.stdin.take());
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = self.reader.join();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// The idle GPU worker one run left, kept for the next run on the same device: runs in a row
+/// (the pinned runs of `tune check`, the shapes of a sweep on one GPU) then skip starting a
+/// process and a CUDA context, and a run with the same data as the last one (the same op,
+/// shape, dtype and seed) reuses its inputs and reference on the device too.
+#[derive(Default)]
+pub struct KeptWorker(Option<GpuWorker>);
+
+impl KeptWorker {
+    /// The kept worker, when it was started from `exe` for `device`; a worker kept for
+    /// another is ended.
+    pub fn take_for(&mut self, exe: &Path, device: usize) -> Option<Starting> {
+        self.0
+            .take()
+            .filter(|w| w.exe == exe && w.device == device)
+            .map(Starting)
+    }
+
+    /// Keeps `worker` for the next run (one that never reported its device is ended).
+    pub fn keep(&mut self, worker: Option<GpuWorker>) {
+        self.0 = worker.filter(|w| w.report.is_some());
     }
 }
 
@@ -197,15 +240,19 @@ fn run_subprocess(
     let mut restarts = 0;
     let mut fastest_ms = f64::INFINITY;
     while !remaining.is_empty() {
-        let mut worker = match next.take() {
-            Some(w) => w,
-            None => GpuWorker::start(exe, job.device)?.0,
+        let (mut worker, reused) = match next.take() {
+            Some(w) => (w, true),
+            None => (GpuWorker::start(exe, job.device)?.0, false),
         };
         let mut part = job.clone();
         part.tasks = remaining.iter().cloned().collect();
-        worker
-            .send(&part)
-            .map_err(|e| Error::io("cannot send the job to", exe, e))?;
+        if let Err(e) = worker.send(&part) {
+            // A worker kept idle may have ended since its last job: a fresh one takes over.
+            if reused {
+                continue;
+            }
+            return Err(Error::io("cannot send the job to", exe, e));
+        }
         // Until the worker is set up, its first task also pays for the inputs, the reference
         // and the context: the watchdog allows a minute more for that phase only.
         let mut setting_up = true;

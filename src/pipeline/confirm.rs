@@ -9,6 +9,7 @@ use super::outcome::Confidence;
 use super::rounds::{Gpus, Measured};
 use crate::error::{Error, Result};
 use crate::isolate::protocol::Job;
+use crate::isolate::worker::GpuWorker;
 use crate::store::record::{Kind, Record, RunInfo, Status};
 use std::collections::HashMap;
 
@@ -20,10 +21,13 @@ pub(super) struct Measurements {
     pub ledger: Ledger,
     pub n_baselines: usize,
     pub fatal: Option<Error>,
+    /// The GPU worker the measuring left idle, for a next run to reuse
+    /// ([`crate::isolate::worker::KeptWorker`]).
+    pub idle: Option<GpuWorker>,
 }
 
 /// Re-times the leaders interleaved (`--confirm-rounds`), unless the rounds failed or were
-/// interrupted; the idle worker is finished either way.
+/// interrupted; the idle worker is handed on either way.
 pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
     let Measured {
         mut built,
@@ -50,7 +54,6 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
             opts,
             stored,
         );
-        gpus.finish();
         built.outcome.phases.confirm_s = t.elapsed().as_secs_f64();
         // Ctrl-C during the contest stops the run like any other: no winner is claimed and
         // best.csv is left alone; every measured row is kept.
@@ -59,8 +62,6 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         } else {
             built.outcome.confidence = confidence?;
         }
-    } else {
-        gpus.finish();
     }
     Ok(Measurements {
         built,
@@ -69,6 +70,7 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         ledger,
         n_baselines,
         fatal,
+        idle: gpus.into_idle(),
     })
 }
 

@@ -333,6 +333,7 @@ fn job_desc(
         checker_cubin,
         adaptive_cutoff: opts.adaptive.then_some(ADAPTIVE_CUTOFF),
         confirm_rounds: 0,
+        best_ms: None,
         tasks,
     }
 }

@@ -37,6 +37,7 @@ pub(super) fn rank(m: Measurements) -> Ranked {
         ledger,
         n_baselines,
         fatal,
+        idle: _,
     } = m;
     let Built {
         setup,

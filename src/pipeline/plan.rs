@@ -7,7 +7,7 @@ use crate::cuda::compile::{default_cache_dir, Compiler};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::isolate::device::Device;
-use crate::isolate::worker::{GpuWorker, Starting};
+use crate::isolate::worker::{GpuWorker, KeptWorker, Starting};
 use crate::model::limits::DeviceLimits;
 use crate::model::shape::Shape;
 use crate::spec::codegen::Renderer;
@@ -100,14 +100,16 @@ impl Setup {
     }
 }
 
-/// The first GPU worker of a run with workers, started before [`plan`] so that its driver and
-/// context start while the space is enumerated; bad input still ends the run (and, dropped,
-/// the worker) before a GPU is asked for. [`device`] reads its report.
-pub(super) fn first_worker(opts: &TuneOptions) -> Result<Option<Starting>> {
+/// The first GPU worker of a run with workers: the one an earlier run kept for this device,
+/// or one started now, before [`plan`], so that its driver and context start while the space
+/// is enumerated; bad input still ends the run (and, dropped, the worker) before a GPU is
+/// asked for. [`device`] reads its report.
+pub(super) fn first_worker(opts: &TuneOptions, kept: &mut KeptWorker) -> Result<Option<Starting>> {
     match &opts.isolation {
-        Isolation::Workers(exe) if !opts.compile_only => {
-            Ok(Some(GpuWorker::spawn(exe, opts.device)?))
-        }
+        Isolation::Workers(exe) if !opts.compile_only => match kept.take_for(exe, opts.device) {
+            Some(worker) => Ok(Some(worker)),
+            None => Ok(Some(GpuWorker::spawn(exe, opts.device)?)),
+        },
         _ => Ok(None),
     }
 }
@@ -305,7 +307,7 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
 /// starts and again by [`super::tuner::tune`]: the settings, the op (spec, template, dtype), the
 /// `--param` overrides and `--arch` (its form, and that this NVRTC compiles for it). Returns
 /// the op and the parsed overrides. A sweep keeps the op for all its shapes
-/// ([`super::tuner::tune_op`]), which check the rest again but do not load it again.
+/// ([`super::tuner::tune_keeping`]), which check the rest again but do not load it again.
 pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>)> {
     check_settings_and_folders(opts)?;
     let op = load_op(opts)?;

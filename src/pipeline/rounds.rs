@@ -57,11 +57,10 @@ impl Gpus {
         Ok(restarts)
     }
 
-    /// Ends the idle worker, if any.
-    pub fn finish(self) {
-        if let Some(w) = self.idle {
-            w.finish();
-        }
+    /// The worker the last job left idle, if any: the caller keeps it for a next run or
+    /// drops it (which ends it).
+    pub fn into_idle(self) -> Option<GpuWorker> {
+        self.idle
     }
 }
 
@@ -88,7 +87,8 @@ struct Tally {
     journal: Journal,
     journal_error: Option<Error>,
     clock_samples: Vec<(usize, ClockSample)>,
-    /// The fastest variant median so far, for the progress bar.
+    /// The fastest variant median so far: the progress bar shows it, and each job's
+    /// adaptive cutoff starts from it ([`Job::best_ms`]).
     best_ms: f64,
     pb: ProgressBar,
     work: f64,
@@ -356,6 +356,7 @@ fn run_job(
     if job.tasks.is_empty() {
         return Ok(());
     }
+    job.best_ms = Some(tally.best_ms).filter(|b| b.is_finite());
     let run = gpus.run(job, &mut |r| tally.take(ledger, outcome, r, true));
     job.tasks.clear();
     outcome.context_restarts += run?;

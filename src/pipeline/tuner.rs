@@ -9,6 +9,7 @@
 
 use super::{build, confirm, job, persist, plan, rounds};
 use crate::error::Result;
+use crate::isolate::worker::KeptWorker;
 use crate::spec::ops::Op;
 use std::time::Instant;
 
@@ -17,18 +18,20 @@ use super::outcome::TuneOutcome;
 
 /// Runs the whole pipeline for one op and shape; the op is loaded from what `opts` names.
 pub fn tune(opts: &TuneOptions) -> Result<TuneOutcome> {
-    run(opts, None)
+    tune_keeping(opts, None, &mut KeptWorker::default())
 }
 
-/// [`tune`] with the op `opts` names already loaded (a sweep loads it once for all its
-/// shapes, [`check_inputs`]).
-pub fn tune_op(opts: &TuneOptions, op: &Op) -> Result<TuneOutcome> {
-    run(opts, Some(op))
-}
-
-fn run(opts: &TuneOptions, op: Option<&Op>) -> Result<TuneOutcome> {
+/// [`tune`] for one of several runs in a row on one device: the run starts on the GPU worker
+/// in `kept` when there is one for its device (else it starts one), and leaves its idle
+/// worker there for the next run. `op`: the op `opts` names, when already loaded (a sweep
+/// loads it once for all its shapes, [`check_inputs`](super::plan::check_inputs)).
+pub fn tune_keeping(
+    opts: &TuneOptions,
+    op: Option<&Op>,
+    kept: &mut KeptWorker,
+) -> Result<TuneOutcome> {
     let t0 = Instant::now();
-    let starting = plan::first_worker(opts)?;
+    let starting = plan::first_worker(opts, kept)?;
     let plan = plan::plan(opts, op)?;
     let setup = plan::device(opts, plan, starting, t0)?;
     let built = build::build(opts, setup)?;
@@ -37,6 +40,7 @@ fn run(opts: &TuneOptions, op: Option<&Op>) -> Result<TuneOutcome> {
     };
     let staged = job::job(opts, built, &dev)?;
     let measured = rounds::settle(rounds::rounds(opts, staged)?);
-    let confirmed = confirm::confirm(opts, measured)?;
+    let mut confirmed = confirm::confirm(opts, measured)?;
+    kept.keep(confirmed.idle.take());
     persist::persist(opts, persist::rank(confirmed), t0)
 }
