@@ -15,7 +15,9 @@
 #                                        unknown name; $GPU_PART_LIMIT_S (default 540) stops a
 #                                        part that runs longer
 #   bash scripts/gpu.sh tests list       the parts and their tests
-#   bash scripts/gpu.sh check [DB]       GPU machine: `tune check` of results/best.csv (or DB)
+#   bash scripts/gpu.sh check [DB] [N]   GPU machine: `tune check` of results/best.csv (or DB), N
+#                                        times in a row (default 1), a line per run (exit code,
+#                                        seconds, PASS and FAIL counts); exit 1 when one failed
 #   bash scripts/gpu.sh retune [OP:SHAPE:DTYPE ...]
 #                                        GPU machine: re-tunes the rows of results/best.csv
 #                                        with the default command into $OUT/best.csv (all of
@@ -255,8 +257,19 @@ tests)
   ;;
 check)
   mkdir -p "$OUT"
-  "$bin/tune" check --db "${1:-results/best.csv}" 2>&1 | tee "$OUT/check.log"
-  exit "${PIPESTATUS[0]}"
+  db=${1:-results/best.csv}
+  runs=${2:-1}
+  [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "check: N must be a positive number, not '$runs'" >&2; exit 2; }
+  worst=0
+  for i in $(seq 1 "$runs"); do
+    t0=$(date +%s)
+    "$bin/tune" check --db "$db" > "$OUT/check-$i.log" 2>&1
+    rc=$?
+    (( rc > worst )) && worst=$rc
+    (( runs == 1 )) && cat "$OUT/check-$i.log"
+    echo "check $i of $runs: exit $rc, $(( $(date +%s) - t0 )) s, $(grep -c '^PASS' "$OUT/check-$i.log") PASS, $(grep -c '^FAIL' "$OUT/check-$i.log") FAIL"
+  done
+  exit "$worst"
   ;;
 retune)
   # No arguments: every (op, shape, dtype) of results/best.csv, a faster stored row stays.
