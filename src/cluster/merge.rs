@@ -594,16 +594,7 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
         .iter()
         .filter(|r| r.status == Status::Ok && roof_names.contains(r.name.as_str()))
         .min_by(|a, b| median(a).total_cmp(&median(b)))
-        .map(|r| (r.name.clone(), median(r)));
-    for r in &mut records {
-        r.frac_of_roof = match &roof {
-            Some((_, ms)) => r
-                .stats
-                .filter(|_| r.status == Status::Ok)
-                .map(|s| ms / s.median_ms),
-            None => None,
-        };
-    }
+        .map(|r| r.name.clone());
 
     // The winner.
     let verified = |r: &Record| r.kind == Kind::Variant && r.status == Status::Ok;
@@ -637,8 +628,20 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
         })
     };
 
+    // Every fraction of the roof, once the confirmation is kept or cleared: a leader keeps
+    // the ratio over the interleaved rounds its roof ran in too.
+    match roof
+        .as_ref()
+        .and_then(|name| records[..n_baselines].iter().find(|r| &r.name == name))
+    {
+        Some(r) => {
+            let (ms, in_rounds) = (median(r), r.confirm.map(|c| c.median_ms));
+            crate::store::record::set_fracs_of_roof(&mut records, ms, in_rounds);
+        }
+        None => records.iter_mut().for_each(|r| r.frac_of_roof = None),
+    }
     let mut info = first.run.clone();
-    info.roof = roof.as_ref().map(|r| r.0.clone()).unwrap_or_default();
+    info.roof = roof.unwrap_or_default();
     let journal = merge_journals(parts);
     let best = match (winner, &partial) {
         (Some(w), None) => Some(best_row(&records, w, &parts[from[w]], &info)),

@@ -50,6 +50,16 @@ impl Loaded {
     }
 }
 
+/// A task's launch on the buffers of timing slot `s` (see [`Session::launcher`]).
+type Launcher<'s> = Box<dyn Fn(usize) -> GpuResult<()> + 's>;
+
+/// Why a task cannot be launched: a fault loading its kernel (which may have cost the
+/// context), or a plain reason.
+enum Unready {
+    Fault(GpuFault),
+    Why(String),
+}
+
 /// Host-side data of a job: inputs and, when computed on the CPU, the expected output, as
 /// raw bytes of the job's element type.
 struct HostData {
@@ -287,54 +297,98 @@ impl Session {
         self.buffers.iter().find(|(n, _)| n == name).map(|(_, b)| b)
     }
 
-    /// Verifies each task, then times them interleaved, one launch of each per round, so
-    /// clock drift and other slow changes hit every candidate alike.
-    fn run_interleaved(&self, job: &Job, tasks: &[Task]) -> Vec<TaskResult> {
-        let mut results: Vec<TaskResult> = Vec::new();
-        let mut loaded = Vec::new();
-        for task in tasks {
-            let Work::Kernel {
+    /// The buffer a task's output must equal and how it is compared: the expected output
+    /// (the job's comparison), or the input buffer it copies (bit-exact).
+    fn expect_of(&self, job: &Job, task: &Task) -> std::result::Result<(&Buffer, Compare), String> {
+        if task.expect == "reference" {
+            return Ok((&self.expected, job.compare));
+        }
+        self.buffer(&task.expect)
+            .map(|b| (b, Compare::Exact))
+            .ok_or_else(|| format!("expect names no buffer {}", task.expect))
+    }
+
+    /// What a task launches, ready to enqueue on the buffers of any timing slot, and its
+    /// kernel's register count (none for a copy or cuBLAS).
+    fn launcher(&self, task: &Task) -> std::result::Result<(Launcher<'_>, Option<i32>), Unready> {
+        match &task.work {
+            Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
+                (Some(f), Some(t)) => {
+                    let (src, dst, bytes) = (f.ptr, t.ptr, f.bytes().min(t.bytes()));
+                    let copy = move |s: usize| {
+                        self.gpu
+                            .copy(self.slot_ptr(dst, s), self.slot_ptr(src, s), bytes)
+                    };
+                    Ok((Box::new(copy), None))
+                }
+                _ => Err(Unready::Why(format!(
+                    "memcpy names an unknown buffer ({from} → {to})"
+                ))),
+            },
+            Work::Sgemm { a, b, c, m, n, k } => {
+                match (&self.blas, self.buffer(a), self.buffer(b), self.buffer(c)) {
+                    (Err(why), ..) => Err(Unready::Why(why.clone())),
+                    (Ok(blas), Some(a), Some(b), Some(c)) => {
+                        let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
+                        let gemm = move |s: usize| {
+                            let at = |p| self.slot_ptr(p, s);
+                            self.gpu.sgemm(blas, at(a), at(b), at(c), m, n, k)
+                        };
+                        Ok((Box::new(gemm), None))
+                    }
+                    _ => Err(Unready::Why("sgemm names an unknown buffer".into())),
+                }
+            }
+            Work::Kernel {
                 cubin,
                 kernel,
                 launch,
                 before,
-            } = &task.work
-            else {
-                results.push(failed(
-                    task.id,
-                    "only kernels are re-timed interleaved".into(),
-                ));
-                continue;
-            };
-            let out = &self.buffers[self.output].1;
-            let ready = std::fs::read(cubin)
-                .map_err(|e| e.to_string())
-                .and_then(|image| {
-                    let k = Loaded::new(&self.gpu, &image, kernel, *launch, before)
-                        .map_err(|f| f.to_string())?;
-                    self.poison().map_err(|f| f.to_string())?;
-                    k.enqueue(&self.gpu, &self.args)
-                        .map_err(|f| f.to_string())?;
-                    self.gpu
-                        .synchronize("running the kernel")
-                        .map_err(|f| f.to_string())?;
-                    let cmp = self
-                        .checker
-                        .compare(&self.gpu, out, &self.expected)
-                        .map_err(|f| f.to_string())?;
-                    cmp.judge(job.compare, job.rtol, out.len as u64)?;
-                    Ok(k)
-                });
+            } => {
+                let image = std::fs::read(cubin)
+                    .map_err(|e| Unready::Why(format!("cannot read {}: {e}", cubin.display())))?;
+                let k = Loaded::new(&self.gpu, &image, kernel, *launch, before)
+                    .map_err(Unready::Fault)?;
+                let registers = k.registers();
+                let run = move |s: usize| k.enqueue(&self.gpu, &self.slot_args(s));
+                Ok((Box::new(run), Some(registers)))
+            }
+        }
+    }
+
+    /// Verifies each task, then times them interleaved, one launch of each per round, so
+    /// clock drift and other slow changes hit every candidate alike.
+    fn run_interleaved(&self, job: &Job, tasks: &[Task]) -> Vec<TaskResult> {
+        let mut results: Vec<TaskResult> = Vec::new();
+        // Every kind of task takes part (the roof baselines run in the rounds beside the
+        // leaders); each is verified first, as in its first timing.
+        let mut loaded: Vec<(usize, Launcher<'_>, Option<i32>)> = Vec::new();
+        for task in tasks {
+            let ready = self.expect_of(job, task).and_then(|(expect, mode)| {
+                let (launch, registers) = self.launcher(task).map_err(|u| match u {
+                    Unready::Fault(f) => f.to_string(),
+                    Unready::Why(why) => why,
+                })?;
+                let out = &self.buffers[self.output].1;
+                self.poison().map_err(|f| f.to_string())?;
+                launch(0).map_err(|f| f.to_string())?;
+                self.gpu
+                    .synchronize("running the kernel")
+                    .map_err(|f| f.to_string())?;
+                let cmp = self
+                    .checker
+                    .compare(&self.gpu, out, expect)
+                    .map_err(|f| f.to_string())?;
+                cmp.judge(mode, job.rtol, out.len as u64)?;
+                Ok((launch, registers))
+            });
             match ready {
-                Ok(k) => loaded.push((task.id, k)),
+                Ok((launch, registers)) => loaded.push((task.id, launch, registers)),
                 Err(e) => results.push(failed(task.id, e)),
             }
         }
         let rounds = job.confirm_rounds;
-        let enqueues: Vec<_> = loaded
-            .iter()
-            .map(|(_, k)| move |s: usize| k.enqueue(&self.gpu, &self.slot_args(s)))
-            .collect();
+        let enqueues: Vec<&Launcher<'_>> = loaded.iter().map(|(_, l, _)| l).collect();
         let timed = (|| -> GpuResult<(Vec<Vec<f64>>, Vec<usize>)> {
             let events = self.gpu.timing_events(loaded.len())?;
             let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
@@ -369,9 +423,9 @@ impl Session {
         })();
         match timed {
             Ok((samples, batches)) => {
-                for (((id, k), s), batch) in loaded.iter().zip(samples).zip(batches) {
+                for (((id, _, registers), s), batch) in loaded.iter().zip(samples).zip(batches) {
                     let mut r = failed(*id, String::new());
-                    r.registers = Some(k.registers());
+                    r.registers = *registers;
                     r.stats = Stats::from_batches(&s, batch);
                     r.samples = s;
                     r.clock = self.clocks.as_ref().and_then(|c| c.sample());
@@ -389,59 +443,16 @@ impl Session {
 
     fn run(&self, job: &Job, task: &Task) -> TaskResult {
         let mut r = failed(task.id, String::new());
-        let (expect, mode) = if task.expect == "reference" {
-            (&self.expected, job.compare)
-        } else {
-            match self.buffer(&task.expect) {
-                Some(b) => (b, Compare::Exact),
-                None => {
-                    r.error = format!("expect names no buffer {}", task.expect);
-                    return r;
-                }
-            }
-        };
-        let outcome = match &task.work {
-            Work::Memcpy { from, to } => match (self.buffer(from), self.buffer(to)) {
-                (Some(f), Some(t)) => {
-                    let (src, dst, bytes) = (f.ptr, t.ptr, f.bytes().min(t.bytes()));
-                    self.check_and_time(job, task, expect, mode, &mut r, &|s| {
-                        self.gpu
-                            .copy(self.slot_ptr(dst, s), self.slot_ptr(src, s), bytes)
-                    })
-                }
-                _ => Err(format!("memcpy names an unknown buffer ({from} → {to})")),
-            },
-            Work::Sgemm { a, b, c, m, n, k } => {
-                match (&self.blas, self.buffer(a), self.buffer(b), self.buffer(c)) {
-                    (Err(why), ..) => Err(why.clone()),
-                    (Ok(blas), Some(a), Some(b), Some(c)) => {
-                        let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
-                        self.check_and_time(job, task, expect, mode, &mut r, &|s| {
-                            let at = |p| self.slot_ptr(p, s);
-                            self.gpu.sgemm(blas, at(a), at(b), at(c), m, n, k)
-                        })
+        let outcome =
+            self.expect_of(job, task)
+                .and_then(|(expect, mode)| match self.launcher(task) {
+                    Ok((launch, registers)) => {
+                        r.registers = registers;
+                        self.check_and_time(job, task, expect, mode, &mut r, &*launch)
                     }
-                    _ => Err("sgemm names an unknown buffer".into()),
-                }
-            }
-            Work::Kernel {
-                cubin,
-                kernel,
-                launch,
-                before,
-            } => match std::fs::read(cubin) {
-                Err(e) => Err(format!("cannot read {}: {e}", cubin.display())),
-                Ok(image) => match Loaded::new(&self.gpu, &image, kernel, *launch, before) {
-                    Err(f) => Err(self.fault(&mut r, f)),
-                    Ok(k) => {
-                        r.registers = Some(k.registers());
-                        self.check_and_time(job, task, expect, mode, &mut r, &|s| {
-                            k.enqueue(&self.gpu, &self.slot_args(s))
-                        })
-                    }
-                },
-            },
-        };
+                    Err(Unready::Fault(f)) => Err(self.fault(&mut r, f)),
+                    Err(Unready::Why(why)) => Err(why),
+                });
         match outcome {
             Ok(stats) => {
                 if task.contender && stats.median_ms < self.best_ms.get() {

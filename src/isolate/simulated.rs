@@ -360,18 +360,12 @@ impl Simulated {
         r
     }
 
-    /// A confirmation job: every task verified, then one launch of each per round.
+    /// A confirmation job: every task verified, then one launch of each per round (the
+    /// leaders and, beside them, the roof baselines).
     fn run_interleaved(&mut self, job: &Job, tasks: &[Task], out_len: usize) -> Vec<TaskResult> {
         let mut results = Vec::new();
         let mut timed = Vec::new();
         for task in tasks {
-            if !matches!(task.work, Work::Kernel { .. }) {
-                results.push(failed(
-                    task.id,
-                    "only kernels are re-timed interleaved".into(),
-                ));
-                continue;
-            }
             match self.check(task, out_len) {
                 Ok(()) => timed.push(task),
                 Err((why, _)) => results.push(failed(task.id, why)),
@@ -381,16 +375,18 @@ impl Simulated {
         // A first round of single launches picks each task's batch, as on a GPU.
         let batches: Vec<usize> = timed
             .iter()
-            .map(|t| batch_size(self.launch(&t.label, false, 1)[0]))
+            .map(|t| batch_size(self.launch(&t.label, !t.contender, 1)[0]))
             .collect();
         for _round in 0..job.confirm_rounds {
             for (i, task) in timed.iter().enumerate() {
-                samples[i].extend(self.batches(&task.label, false, 1, batches[i]));
+                samples[i].extend(self.batches(&task.label, !task.contender, 1, batches[i]));
             }
         }
         for ((task, s), batch) in timed.iter().zip(samples).zip(batches) {
             let mut r = failed(task.id, String::new());
-            r.registers = Some(self.model.registers(&task.label));
+            if matches!(task.work, Work::Kernel { .. }) {
+                r.registers = Some(self.model.registers(&task.label));
+            }
             r.stats = Stats::from_batches(&s, batch);
             r.samples = s;
             r.clock = Some(self.clock(&task.label));

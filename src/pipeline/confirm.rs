@@ -45,6 +45,18 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         let mut cjob = job.clone();
         cjob.tasks = all_tasks;
         let stored = stored_winner(opts, &built.setup.op, &info, &ledger.records);
+        let roofs: Vec<usize> = (0..n_baselines)
+            .filter(|&at| {
+                built
+                    .setup
+                    .op
+                    .spec
+                    .baselines
+                    .get(at)
+                    .is_some_and(|b| b.roof)
+                    && ledger.records[at].status == Status::Ok
+            })
+            .collect();
         let t = std::time::Instant::now();
         let confidence = retime_leaders(
             &cjob,
@@ -53,6 +65,7 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
             &mut ledger.records,
             opts,
             stored,
+            &roofs,
         );
         built.outcome.phases.confirm_s = t.elapsed().as_secs_f64();
         // Ctrl-C during the contest stops the run like any other: no winner is claimed and
@@ -135,7 +148,11 @@ pub(super) fn stored_winner(
 }
 
 /// Re-times the leading variants interleaved, computes each one's interval against the
-/// fastest, and picks the winner by the tie rule ([`pick`]).
+/// fastest, and picks the winner by the tie rule ([`pick`]). The roof baselines (`roofs`,
+/// record positions) run in every round too, without competing: a leader's % of roof is then
+/// a ratio of medians over the same rounds, not of two timings taken seconds apart, which for
+/// kernels of tens of microseconds differ by 10 % and more (cuBLAS's first launches spread
+/// widely).
 ///
 /// Successive halving spends the rounds where they decide something: every leader gets a
 /// stage of interleaved rounds, then those clearly slower than the fastest (slower by more
@@ -149,6 +166,7 @@ fn retime_leaders(
     records: &mut [Record],
     opts: &TuneOptions,
     stored: Option<usize>,
+    roofs: &[usize],
 ) -> Result<Option<Confidence>> {
     let median = |at: usize| {
         records[at]
@@ -189,12 +207,17 @@ fn retime_leaders(
         .iter()
         .find(|(_, at)| Some(*at) == stored)
         .map(|(id, _)| *id);
+    let roof_ids: Vec<(usize, usize)> = task_record
+        .iter()
+        .filter(|(_, at)| roofs.contains(at))
+        .map(|(&id, &at)| (id, at))
+        .collect();
     let (mut samples, spent) = halving(&ids, kept, opts.confirm_rounds, seed, |alive, rounds| {
         let mut cjob = job.clone();
         cjob.tasks = job
             .tasks
             .iter()
-            .filter(|t| alive.contains(&t.id))
+            .filter(|t| alive.contains(&t.id) || roof_ids.iter().any(|(id, _)| *id == t.id))
             .cloned()
             .collect();
         cjob.confirm_rounds = rounds;
@@ -214,7 +237,26 @@ fn retime_leaders(
     if timed.len() < 2 {
         return Ok(None);
     }
-    Ok(Some(pick(&timed, records, stored, seed, spent)))
+    let confidence = pick(&timed, records, stored, seed, spent);
+    let winner = &timed
+        .iter()
+        .find(|(at, _)| *at == confidence.winner)
+        .expect("the winner was timed")
+        .1;
+    for (id, at) in roof_ids {
+        if let Some(s) = samples.remove(&id) {
+            let cmp = crate::measure::stats::compare(winner, &s, 2000, seed);
+            records[at].confirm = Some(crate::store::record::Confirmed {
+                median_ms: med(&s),
+                vs_winner_pct: cmp.slower_pct,
+                ci_low_pct: cmp.ci_low_pct,
+                ci_high_pct: cmp.ci_high_pct,
+                tied: false,
+                winner: false,
+            });
+        }
+    }
+    Ok(Some(confidence))
 }
 
 /// The halving schedule over the leaders `ids` (task ids): stages of a quarter of `total`

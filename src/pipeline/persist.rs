@@ -112,7 +112,8 @@ pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<Tune
 
 /// The roof (the fastest verified baseline marked `roof`) and every record's fraction of it,
 /// then the winner: the confirmed one, else the fastest verified variant. The records move
-/// into `outcome`.
+/// into `outcome`. A record re-timed in the interleaved rounds that the roof ran in too is
+/// compared with the roof's median over those rounds; the others with its first timing.
 fn rank_records(
     op: &Op,
     info: &mut RunInfo,
@@ -127,17 +128,15 @@ fn rank_records(
         .iter()
         .zip(&records[..n_baselines])
         .filter(|(b, r)| b.roof && r.status == Status::Ok)
-        .filter_map(|(b, r)| r.stats.map(|s| (b.name.clone(), s.median_ms)))
+        .filter_map(|(b, r)| {
+            r.stats
+                .map(|s| (b.name.clone(), s.median_ms, r.confirm.map(|c| c.median_ms)))
+        })
         .min_by(|a, b| a.1.total_cmp(&b.1));
-    if let Some((name, ms)) = &roof {
+    if let Some((name, ms, in_rounds)) = &roof {
         info.roof = name.clone();
         outcome.roof_throughput = Some(work / (ms * 1e-3) / 1e9);
-        for r in &mut records {
-            r.frac_of_roof = r
-                .stats
-                .filter(|_| r.status == Status::Ok)
-                .map(|s| ms / s.median_ms);
-        }
+        crate::store::record::set_fracs_of_roof(&mut records, *ms, *in_rounds);
     }
     let fastest = records
         .iter()

@@ -255,6 +255,9 @@ fn write_winner(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
                 st.median_ms,
                 st.min_ms
             );
+            if let Some(line) = roof_in_rounds_line(o, b, &info.roof) {
+                let _ = writeln!(s, "{line}");
+            }
         }
         None => {
             let _ = writeln!(
@@ -447,15 +450,40 @@ pub fn too_noisy_to_rank(
 pub const NOISY_ROOF_PCT: f64 = 10.0;
 pub const NOISY_ROOF_VS_VARIANTS: f64 = 3.0;
 
+/// Where the winner's % of roof comes from the interleaved rounds the roof ran in too: the
+/// two medians over those rounds (the Best line's median is the winner's first timing).
+fn roof_in_rounds_line(o: &TuneOutcome, best: &Record, roof: &str) -> Option<String> {
+    let mine = best.confirm?;
+    let theirs = o
+        .records
+        .iter()
+        .find(|r| r.kind == Kind::Baseline && r.name == roof)?
+        .confirm?;
+    let rounds = o.confidence.as_ref()?.rounds;
+    Some(format!(
+        "      ({} of {roof} over the {rounds} interleaved rounds both ran in: medians {:.4} ms and {:.4} ms)",
+        pct(best.frac_of_roof),
+        mine.median_ms,
+        theirs.median_ms
+    ))
+}
+
 /// A warning when the roof baseline (named `roof`) timed much more noisily than the run's
-/// verified variants, or `None`.
+/// verified variants, or `None`. Where the roof also ran in the interleaved rounds, the
+/// leaders re-timed there are compared with its median over them, and the warning says so.
 pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
     let r = records
         .iter()
         .find(|r| r.kind == Kind::Baseline && r.name == roof && r.status == Status::Ok)?;
     let (st, typical) = noisy(records, r)?;
+    let which = if r.confirm.is_some() {
+        "the % of it of every configuration not re-timed in the interleaved rounds above is \
+         uncertain (the re-timed leaders are compared with its median over those rounds)"
+    } else {
+        "every % of it above is uncertain"
+    };
     Some(format!(
-        "Warning: the roof {roof} timed noisily (spread {:.1}% over {} launches against the kernels' typical {typical:.1}%; median {:.4} ms, min {:.4} ms), so every % of it above is uncertain; run again to compare",
+        "Warning: the roof {roof} timed noisily (spread {:.1}% over {} launches against the kernels' typical {typical:.1}%; median {:.4} ms, min {:.4} ms), so {which}; run again to compare",
         st.spread_pct, st.samples, st.median_ms, st.min_ms
     ))
 }

@@ -156,6 +156,20 @@ pub struct Confirmed {
     pub winner: bool,
 }
 
+/// Every record's fraction of the roof, whose first timing's median is `roof_ms` and whose
+/// median over the interleaved rounds is `roof_in_rounds` (when it ran in them): a record
+/// re-timed in those rounds is compared with the roof over them, any other by first timings,
+/// so each fraction is a ratio of medians taken side by side. Unverified records get none.
+pub fn set_fracs_of_roof(records: &mut [Record], roof_ms: f64, roof_in_rounds: Option<f64>) {
+    for r in records {
+        r.frac_of_roof = match (r.status, r.confirm, roof_in_rounds) {
+            (Status::Ok, Some(c), Some(roof)) => Some(roof / c.median_ms),
+            (Status::Ok, ..) => r.stats.map(|s| roof_ms / s.median_ms),
+            _ => None,
+        };
+    }
+}
+
 impl Record {
     /// A record with no outcome yet (status `pruned`, no error): callers fill in the rest.
     pub fn new(kind: Kind, name: &str, params: Vec<(String, String)>) -> Record {
@@ -225,4 +239,48 @@ pub struct RunInfo {
     /// The CUDA version the driver supports (`13.0`), as `best.csv`'s `driver` column.
     pub driver: String,
     pub nvrtc: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::bench::Stats;
+
+    fn timed(kind: Kind, name: &str, ms: f64, in_rounds: Option<f64>) -> Record {
+        let mut r = Record::new(kind, name, Vec::new());
+        r.status = Status::Ok;
+        r.stats = Stats::from_samples(&[ms, ms, ms]);
+        r.confirm = in_rounds.map(|median_ms| Confirmed {
+            median_ms,
+            vs_winner_pct: 0.0,
+            ci_low_pct: 0.0,
+            ci_high_pct: 0.0,
+            tied: false,
+            winner: false,
+        });
+        r
+    }
+
+    /// A re-timed leader is held to the roof's median over the rounds, any other record to
+    /// its first timing; a roof that did not run in the rounds leaves every record on first
+    /// timings; an unverified record has no fraction.
+    #[test]
+    fn each_fraction_of_the_roof_compares_medians_taken_side_by_side() {
+        let mut records = vec![
+            timed(Kind::Baseline, "cublas_sgemm", 1.0, Some(1.1)),
+            timed(Kind::Variant, "v1", 2.0, Some(2.2)),
+            timed(Kind::Variant, "v2", 4.0, None),
+            Record::new(Kind::Variant, "v3", Vec::new()),
+        ];
+        set_fracs_of_roof(&mut records, 1.0, Some(1.1));
+        let fracs: Vec<Option<f64>> = records.iter().map(|r| r.frac_of_roof).collect();
+        assert_eq!(fracs, [Some(1.0), Some(0.5), Some(0.25), None]);
+        set_fracs_of_roof(&mut records, 1.0, None);
+        assert_eq!(records[1].frac_of_roof, Some(0.5));
+        records[1].confirm.as_mut().unwrap().median_ms = 4.4;
+        set_fracs_of_roof(&mut records, 1.0, Some(1.1));
+        assert_eq!(records[1].frac_of_roof, Some(0.25));
+        set_fracs_of_roof(&mut records, 1.0, None);
+        assert_eq!(records[1].frac_of_roof, Some(0.5));
+    }
 }
