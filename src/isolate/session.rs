@@ -392,25 +392,37 @@ impl Session {
         let timed = (|| -> GpuResult<(Vec<Vec<f64>>, Vec<usize>)> {
             let events = self.gpu.timing_events(loaded.len())?;
             let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
-            // One round of single launches first: every kernel warm, the clocks up, and each
-            // kernel's launch time, which picks how its samples are taken.
-            self.timer
-                .launch_timed(&self.gpu, &events, 0, "interleaved launches", |i| {
-                    enqueues[i](0)
-                })?;
-            let samplers = events
-                .iter()
-                .zip(&enqueues)
-                .map(|(pair, e)| {
-                    let ms = crate::cuda::gpu::elapsed_ms(pair)?;
-                    self.timer.sampler(&self.gpu, ms, e, &|n| self.slots(n))
-                })
-                .collect::<GpuResult<Vec<_>>>()?;
-            for round in 1..=rounds {
+            // Rounds of single launches first, as many as a first timing's warm-up: every
+            // task warm, the clocks up, and the median of each task's launches picks how its
+            // samples are taken, by the rule of its first timing (one launch alone can be
+            // slow: a cuBLAS call's first then timed unbatched, with its host overhead).
+            let mut warm = vec![Vec::new(); loaded.len()];
+            for round in 0..job.bench.warmup.max(1) {
                 self.timer.launch_timed(
                     &self.gpu,
                     &events,
                     round * loaded.len(),
+                    "interleaved launches",
+                    |i| enqueues[i](0),
+                )?;
+                for (w, pair) in warm.iter_mut().zip(&events) {
+                    w.push(crate::cuda::gpu::elapsed_ms(pair)?);
+                }
+            }
+            let samplers = warm
+                .iter()
+                .zip(&enqueues)
+                .map(|(w, e)| {
+                    let ms = Stats::from_samples(w).map_or(f64::NAN, |s| s.median_ms);
+                    self.timer.sampler(&self.gpu, ms, e, &|n| self.slots(n))
+                })
+                .collect::<GpuResult<Vec<_>>>()?;
+            let first_round = job.bench.warmup.max(1) * loaded.len();
+            for round in 1..=rounds {
+                self.timer.launch_timed(
+                    &self.gpu,
+                    &events,
+                    first_round + round * loaded.len(),
                     "interleaved launches",
                     |i| samplers[i].enqueue(&self.gpu, &enqueues[i]),
                 )?;

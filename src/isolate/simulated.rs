@@ -372,10 +372,14 @@ impl Simulated {
             }
         }
         let mut samples = vec![Vec::new(); timed.len()];
-        // A first round of single launches picks each task's batch, as on a GPU.
+        // Warm-up rounds of single launches pick each task's batch, as on a GPU.
+        let warmup = job.bench.warmup.max(1);
         let batches: Vec<usize> = timed
             .iter()
-            .map(|t| batch_size(self.launch(&t.label, !t.contender, 1)[0]))
+            .map(|t| {
+                let warm = self.launch(&t.label, !t.contender, warmup);
+                batch_size(Stats::from_samples(&warm).map_or(f64::NAN, |s| s.median_ms))
+            })
             .collect();
         for _round in 0..job.confirm_rounds {
             for (i, task) in timed.iter().enumerate() {
