@@ -1022,12 +1022,23 @@ fn the_winner_comes_with_a_confidence_interval() {
         let conf = o.records[at].confirm.unwrap();
         assert!(conf.ci_low_pct <= conf.vs_winner_pct && conf.vs_winner_pct <= conf.ci_high_pct);
     }
-    // The CSV carries the interval.
+    // The CSV carries the interval; the roof ran in the rounds too, and the winner's % of it
+    // is the ratio of the two medians there.
     let back = read_run_csv(o.csv_path.as_ref().unwrap()).unwrap();
     assert_eq!(
-        back.iter().filter(|r| r.confirm.is_some()).count(),
+        back.iter()
+            .filter(|r| r.kind == Kind::Variant && r.confirm.is_some())
+            .count(),
         c.candidates.len()
     );
+    let info = o.info.as_ref().unwrap();
+    let roof = back
+        .iter()
+        .find(|r| r.kind == Kind::Baseline && r.name == info.roof)
+        .expect("the roof's row");
+    let in_rounds = roof.confirm.expect("the roof ran in the rounds").median_ms;
+    let frac = o.records[c.winner].frac_of_roof.unwrap();
+    assert!((frac - in_rounds / w.median_ms).abs() < 1e-9 * frac);
 }
 
 #[test]

@@ -394,8 +394,7 @@ impl Session {
             let mut samples = vec![Vec::with_capacity(rounds); loaded.len()];
             // Rounds of single launches first, as many as a first timing's warm-up: every
             // task warm, the clocks up, and the median of each task's launches picks how its
-            // samples are taken, by the rule of its first timing (one launch alone can be
-            // slow: a cuBLAS call's first then timed unbatched, with its host overhead).
+            // samples are taken, all alike (`contest_batches`).
             let mut warm = vec![Vec::new(); loaded.len()];
             for round in 0..job.bench.warmup.max(1) {
                 self.timer.launch_timed(
@@ -409,12 +408,16 @@ impl Session {
                     w.push(crate::cuda::gpu::elapsed_ms(pair)?);
                 }
             }
-            let samplers = warm
+            let per_launch: Vec<f64> = warm
                 .iter()
+                .map(|w| Stats::from_samples(w).map_or(f64::NAN, |s| s.median_ms))
+                .collect();
+            let samplers = crate::measure::bench::contest_batches(&per_launch)
+                .into_iter()
                 .zip(&enqueues)
-                .map(|(w, e)| {
-                    let ms = Stats::from_samples(w).map_or(f64::NAN, |s| s.median_ms);
-                    self.timer.sampler(&self.gpu, ms, e, &|n| self.slots(n))
+                .map(|(batch, e)| {
+                    self.timer
+                        .sampler_of(&self.gpu, batch, e, &|n| self.slots(n))
                 })
                 .collect::<GpuResult<Vec<_>>>()?;
             let first_round = job.bench.warmup.max(1) * loaded.len();

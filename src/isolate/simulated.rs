@@ -14,7 +14,9 @@ use super::interrupt::interrupted;
 use super::protocol::{failed, Job, Task, TaskResult, Work};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::measure::bench::{adaptive_cutoff, adaptive_samples, batch_size, Stats};
+use crate::measure::bench::{
+    adaptive_cutoff, adaptive_samples, batch_size, contest_batches, Stats,
+};
 use crate::measure::clocks::ClockSample;
 use crate::model::limits::DeviceLimits;
 use rand::{Rng, SeedableRng};
@@ -372,15 +374,16 @@ impl Simulated {
             }
         }
         let mut samples = vec![Vec::new(); timed.len()];
-        // Warm-up rounds of single launches pick each task's batch, as on a GPU.
+        // Warm-up rounds of single launches pick the tasks' batches, as on a GPU.
         let warmup = job.bench.warmup.max(1);
-        let batches: Vec<usize> = timed
+        let per_launch: Vec<f64> = timed
             .iter()
             .map(|t| {
                 let warm = self.launch(&t.label, !t.contender, warmup);
-                batch_size(Stats::from_samples(&warm).map_or(f64::NAN, |s| s.median_ms))
+                Stats::from_samples(&warm).map_or(f64::NAN, |s| s.median_ms)
             })
             .collect();
+        let batches = contest_batches(&per_launch);
         for _round in 0..job.confirm_rounds {
             for (i, task) in timed.iter().enumerate() {
                 samples[i].extend(self.batches(&task.label, !task.contender, 1, batches[i]));

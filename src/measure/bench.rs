@@ -100,7 +100,32 @@ pub fn batch_size(per_launch_ms: f64) -> usize {
     if per_launch_ms.is_nan() || per_launch_ms <= 0.0 || per_launch_ms >= BATCH_BELOW_MS {
         return 1;
     }
+    batch_of(per_launch_ms)
+}
+
+/// Launches in a batch of about [`BATCH_MS`], for a launch of `per_launch_ms`.
+fn batch_of(per_launch_ms: f64) -> usize {
     ((BATCH_MS / per_launch_ms).ceil() as usize).clamp(2, MAX_BATCH)
+}
+
+/// Launches per sample for the tasks of one interleaved contest, by their single launches:
+/// [`batch_size`] each, except that once one is batched, all are. A batch times launches back
+/// to back, a single launch also its start-up: the leaders and the roof beside them must be
+/// timed alike, or a roof whose launches straddle [`BATCH_BELOW_MS`] (cuBLAS at 15-20 µs)
+/// compares its single launches with the leaders' batches.
+pub fn contest_batches(per_launch_ms: &[f64]) -> Vec<usize> {
+    let batches: Vec<usize> = per_launch_ms.iter().map(|&ms| batch_size(ms)).collect();
+    if batches.iter().all(|&b| b == 1) {
+        return batches;
+    }
+    per_launch_ms
+        .iter()
+        .zip(batches)
+        .map(|(&ms, b)| match b {
+            1 if ms > 0.0 => batch_of(ms),
+            b => b,
+        })
+        .collect()
 }
 
 /// Timed launches looked at before deciding that a variant is clearly slower than the best.
@@ -215,8 +240,19 @@ impl Timer {
         enqueue: Enqueue,
         slots: Slots,
     ) -> GpuResult<Sampler> {
+        self.sampler_of(gpu, batch_size(per_launch_ms), enqueue, slots)
+    }
+
+    /// The sampler for batches of `batch` launches (at most as many as there are slots with a
+    /// cold cache; 1: single launches), as [`Timer::sampler`].
+    pub fn sampler_of(
+        &self,
+        gpu: &Gpu,
+        mut batch: usize,
+        enqueue: Enqueue,
+        slots: Slots,
+    ) -> GpuResult<Sampler> {
         let cold = self.settings.cache == CacheState::Cold;
-        let mut batch = batch_size(per_launch_ms);
         if batch > 1 && cold {
             batch = batch.min(slots(batch)?);
         }
@@ -356,6 +392,11 @@ mod tests {
     fn short_launches_are_batched_to_a_tenth_of_a_millisecond() {
         assert_eq!(batch_size(0.5), 1);
         assert_eq!(batch_size(BATCH_BELOW_MS), 1);
+        // A contest times all its tasks in batches once one is batched.
+        assert_eq!(contest_batches(&[0.015, 0.021]), vec![7, 5]);
+        assert_eq!(contest_batches(&[0.0191, 0.0205, 2.0]), vec![6, 5, 2]);
+        assert_eq!(contest_batches(&[0.021, 0.04]), vec![1, 1]);
+        assert_eq!(contest_batches(&[f64::NAN, 0.01]), vec![1, 10]);
         assert_eq!(batch_size(0.019), 6);
         assert_eq!(batch_size(0.006), 17);
         assert_eq!(batch_size(0.0005), MAX_BATCH);
