@@ -35,10 +35,12 @@
 #                                        docs/benchmarks.md (each row: the default command and
 #                                        `--budget 400`, both from an empty cache and folder:
 #                                        winner as % of the same-run roof, wall time)
-#   bash scripts/gpu.sh repeat [N]       GPU machine: the same-answer table of docs/benchmarks.md:
-#                                        N (default 10) runs of each default command there, each
-#                                        from an empty cubin cache and a new --out folder, with
-#                                        each run's winner, % of roof and tie set
+#   bash scripts/gpu.sh repeat [N] [ARGS ...]
+#                                        GPU machine: the same-answer table of docs/benchmarks.md:
+#                                        N (default 10) runs of each default command there (or
+#                                        of each quoted ARGS, e.g. "--op sgemm --shape 511x513x515"),
+#                                        each from an empty cubin cache and a new --out folder,
+#                                        with each run's winner, % of roof and tie set
 #   bash scripts/gpu.sh profile          GPU machine: Nsight Compute counters (clocks left as
 #                                        they are) behind the two gaps of docs/benchmarks.md: the
 #                                        stored 8191x8191 transpose winner against copy_vec4 (DRAM
@@ -407,14 +409,17 @@ roof)
 repeat)
   mkdir -p "$OUT"
   n=${1:-10}
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "repeat: N must be a positive number, not '$n'" >&2; exit 2; }
+  shift || true
+  commands=("$@")
+  [ ${#commands[@]} -gt 0 ] || commands=("--op transpose --shape 1000x1000" \
+    "--op transpose --shape 2049x17" "--op sgemm --shape 1000x1000x1000")
   {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
     echo
     echo "| command | runs | distinct winners | runs with the most frequent winner | % of roof | tie set |"
     echo "|---|---|---|---|---|---|"
-    for args in "--op transpose --shape 1000x1000" \
-                "--op transpose --shape 2049x17" \
-                "--op sgemm --shape 1000x1000x1000"; do
+    for args in "${commands[@]}"; do
       : > "$OUT/repeat-one.txt"
       for _ in $(seq 1 "$n"); do
         cache=$(mktemp -d); dir=$(mktemp -d)
