@@ -450,21 +450,23 @@ pub fn too_noisy_to_rank(
 pub const NOISY_ROOF_PCT: f64 = 10.0;
 pub const NOISY_ROOF_VS_VARIANTS: f64 = 3.0;
 
-/// Where the winner's % of roof comes from the interleaved rounds the roof ran in too: the
-/// two medians over those rounds (the Best line's median is the winner's first timing).
+/// Where the roof also ran in the interleaved rounds: the winner's median there and the
+/// roof's two medians (the faster counts; the Best line's median is the winner's first
+/// timing).
 fn roof_in_rounds_line(o: &TuneOutcome, best: &Record, roof: &str) -> Option<String> {
     let mine = best.confirm?;
-    let theirs = o
+    let r = o
         .records
         .iter()
-        .find(|r| r.kind == Kind::Baseline && r.name == roof)?
-        .confirm?;
+        .find(|r| r.kind == Kind::Baseline && r.name == roof)?;
+    let (first, theirs) = (r.stats?.median_ms, r.confirm?.median_ms);
     let rounds = o.confidence.as_ref()?.rounds;
     Some(format!(
-        "      ({} of {roof} over the {rounds} interleaved rounds both ran in: medians {:.4} ms and {:.4} ms)",
+        "      ({} of {roof}: the winner's median over the {rounds} interleaved rounds, {:.4} ms, against {roof}'s faster median, {:.4} ms first timed or {:.4} ms over the rounds)",
         pct(best.frac_of_roof),
         mine.median_ms,
-        theirs.median_ms
+        first,
+        theirs
     ))
 }
 
@@ -478,7 +480,8 @@ pub fn noisy_roof_line(records: &[Record], roof: &str) -> Option<String> {
     let (st, typical) = noisy(records, r)?;
     let which = if r.confirm.is_some() {
         "the % of it of every configuration not re-timed in the interleaved rounds above is \
-         uncertain (the re-timed leaders are compared with its median over those rounds)"
+         uncertain (the re-timed leaders are compared with its faster median, first timed or \
+         over those rounds)"
     } else {
         "every % of it above is uncertain"
     };
