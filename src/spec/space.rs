@@ -392,6 +392,7 @@ pub fn enumerate_space(
             for slot in (0..digits.len()).rev() {
                 digits[slot] += 1;
                 if digits[slot] < axes.values[slot].len() {
+                    memo.step(slot);
                     break;
                 }
                 digits[slot] = 0;
@@ -414,9 +415,9 @@ pub fn enumerate_space(
         }
         let config = Config::new(axes.clone(), &digits);
         let defines: Box<[Value]> = (0..define_names.len())
-            .map(|k| memo.define(k, &digits).clone())
+            .map(|k| memo.define(k).clone())
             .collect();
-        let at = memo.launches.at(&digits);
+        let at = memo.launches.pos;
         if memo.launches.table[at].is_none() {
             for (name, value) in config
                 .values()
@@ -490,6 +491,12 @@ struct Memoized<T> {
     direct: Option<(Vec<usize>, Vec<usize>)>,
     strides: Vec<usize>,
     table: Vec<Option<T>>,
+    /// The table index of the odometer's point ([`Memoized::at`] of its digits), kept by
+    /// [`Memoized::step`]: the enumeration visits every point of the space, and summing the
+    /// strides of every input at each one was a large part of its time.
+    pos: usize,
+    /// How `pos` moves when the odometer turns slot `s` on and every later slot back to 0.
+    turn: Vec<isize>,
 }
 
 impl<T> Memoized<T> {
@@ -500,12 +507,24 @@ impl<T> Memoized<T> {
             strides.push(size);
             size *= axes.values[slot].len();
         }
+        let mut stride_of = vec![0isize; axes.values.len()];
+        for (&slot, &stride) in inputs.iter().zip(&strides) {
+            stride_of[slot] = stride as isize;
+        }
+        let mut turn = vec![0isize; stride_of.len()];
+        let mut back = 0isize;
+        for s in (0..turn.len()).rev() {
+            turn[s] = stride_of[s] - back;
+            back += (axes.values[s].len() as isize - 1) * stride_of[s];
+        }
         Memoized {
             expr: expr.to_string(),
             inputs,
             direct,
             strides,
             table: (0..size).map(|_| None).collect(),
+            pos: 0,
+            turn,
         }
     }
 
@@ -515,6 +534,11 @@ impl<T> Memoized<T> {
             .zip(&self.strides)
             .map(|(&slot, &stride)| digits[slot] * stride)
             .sum()
+    }
+
+    /// Follows the odometer's turn of `slot` (later slots back to 0).
+    fn step(&mut self, slot: usize) {
+        self.pos = self.pos.wrapping_add_signed(self.turn[slot]);
     }
 }
 
@@ -620,11 +644,22 @@ impl Memo {
         })
     }
 
-    /// Define `k`'s value at the point `digits` (after [`Memo::judge`] filled it, and found
+    /// Follows the odometer's turn of `slot` in every table's index.
+    fn step(&mut self, slot: usize) {
+        for (_, d) in &mut self.defines {
+            d.step(slot);
+        }
+        for c in &mut self.constraints {
+            c.step(slot);
+        }
+        self.launches.step(slot);
+    }
+
+    /// Define `k`'s value at the odometer's point (after [`Memo::judge`] filled it, and found
     /// it defined: a point where a define is undefined is pruned before anything reads it).
-    fn define(&self, k: usize, digits: &[usize]) -> &Value {
+    fn define(&self, k: usize) -> &Value {
         let d = &self.defines[k].1;
-        match &d.table[d.at(digits)] {
+        match &d.table[d.pos] {
             Some(Ok(value)) => value,
             _ => unreachable!("judge evaluates every define first and stops at an undefined one"),
         }
@@ -642,7 +677,8 @@ impl Memo {
         digits: &[usize],
     ) -> Result<Option<std::sync::Arc<str>>> {
         for k in 0..self.defines.len() {
-            let at = self.defines[k].1.at(digits);
+            let at = self.defines[k].1.pos;
+            debug_assert_eq!(at, self.defines[k].1.at(digits));
             if self.defines[k].1.table[at].is_none() {
                 let vars = self.vars_before(base, axes, digits, Which::Define(k));
                 let (name, d) = &self.defines[k];
@@ -659,7 +695,8 @@ impl Memo {
             }
         }
         for (i, spec) in op.spec.constraints.iter().enumerate() {
-            let at = self.constraints[i].at(digits);
+            let at = self.constraints[i].pos;
+            debug_assert_eq!(at, self.constraints[i].at(digits));
             let ok = match &self.constraints[i].table[at] {
                 Some(ok) => ok.clone(),
                 None => {
@@ -700,7 +737,7 @@ impl Memo {
                     vars.set(&axes.names[slot], &axes.values[slot][digits[slot]]);
                 }
                 for &k in named {
-                    vars.set(&self.defines[k].0, self.define(k, digits));
+                    vars.set(&self.defines[k].0, self.define(k));
                 }
             }
             None => {
@@ -708,7 +745,7 @@ impl Memo {
                     vars.set(name, value);
                 }
                 for (k, (name, _)) in self.defines.iter().enumerate().take(defines) {
-                    vars.set(name, self.define(k, digits));
+                    vars.set(name, self.define(k));
                 }
             }
         }
