@@ -669,7 +669,7 @@ pub(super) fn pre_launches(c: &Candidate) -> Vec<PreLaunch> {
 pub(super) fn shown_record(c: &Candidate, skipped: &str) -> Record {
     let params = c
         .config
-        .values()
+        .texts()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let mut rec = Record::new(Kind::Variant, &format!("v{:04}", c.index), params);

@@ -16,6 +16,9 @@ use std::collections::HashMap;
 pub struct Axes {
     pub names: Vec<String>,
     pub values: Vec<Vec<Value>>,
+    /// Each value as text, rendered once: every shown configuration's record spells out its
+    /// values, and a sgemm run shows tens of thousands.
+    texts: Vec<Vec<String>>,
 }
 
 impl Axes {
@@ -24,6 +27,7 @@ impl Axes {
         let mut axes = Axes {
             names: Vec::new(),
             values: Vec::new(),
+            texts: Vec::new(),
         };
         for p in &op.spec.params {
             let values = overrides
@@ -41,6 +45,8 @@ impl Axes {
                 )));
             }
             axes.names.push(p.name.clone());
+            axes.texts
+                .push(values.iter().map(Value::to_string).collect());
             axes.values.push(values);
         }
         Ok(axes)
@@ -88,6 +94,16 @@ impl Config {
             .zip(&self.axes.values)
             .zip(self.digits.iter())
             .map(|((n, vs), &d)| (n.as_str(), &vs[usize::from(d)]))
+    }
+
+    /// Parameter names and values as text, in the spec's parameter order.
+    pub fn texts(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.axes
+            .names
+            .iter()
+            .zip(&self.axes.texts)
+            .zip(self.digits.iter())
+            .map(|((n, ts), &d)| (n.as_str(), ts[usize::from(d)].as_str()))
     }
 
     /// The point as an index into each parameter's values, in the spec's order: equal for
