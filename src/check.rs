@@ -319,9 +319,10 @@ pub trait Retimer {
     fn retime(&mut self, row: &BestRow, params: &str) -> std::result::Result<Timing, String>;
 }
 
-/// Re-times on the GPU: a `tune` run per configuration with its parameters pinned, all on one
-/// GPU worker (the one that told the GPU's name), so a run starts no process or CUDA context
-/// and the runs of one row share its inputs on the device.
+/// Re-times on the GPU: a `tune` run per configuration with its parameters pinned, each on the
+/// GPU worker the last one left (the first on the one that told the GPU's name), so a run
+/// starts no process or CUDA context and the runs of one row share its inputs on the device;
+/// a worker lost to a fault is replaced by a fresh one.
 pub struct GpuRetimer<'a> {
     opts: &'a CheckOptions,
     /// Where the pinned runs write their files (made on first use, removed on drop).

@@ -535,6 +535,54 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
     assert_eq!(files(&out), before);
 }
 
+/// A run whose roof also ran in the interleaved rounds (as every run's does now): merging its
+/// shards keeps the re-timed variants as the runner-up and tie set (the roof does not compete),
+/// and the winner's % of roof takes the roof at the faster of its two medians.
+#[test]
+fn a_roof_re_timed_in_the_rounds_is_neither_runner_up_nor_tied_after_a_merge() {
+    let t = tmp();
+    let shape = "1000x1000";
+    let best = fixture_best(shape);
+    let mut records = read_run_csv(&fixture_csv(shape)).unwrap();
+    let roof_at = records
+        .iter()
+        .position(|r| r.kind == Kind::Baseline && r.name == best.roof)
+        .expect("the fixture's roof row");
+    // Faster over the rounds than every leader, as a roof usually is.
+    let in_rounds = median_of(&records[roof_at]) * 0.9;
+    records[roof_at].confirm = Some(Confirmed {
+        median_ms: in_rounds,
+        vs_winner_pct: -20.0,
+        ci_low_pct: -21.0,
+        ci_high_pct: -19.0,
+        tied: false,
+        winner: false,
+    });
+    let sw = sweep(&[shape]);
+    let dir = t.path().join("shard-0");
+    let out = write_output(&dir, shape, &records, false);
+    write_manifest(&dir, 0, 1, Split::Shapes, &sw, vec![out]);
+    let merged = t.path().join("merged");
+    let o = merge(t.path(), &[dir], &merged, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let row = read_best(&merged.join("best.csv")).unwrap().remove(0);
+    assert_eq!(
+        (row.runner_up.as_str(), row.tie, row.tied_with.as_str()),
+        (best.runner_up.as_str(), best.tie, best.tied_with.as_str())
+    );
+    assert_eq!(row.margin_pct, best.margin_pct);
+    let winner = records
+        .iter()
+        .find(|r| r.confirm.is_some_and(|c| c.winner))
+        .expect("the fixture's winner");
+    let frac = in_rounds / winner.confirm.unwrap().median_ms;
+    assert!((row.frac_of_roof.unwrap() - frac).abs() < 1e-9, "{row:?}");
+}
+
+fn median_of(r: &Record) -> f64 {
+    r.stats.expect("timed").median_ms
+}
+
 /// Variants that were compiled but have no time (failed): no journal entry in these fixtures.
 fn count_unmeasured(rs: &[Record]) -> usize {
     rs.iter()

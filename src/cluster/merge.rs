@@ -30,7 +30,7 @@ use crate::model::task::TaskId;
 use crate::store::best::{upsert_best, BestRow};
 use crate::store::files::write_atomic;
 use crate::store::journal::{Journal, JournalKey};
-use crate::store::record::{Kind, Record, RunInfo, Status};
+use crate::store::record::{roof_median, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -593,8 +593,8 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
     let roof = records[..n_baselines]
         .iter()
         .filter(|r| r.status == Status::Ok && roof_names.contains(r.name.as_str()))
-        .min_by(|a, b| median(a).total_cmp(&median(b)))
-        .map(|r| r.name.clone());
+        .filter_map(|r| roof_median(r).map(|ms| (r.name.clone(), ms, r.confirm.is_some())))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
 
     // The winner.
     let verified = |r: &Record| r.kind == Kind::Variant && r.status == Status::Ok;
@@ -630,18 +630,12 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
 
     // Every fraction of the roof, once the confirmation is kept or cleared: a leader keeps
     // the ratio over the interleaved rounds its roof ran in too.
-    match roof
-        .as_ref()
-        .and_then(|name| records[..n_baselines].iter().find(|r| &r.name == name))
-    {
-        Some(r) => {
-            let (ms, in_rounds) = (median(r), r.confirm.map(|c| c.median_ms));
-            crate::store::record::set_fracs_of_roof(&mut records, ms, in_rounds);
-        }
+    match &roof {
+        Some((_, ms, in_rounds)) => set_fracs_of_roof(&mut records, *ms, *in_rounds),
         None => records.iter_mut().for_each(|r| r.frac_of_roof = None),
     }
     let mut info = first.run.clone();
-    info.roof = roof.unwrap_or_default();
+    info.roof = roof.map(|r| r.0).unwrap_or_default();
     let journal = merge_journals(parts);
     let best = match (winner, &partial) {
         (Some(w), None) => Some(best_row(&records, w, &parts[from[w]], &info)),
@@ -673,8 +667,11 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
             .collect::<Vec<_>>()
             .join(";")
     };
+    // The leaders re-timed with the winner: variants (the roof baselines ran in the rounds
+    // too, without competing).
+    let leader = |i: usize| i != w && records[i].kind == Kind::Variant;
     let runner_up = (0..records.len())
-        .filter(|&i| i != w && records[i].confirm.is_some())
+        .filter(|&i| leader(i) && records[i].confirm.is_some())
         .min_by(|&a, &b| {
             let c = |i: usize| records[i].confirm.map(|c| c.median_ms).unwrap_or_default();
             c(a).total_cmp(&c(b))
@@ -708,9 +705,9 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
         margin_pct: margin.map(|c| c.vs_winner_pct),
         margin_ci_low_pct: margin.map(|c| c.ci_low_pct),
         margin_ci_high_pct: margin.map(|c| c.ci_high_pct),
-        tie: (0..records.len()).any(|i| i != w && records[i].confirm.is_some_and(|c| c.tied)),
+        tie: (0..records.len()).any(|i| leader(i) && records[i].confirm.is_some_and(|c| c.tied)),
         tied_with: (0..records.len())
-            .filter(|&i| i != w && records[i].confirm.is_some_and(|c| c.tied))
+            .filter(|&i| leader(i) && records[i].confirm.is_some_and(|c| c.tied))
             .map(|i| params(&records[i]))
             .collect::<Vec<_>>()
             .join(" | "),

@@ -109,7 +109,9 @@ struct Session {
     args: Vec<Arg>,
     checker: Checker,
     timer: Timer,
-    blas: std::result::Result<crate::cuda::gpu::Blas, String>,
+    /// The cuBLAS handle, made when a task first calls cuBLAS: a session serves every later
+    /// job with its data, whatever tasks the job that opened it had.
+    blas: std::cell::OnceCell<std::result::Result<crate::cuda::gpu::Blas, String>>,
     /// Median of the fastest verified variant so far (for adaptive repetitions).
     best_ms: std::cell::Cell<f64>,
     /// NVML for this device, when it can be loaded.
@@ -195,15 +197,6 @@ impl Session {
             (None, None) => return Err(Error::Usage("the job has no reference".into())),
         }
         gpu.synchronize("uploading inputs")?;
-        let blas = if job
-            .tasks
-            .iter()
-            .any(|t| matches!(t.work, Work::Sgemm { .. }))
-        {
-            gpu.blas()
-        } else {
-            Err("not needed".into())
-        };
         let scratch = job
             .buffers
             .iter()
@@ -220,7 +213,7 @@ impl Session {
             args,
             checker,
             timer,
-            blas,
+            blas: std::cell::OnceCell::new(),
             best_ms: std::cell::Cell::new(f64::INFINITY),
             clocks: crate::measure::clocks::ClockMonitor::open(&gpu_uuid).ok(),
             warmed: std::cell::Cell::new(false),
@@ -326,7 +319,12 @@ impl Session {
                 ))),
             },
             Work::Sgemm { a, b, c, m, n, k } => {
-                match (&self.blas, self.buffer(a), self.buffer(b), self.buffer(c)) {
+                match (
+                    self.blas.get_or_init(|| self.gpu.blas()),
+                    self.buffer(a),
+                    self.buffer(b),
+                    self.buffer(c),
+                ) {
                     (Err(why), ..) => Err(Unready::Why(why.clone())),
                     (Ok(blas), Some(a), Some(b), Some(c)) => {
                         let (a, b, c, m, n, k) = (a.ptr, b.ptr, c.ptr, *m, *n, *k);
@@ -363,28 +361,40 @@ impl Session {
         // Every kind of task takes part (the roof baselines run in the rounds beside the
         // leaders); each is verified first, as in its first timing.
         let mut loaded: Vec<(usize, Launcher<'_>, Option<i32>)> = Vec::new();
+        // A failure, and whether it cost the context.
+        let fault = |f: GpuFault| (f.to_string(), f.sticky);
         for task in tasks {
-            let ready = self.expect_of(job, task).and_then(|(expect, mode)| {
-                let (launch, registers) = self.launcher(task).map_err(|u| match u {
-                    Unready::Fault(f) => f.to_string(),
-                    Unready::Why(why) => why,
-                })?;
-                let out = &self.buffers[self.output].1;
-                self.poison().map_err(|f| f.to_string())?;
-                launch(0).map_err(|f| f.to_string())?;
-                self.gpu
-                    .synchronize("running the kernel")
-                    .map_err(|f| f.to_string())?;
-                let cmp = self
-                    .checker
-                    .compare(&self.gpu, out, expect)
-                    .map_err(|f| f.to_string())?;
-                cmp.judge(mode, job.rtol, out.len as u64)?;
-                Ok((launch, registers))
-            });
+            let ready = self
+                .expect_of(job, task)
+                .map_err(|why| (why, false))
+                .and_then(|(expect, mode)| {
+                    let (launch, registers) = self.launcher(task).map_err(|u| match u {
+                        Unready::Fault(f) => fault(f),
+                        Unready::Why(why) => (why, false),
+                    })?;
+                    let out = &self.buffers[self.output].1;
+                    self.poison().map_err(fault)?;
+                    launch(0).map_err(fault)?;
+                    self.gpu.synchronize("running the kernel").map_err(fault)?;
+                    let cmp = self
+                        .checker
+                        .compare(&self.gpu, out, expect)
+                        .map_err(fault)?;
+                    cmp.judge(mode, job.rtol, out.len as u64)
+                        .map_err(|why| (why, false))?;
+                    Ok((launch, registers))
+                });
             match ready {
                 Ok((launch, registers)) => loaded.push((task.id, launch, registers)),
-                Err(e) => results.push(failed(task.id, e)),
+                Err((why, sticky)) => {
+                    let mut r = failed(task.id, why);
+                    r.sticky = sticky;
+                    results.push(r);
+                    if sticky {
+                        // The context is lost: nothing more runs in it.
+                        return results;
+                    }
+                }
             }
         }
         let rounds = job.confirm_rounds;
@@ -449,7 +459,9 @@ impl Session {
             }
             Err(f) => {
                 for (id, ..) in &loaded {
-                    results.push(failed(*id, format!("interleaved timing: {f}")));
+                    let mut r = failed(*id, format!("interleaved timing: {f}"));
+                    r.sticky = f.sticky;
+                    results.push(r);
                 }
             }
         }
@@ -589,10 +601,12 @@ fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(Tas
     session.warmed.set(false);
     session.best_ms.set(job.best_ms.unwrap_or(f64::INFINITY));
     if job.confirm_rounds > 0 {
-        for result in session.run_interleaved(job, tasks) {
+        let results = session.run_interleaved(job, tasks);
+        let sticky = results.iter().any(|r| r.sticky);
+        for result in results {
             sink(result);
         }
-        return false;
+        return sticky;
     }
     for task in tasks {
         if interrupted() {

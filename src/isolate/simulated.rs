@@ -370,7 +370,15 @@ impl Simulated {
         for task in tasks {
             match self.check(task, out_len) {
                 Ok(()) => timed.push(task),
-                Err((why, _)) => results.push(failed(task.id, why)),
+                Err((why, sticky)) => {
+                    let mut r = failed(task.id, why);
+                    r.sticky = sticky;
+                    results.push(r);
+                    if sticky {
+                        // The device is lost: nothing more runs on it.
+                        return results;
+                    }
+                }
             }
         }
         let mut samples = vec![Vec::new(); timed.len()];
@@ -430,10 +438,12 @@ impl Device for Simulated {
             .find(|b| b.name == job.output)
             .map_or(0, |b| b.len);
         if job.confirm_rounds > 0 {
-            for r in self.run_interleaved(job, tasks, out_len) {
+            let results = self.run_interleaved(job, tasks, out_len);
+            let sticky = results.iter().any(|r| r.sticky);
+            for r in results {
                 sink(r);
             }
-            return Ok(false);
+            return Ok(sticky);
         }
         for task in tasks {
             if interrupted() {

@@ -38,6 +38,12 @@ pub struct GpuWorker {
 pub struct Starting(GpuWorker);
 
 impl Starting {
+    /// The worker itself, to keep for a later run (a run that ends before it needs the GPU
+    /// hands it back).
+    pub fn into_worker(self) -> GpuWorker {
+        self.0
+    }
+
     /// Waits for the worker's device report (at once for a kept worker).
     pub fn ready(self) -> Result<(GpuWorker, DeviceInfo, u64)> {
         let mut worker = self.0;
@@ -127,7 +133,8 @@ impl GpuWorker {
 }
 
 impl Drop for GpuWorker {
-    /// Closing its stdin ends an idle worker; one still running is killed.
+    /// Closes its stdin, kills it (an idle worker would end on the closed stdin; one still
+    /// running would not) and reaps it.
     fn drop(&mut self) {
         drop(self.child.stdin.take());
         let _ = self.child.kill();
@@ -140,8 +147,10 @@ impl Drop for GpuWorker {
 
 /// The idle GPU worker one run left, kept for the next run on the same device: runs in a row
 /// (the pinned runs of `tune check`, the shapes of a sweep on one GPU) then skip starting a
-/// process and a CUDA context, and a run with the same data as the last one (the same op,
-/// shape, dtype and seed) reuses its inputs and reference on the device too.
+/// process and a CUDA context, and a run with the same data as the last one (the same
+/// [`Job::data_key`](super::protocol::Job): op, shape, dtype, seed, buffers, cache state,
+/// comparison, and checker and reference images) reuses its inputs and reference on the
+/// device too. The device report it keeps (the free memory before any job) is from its start.
 #[derive(Default)]
 pub struct KeptWorker(Option<GpuWorker>);
 

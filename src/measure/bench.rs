@@ -109,7 +109,8 @@ fn batch_of(per_launch_ms: f64) -> usize {
 }
 
 /// Launches per sample for the tasks of one interleaved contest, by their single launches:
-/// [`batch_size`] each, except that once one is batched, all are. A batch times launches back
+/// [`batch_size`] each, except that once one is batched, all are (but a task without a usable
+/// single-launch time, which stays unbatched as in its first timing). A batch times launches back
 /// to back, a single launch also its start-up: the leaders and the roof beside them must be
 /// timed alike, or a roof whose launches straddle [`BATCH_BELOW_MS`] (cuBLAS at 15-20 µs)
 /// compares its single launches with the leaders' batches.

@@ -11,6 +11,7 @@ use crate::spec::ops::Op;
 use crate::store::best::{upsert_best, BestRow, Upserted};
 use crate::store::files::write_atomic;
 use crate::store::journal::JournalKey;
+use crate::store::record::{roof_median, set_fracs_of_roof};
 use crate::store::record::{Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{run_csv, run_csv_path};
 use std::collections::HashMap;
@@ -110,10 +111,10 @@ pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<Tune
     }
 }
 
-/// The roof (the fastest verified baseline marked `roof`) and every record's fraction of it,
-/// then the winner: the confirmed one, else the fastest verified variant. The records move
-/// into `outcome`. A record re-timed in the interleaved rounds that the roof ran in too is
-/// compared with the roof's median over those rounds; the others with its first timing.
+/// The roof (the fastest verified baseline marked `roof`, each at its faster median:
+/// [`roof_median`]) and every record's fraction of it ([`set_fracs_of_roof`]), then the
+/// winner: the confirmed one, else the fastest verified variant. The records move into
+/// `outcome`.
 fn rank_records(
     op: &Op,
     info: &mut RunInfo,
@@ -128,15 +129,12 @@ fn rank_records(
         .iter()
         .zip(&records[..n_baselines])
         .filter(|(b, r)| b.roof && r.status == Status::Ok)
-        .filter_map(|(b, r)| {
-            r.stats
-                .map(|s| (b.name.clone(), s.median_ms, r.confirm.map(|c| c.median_ms)))
-        })
+        .filter_map(|(b, r)| roof_median(r).map(|ms| (b.name.clone(), ms, r.confirm.is_some())))
         .min_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((name, ms, in_rounds)) = &roof {
         info.roof = name.clone();
         outcome.roof_throughput = Some(work / (ms * 1e-3) / 1e9);
-        crate::store::record::set_fracs_of_roof(&mut records, *ms, *in_rounds);
+        set_fracs_of_roof(&mut records, *ms, *in_rounds);
     }
     let fastest = records
         .iter()

@@ -9,7 +9,7 @@
 
 use super::{build, confirm, job, persist, plan, rounds};
 use crate::error::Result;
-use crate::isolate::worker::KeptWorker;
+use crate::isolate::worker::{KeptWorker, Starting};
 use crate::spec::ops::Op;
 use std::time::Instant;
 
@@ -32,7 +32,14 @@ pub fn tune_keeping(
 ) -> Result<TuneOutcome> {
     let t0 = Instant::now();
     let starting = plan::first_worker(opts, kept)?;
-    let plan = plan::plan(opts, op)?;
+    let plan = match plan::plan(opts, op) {
+        Ok(plan) => plan,
+        Err(e) => {
+            // Bad input ends the run before the GPU is needed: the worker serves the next.
+            kept.keep(starting.map(Starting::into_worker));
+            return Err(e);
+        }
+    };
     let setup = plan::device(opts, plan, starting, t0)?;
     let built = build::build(opts, setup)?;
     let Some(dev) = built.setup.device.clone() else {

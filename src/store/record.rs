@@ -156,24 +156,28 @@ pub struct Confirmed {
     pub winner: bool,
 }
 
-/// Every record's fraction of the roof, whose first timing's median is `roof_first` and whose
-/// median over the interleaved rounds is `roof_in_rounds` (when it ran in them). The roof
-/// counts at the faster of the two: a cuBLAS call times slower between other kernels than
-/// back to back, and a first timing taken launch by launch (start-up included) slower than
-/// the batched rounds, so neither way of timing it may make a kernel look closer to it than
-/// it is (other baselines in the rounds count the same way). A variant re-timed in those
-/// rounds is taken at its median there, any other record at its first timing. Unverified
-/// records get none.
-pub fn set_fracs_of_roof(records: &mut [Record], roof_first: f64, roof_in_rounds: Option<f64>) {
-    let roof = roof_in_rounds.map_or(roof_first, |r| r.min(roof_first));
+/// A baseline's time as a roof: the faster of its first timing's median and its median over
+/// the interleaved rounds (when it ran in them). A cuBLAS call times slower between other
+/// kernels than back to back, and a first timing taken launch by launch (start-up included)
+/// slower than the batched rounds: neither way of timing a roof may make a kernel look closer
+/// to it than it is.
+pub fn roof_median(r: &Record) -> Option<f64> {
+    let first = r.stats?.median_ms;
+    Some(r.confirm.map_or(first, |c| c.median_ms.min(first)))
+}
+
+/// Every record's fraction of the roof, which takes `roof_ms` ([`roof_median`]) and ran in
+/// the interleaved rounds when `in_rounds`: a variant re-timed in those rounds is then taken
+/// at its median there, a baseline by [`roof_median`], any other record at its first timing.
+/// Unverified records get none.
+pub fn set_fracs_of_roof(records: &mut [Record], roof_ms: f64, in_rounds: bool) {
     for r in records {
-        let first = r.stats.map(|s| s.median_ms);
-        let ms = match (r.kind, r.confirm, roof_in_rounds) {
-            (Kind::Variant, Some(c), Some(_)) => Some(c.median_ms),
-            (Kind::Baseline, Some(c), Some(_)) => first.map(|f| f.min(c.median_ms)),
-            _ => first,
+        let ms = match (r.kind, r.confirm) {
+            (Kind::Variant, Some(c)) if in_rounds => Some(c.median_ms),
+            (Kind::Baseline, _) => roof_median(r),
+            _ => r.stats.map(|s| s.median_ms),
         };
-        r.frac_of_roof = ms.filter(|_| r.status == Status::Ok).map(|ms| roof / ms);
+        r.frac_of_roof = ms.filter(|_| r.status == Status::Ok).map(|ms| roof_ms / ms);
     }
 }
 
@@ -268,9 +272,9 @@ mod tests {
         r
     }
 
-    /// The roof counts at the faster of its two medians; a re-timed leader is taken at its
-    /// median over the rounds, any other record at its first timing; a roof that did not run
-    /// in the rounds leaves every record on first timings; an unverified record has none.
+    /// The roof counts at the faster of its two medians; a re-timed variant is taken at its
+    /// median over the rounds, any other variant at its first timing; a roof that did not run
+    /// in the rounds leaves every variant on first timings; an unverified record has none.
     #[test]
     fn each_fraction_of_the_roof_takes_the_roof_at_its_faster_median() {
         let mut records = vec![
@@ -280,17 +284,19 @@ mod tests {
             Record::new(Kind::Variant, "v3", Vec::new()),
         ];
         // Slower over the rounds: the first timing counts.
-        set_fracs_of_roof(&mut records, 1.0, Some(1.1));
+        assert_eq!(roof_median(&records[0]), Some(1.0));
+        set_fracs_of_roof(&mut records, 1.0, true);
         let fracs: Vec<Option<f64>> = records.iter().map(|r| r.frac_of_roof).collect();
         assert_eq!(fracs, [Some(1.0), Some(0.4), Some(0.25), None]);
         // Faster over the rounds (its first timing was taken launch by launch): those count.
         records[0].stats = Stats::from_samples(&[1.25, 1.25, 1.25]);
         records[0].confirm.as_mut().unwrap().median_ms = 1.0;
-        set_fracs_of_roof(&mut records, 1.25, Some(1.0));
+        assert_eq!(roof_median(&records[0]), Some(1.0));
+        set_fracs_of_roof(&mut records, 1.0, true);
         let fracs: Vec<Option<f64>> = records.iter().map(|r| r.frac_of_roof).collect();
         assert_eq!(fracs, [Some(1.0), Some(0.4), Some(0.25), None]);
-        // No rounds for the roof: first timings throughout.
-        set_fracs_of_roof(&mut records, 1.0, None);
+        // The roof did not run in the rounds: first timings throughout.
+        set_fracs_of_roof(&mut records, 1.0, false);
         assert_eq!(records[1].frac_of_roof, Some(0.5));
     }
 }
