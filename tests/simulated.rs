@@ -773,6 +773,19 @@ fn the_roof_runs_in_the_interleaved_rounds_and_counts_at_its_faster_median() {
     assert!(ran.stdout.contains(&line), "{line}\n{}", ran.stdout);
 }
 
+/// A baseline whose launches, timed one by one with their start-up, land just over the
+/// batching threshold is timed in batches as well, and the faster median stands: without it
+/// the roof reads slow by its start-up (cuBLAS at 15-20 µs) and every kernel looks closer to it.
+#[test]
+fn a_roof_just_over_the_batching_threshold_is_timed_in_batches_too() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.015}, "startup_ms": 0.008}));
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "0"]);
+    ran.expect_code(0);
+    let copy = record(&sim.csv(SHAPE), "copy").stats.expect("timed");
+    assert!(copy.batch > 1, "{copy:?}");
+    assert!(close(copy.median_ms, 0.015, 1e-9), "{copy:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Settling
 // ---------------------------------------------------------------------------------------

@@ -103,8 +103,12 @@ pub fn batch_size(per_launch_ms: f64) -> usize {
     batch_of(per_launch_ms)
 }
 
+/// A baseline timed launch by launch at under this many times [`BATCH_BELOW_MS`] is timed in
+/// batches as well ([`Timer::measure_baseline`]).
+pub const BASELINE_BATCH_BELOW: f64 = 2.0;
+
 /// Launches in a batch of about [`BATCH_MS`], for a launch of `per_launch_ms`.
-fn batch_of(per_launch_ms: f64) -> usize {
+pub fn batch_of(per_launch_ms: f64) -> usize {
     ((BATCH_MS / per_launch_ms).ceil() as usize).clamp(2, MAX_BATCH)
 }
 
@@ -299,6 +303,36 @@ impl Timer {
         }
         let per_launch = Stats::from_samples(&warm).map_or(f64::NAN, |s| s.median_ms);
         let sampler = self.sampler(gpu, per_launch, enqueue, slots)?;
+        self.sample(gpu, enqueue, &sampler, cutoff_ms)
+    }
+
+    /// Times a baseline as [`Timer::measure`] does, and where it was timed launch by launch
+    /// at under [`BASELINE_BATCH_BELOW`] times [`BATCH_BELOW_MS`], in batches too: the
+    /// faster median stands. A cuBLAS call of 15-20 µs straddles the batching threshold, and
+    /// timed alone each launch also pays its start-up: a roof read slow makes every kernel
+    /// look closer to it than it is.
+    pub fn measure_baseline(&self, gpu: &Gpu, enqueue: Enqueue, slots: Slots) -> GpuResult<Stats> {
+        let single = self.measure(gpu, enqueue, slots, None)?;
+        if single.batch > 1 || single.median_ms >= BASELINE_BATCH_BELOW * BATCH_BELOW_MS {
+            return Ok(single);
+        }
+        let sampler = self.sampler_of(gpu, batch_of(single.median_ms), enqueue, slots)?;
+        let batched = self.sample(gpu, enqueue, &sampler, None)?;
+        Ok(if batched.median_ms < single.median_ms {
+            batched
+        } else {
+            single
+        })
+    }
+
+    /// `--reps` samples taken by `sampler` (cut short by `cutoff_ms`, [`adaptive_samples`]).
+    fn sample(
+        &self,
+        gpu: &Gpu,
+        enqueue: Enqueue,
+        sampler: &Sampler,
+        cutoff_ms: Option<f64>,
+    ) -> GpuResult<Stats> {
         let samples = adaptive_samples(self.settings.reps, cutoff_ms, |range| {
             let events = &self.events[range.clone()];
             self.launch_timed(gpu, events, range.start, "timed launches", |_| {
