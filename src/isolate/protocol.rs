@@ -164,6 +164,24 @@ fn content_key(path: &std::path::Path) -> PathBuf {
     }
 }
 
+/// A failed result that, when `sticky`, cost the device its context (the worker is replaced).
+pub(crate) fn failed_with(id: usize, error: String, sticky: bool) -> TaskResult {
+    TaskResult {
+        sticky,
+        ..failed(id, error)
+    }
+}
+
+/// Hands a confirmation job's results, taken all at once, to `sink`; true when one of them
+/// cost the device its context.
+pub(crate) fn deliver(results: Vec<TaskResult>, sink: &mut dyn FnMut(TaskResult)) -> bool {
+    let sticky = results.iter().any(|r| r.sticky);
+    for r in results {
+        sink(r);
+    }
+    sticky
+}
+
 pub(crate) fn failed(id: usize, error: String) -> TaskResult {
     TaskResult {
         id,

@@ -3,7 +3,9 @@
 
 use super::device::Device;
 use super::interrupt::interrupted;
-use super::protocol::{failed, ArgDesc, Job, PreLaunch, Task, TaskResult, Work};
+use super::protocol::{
+    deliver, failed, failed_with, ArgDesc, Job, PreLaunch, Task, TaskResult, Work,
+};
 use crate::cuda::gpu::{Arg, Buffer, DeviceInfo, Gpu, GpuFault, GpuResult};
 use crate::error::{Error, Result};
 use crate::measure::bench::{Enqueue, Stats, Timer};
@@ -387,9 +389,7 @@ impl Session {
             match ready {
                 Ok((launch, registers)) => loaded.push((task.id, launch, registers)),
                 Err((why, sticky)) => {
-                    let mut r = failed(task.id, why);
-                    r.sticky = sticky;
-                    results.push(r);
+                    results.push(failed_with(task.id, why, sticky));
                     if sticky {
                         // The context is lost: nothing more runs in it.
                         return results;
@@ -459,9 +459,11 @@ impl Session {
             }
             Err(f) => {
                 for (id, ..) in &loaded {
-                    let mut r = failed(*id, format!("interleaved timing: {f}"));
-                    r.sticky = f.sticky;
-                    results.push(r);
+                    results.push(failed_with(
+                        *id,
+                        format!("interleaved timing: {f}"),
+                        f.sticky,
+                    ));
                 }
             }
         }
@@ -604,12 +606,7 @@ fn run_on(session: &Session, job: &Job, tasks: &[Task], sink: &mut dyn FnMut(Tas
     session.warmed.set(false);
     session.best_ms.set(job.best_ms.unwrap_or(f64::INFINITY));
     if job.confirm_rounds > 0 {
-        let results = session.run_interleaved(job, tasks);
-        let sticky = results.iter().any(|r| r.sticky);
-        for result in results {
-            sink(result);
-        }
-        return sticky;
+        return deliver(session.run_interleaved(job, tasks), sink);
     }
     for task in tasks {
         if interrupted() {

@@ -11,7 +11,7 @@
 
 use super::device::{Device, SIMULATE_ENV};
 use super::interrupt::interrupted;
-use super::protocol::{failed, Job, Task, TaskResult, Work};
+use super::protocol::{deliver, failed, failed_with, Job, Task, TaskResult, Work};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::measure::bench::{
@@ -350,9 +350,7 @@ impl Simulated {
         let mut r = failed(task.id, String::new());
         let baseline = !task.contender;
         if let Err((why, sticky)) = self.check(task, out_len) {
-            r.error = why;
-            r.sticky = sticky;
-            return r;
+            return failed_with(task.id, why, sticky);
         }
         if matches!(task.work, Work::Kernel { .. }) {
             r.registers = Some(self.model.registers(&task.label));
@@ -398,9 +396,7 @@ impl Simulated {
             match self.check(task, out_len) {
                 Ok(()) => timed.push(task),
                 Err((why, sticky)) => {
-                    let mut r = failed(task.id, why);
-                    r.sticky = sticky;
-                    results.push(r);
+                    results.push(failed_with(task.id, why, sticky));
                     if sticky {
                         // The device is lost: nothing more runs on it.
                         return results;
@@ -465,12 +461,7 @@ impl Device for Simulated {
             .find(|b| b.name == job.output)
             .map_or(0, |b| b.len);
         if job.confirm_rounds > 0 {
-            let results = self.run_interleaved(job, tasks, out_len);
-            let sticky = results.iter().any(|r| r.sticky);
-            for r in results {
-                sink(r);
-            }
-            return Ok(sticky);
+            return Ok(deliver(self.run_interleaved(job, tasks, out_len), sink));
         }
         for task in tasks {
             if interrupted() {
