@@ -15,8 +15,7 @@ use super::protocol::{deliver, failed, failed_with, Job, Task, TaskResult, Work}
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::measure::bench::{
-    adaptive_cutoff, adaptive_samples, batch_of, batch_size, contest_batches, Stats,
-    BASELINE_BATCH_BELOW, BATCH_BELOW_MS,
+    adaptive_cutoff, adaptive_samples, baseline_batch, batch_size, contest_batches, Stats,
 };
 use crate::measure::clocks::ClockSample;
 use crate::model::limits::DeviceLimits;
@@ -370,8 +369,7 @@ impl Simulated {
         let mut stats = Stats::from_batches(&samples, batch).expect("reps >= 1");
         // A baseline timed launch by launch near the batching threshold is timed in batches
         // too, and the faster median stands (`Timer::measure_baseline`).
-        if baseline && stats.batch == 1 && stats.median_ms < BASELINE_BATCH_BELOW * BATCH_BELOW_MS {
-            let batch = batch_of(stats.median_ms);
+        if let Some(batch) = baseline_batch(&stats).filter(|_| baseline) {
             let again = self.batches(&task.label, baseline, job.bench.reps.max(1), batch);
             let batched = Stats::from_batches(&again, batch).expect("reps >= 1");
             if batched.median_ms < stats.median_ms {

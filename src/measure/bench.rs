@@ -107,8 +107,16 @@ pub fn batch_size(per_launch_ms: f64) -> usize {
 /// batches as well ([`Timer::measure_baseline`]).
 pub const BASELINE_BATCH_BELOW: f64 = 2.0;
 
+/// The batch a baseline timed as `first` is timed in as well, when it was timed launch by
+/// launch at under [`BASELINE_BATCH_BELOW`] times [`BATCH_BELOW_MS`]; its faster median
+/// stands ([`Timer::measure_baseline`]).
+pub fn baseline_batch(first: &Stats) -> Option<usize> {
+    (first.batch == 1 && first.median_ms < BASELINE_BATCH_BELOW * BATCH_BELOW_MS)
+        .then(|| batch_of(first.median_ms))
+}
+
 /// Launches in a batch of about [`BATCH_MS`], for a launch of `per_launch_ms`.
-pub fn batch_of(per_launch_ms: f64) -> usize {
+fn batch_of(per_launch_ms: f64) -> usize {
     ((BATCH_MS / per_launch_ms).ceil() as usize).clamp(2, MAX_BATCH)
 }
 
@@ -313,10 +321,10 @@ impl Timer {
     /// look closer to it than it is.
     pub fn measure_baseline(&self, gpu: &Gpu, enqueue: Enqueue, slots: Slots) -> GpuResult<Stats> {
         let single = self.measure(gpu, enqueue, slots, None)?;
-        if single.batch > 1 || single.median_ms >= BASELINE_BATCH_BELOW * BATCH_BELOW_MS {
+        let Some(batch) = baseline_batch(&single) else {
             return Ok(single);
-        }
-        let sampler = self.sampler_of(gpu, batch_of(single.median_ms), enqueue, slots)?;
+        };
+        let sampler = self.sampler_of(gpu, batch, enqueue, slots)?;
         let batched = self.sample(gpu, enqueue, &sampler, None)?;
         Ok(if batched.median_ms < single.median_ms {
             batched
@@ -432,6 +440,11 @@ mod tests {
         assert_eq!(contest_batches(&[0.0191, 0.0205, 2.0]), vec![6, 5, 2]);
         assert_eq!(contest_batches(&[0.021, 0.04]), vec![1, 1]);
         assert_eq!(contest_batches(&[f64::NAN, 0.01]), vec![1, 10]);
+        // A baseline timed launch by launch under twice the threshold is timed batched too.
+        let timed = |ms: f64, batch: usize| Stats::from_batches(&[ms; 5], batch).unwrap();
+        assert_eq!(baseline_batch(&timed(0.023, 1)), Some(5));
+        assert_eq!(baseline_batch(&timed(0.041, 1)), None);
+        assert_eq!(baseline_batch(&timed(0.015, 7)), None);
         assert_eq!(batch_size(0.019), 6);
         assert_eq!(batch_size(0.006), 17);
         assert_eq!(batch_size(0.0005), MAX_BATCH);
