@@ -149,10 +149,9 @@ pub(super) fn stored_winner(
 
 /// Re-times the leading variants interleaved, computes each one's interval against the
 /// fastest, and picks the winner by the tie rule ([`pick`]). The roof baselines (`roofs`,
-/// record positions) run in every round too, without competing: a leader's % of roof is then
-/// a ratio of medians over the same rounds, not of two timings taken seconds apart, which for
-/// kernels of tens of microseconds differ by 10 % and more (cuBLAS's first launches spread
-/// widely).
+/// record positions) run in every round too, without competing: a leader's % of roof then
+/// compares its median over the rounds with the roof's, the roof taken at the faster of that
+/// and its first timing ([`crate::store::record::roof_median`]).
 ///
 /// Successive halving spends the rounds where they decide something: every leader gets a
 /// stage of interleaved rounds, then those clearly slower than the fastest (slower by more
@@ -246,14 +245,7 @@ fn retime_leaders(
     for (id, at) in roof_ids {
         if let Some(s) = samples.remove(&id) {
             let cmp = crate::measure::stats::compare(winner, &s, 2000, seed);
-            records[at].confirm = Some(crate::store::record::Confirmed {
-                median_ms: med(&s),
-                vs_winner_pct: cmp.slower_pct,
-                ci_low_pct: cmp.ci_low_pct,
-                ci_high_pct: cmp.ci_high_pct,
-                tied: false,
-                winner: false,
-            });
+            records[at].confirm = Some(confirmed(&s, &cmp, false, false));
         }
     }
     Ok(Some(confidence))
@@ -318,6 +310,29 @@ fn halving(
     Ok((samples, spent))
 }
 
+/// What a record keeps of its rounds: its median there and `cmp`, its comparison with the
+/// winner (none for the winner itself).
+fn confirmed(
+    samples: &[f64],
+    cmp: &crate::measure::stats::Comparison,
+    tied: bool,
+    winner: bool,
+) -> crate::store::record::Confirmed {
+    let (vs, low, high) = if winner {
+        (0.0, 0.0, 0.0)
+    } else {
+        (cmp.slower_pct, cmp.ci_low_pct, cmp.ci_high_pct)
+    };
+    crate::store::record::Confirmed {
+        median_ms: med(samples),
+        vs_winner_pct: vs,
+        ci_low_pct: low,
+        ci_high_pct: high,
+        tied,
+        winner,
+    }
+}
+
 fn med(s: &[f64]) -> f64 {
     crate::measure::stats::median(s)
 }
@@ -371,15 +386,9 @@ fn pick(
     for (at, s) in timed {
         let cmp = crate::measure::stats::compare(winner_samples, s, 2000, seed);
         let mine = *at == winner;
-        records[*at].confirm = Some(crate::store::record::Confirmed {
-            median_ms: med(s),
-            vs_winner_pct: if mine { 0.0 } else { cmp.slower_pct },
-            ci_low_pct: if mine { 0.0 } else { cmp.ci_low_pct },
-            ci_high_pct: if mine { 0.0 } else { cmp.ci_high_pct },
-            // The winner is in its own tie set; it is tied only when others are.
-            tied: tied.len() > 1 && tied.contains(at),
-            winner: mine,
-        });
+        // The winner is in its own tie set; it is tied only when others are.
+        let is_tied = tied.len() > 1 && tied.contains(at);
+        records[*at].confirm = Some(confirmed(s, &cmp, is_tied, mine));
         if !mine
             && runner_up.is_none_or(|(r, _)| {
                 med(s) < med(&timed.iter().find(|(a, _)| *a == r).expect("timed").1)
