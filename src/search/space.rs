@@ -99,7 +99,7 @@ impl SearchSpace {
         let mut values: Vec<Vec<String>> = Vec::with_capacity(order.len());
         let mut index: Vec<Vec<usize>> = Vec::with_capacity(order.len());
         for (k, digits) in order.iter_mut().enumerate() {
-            let text = |d: &u16| axes.values[k][usize::from(*d)].to_string();
+            let text = |d: &u16| axes.text(k, usize::from(*d)).to_string();
             in_numeric_order(digits, text);
             let mut at = vec![0; axes.values[k].len()];
             for (pos, &d) in digits.iter().enumerate() {

@@ -52,6 +52,11 @@ impl Axes {
         Ok(axes)
     }
 
+    /// Value `value` of parameter `slot` as text (rendered once, when the axes were made).
+    pub fn text(&self, slot: usize, value: usize) -> &str {
+        &self.texts[slot][value]
+    }
+
     /// The number of points: the product of the value counts.
     fn points(&self) -> usize {
         self.values.iter().map(Vec::len).product()
@@ -101,9 +106,9 @@ impl Config {
         self.axes
             .names
             .iter()
-            .zip(&self.axes.texts)
             .zip(self.digits.iter())
-            .map(|((n, ts), &d)| (n.as_str(), ts[usize::from(d)].as_str()))
+            .enumerate()
+            .map(|(k, (n, &d))| (n.as_str(), self.axes.text(k, usize::from(d))))
     }
 
     /// The point as an index into each parameter's values, in the spec's order: equal for
