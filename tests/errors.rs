@@ -226,12 +226,12 @@ fn op_help_lists_every_built_in_op_and_the_watchdog_default_is_the_real_one() {
     );
 }
 
-/// The shipped database holds transpose 1024x1024 for f32, f16 and f64; `--dtype f16` prints
+/// The fixture database holds transpose 1024x1024 for f32, f16 and f64; `--dtype f16` prints
 /// only the f16 row.
 #[test]
 fn tune_best_filters_by_dtype() {
     let t = tmp();
-    let db = repo("results/best.csv");
+    let db = repo("tests/fixtures/db/best.csv");
     let best = |extra: &[&str]| {
         let out = tune_cmd(&t)
             .args(["best", "--op", "transpose", "--shape", "1024x1024", "--db"])
