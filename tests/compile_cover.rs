@@ -210,5 +210,5 @@ fn sgemm_fma_order_and_c_store_cover_compiles() {
 #[test]
 fn sgemm_splitk_cover_compiles() {
     let shapes = ["333x555x777", "512x512x512"];
-    compile_cover("sgemm", &[None], &shapes, &["SPLITK=2,4,8"]);
+    compile_cover("sgemm", &[None], &shapes, &["SPLITK=2,3,4,5,8"]);
 }

@@ -46,7 +46,7 @@ fn point(shape: &str, tile: &[&str], extra: &[&str]) -> Candidate {
 #[test]
 fn split_k_blocks_are_grid_z_over_the_same_tiles() {
     // 333x555x777 in 64x64 tiles: 9 tile columns, 6 tile rows.
-    for split in [1, 2, 4, 8] {
+    for split in [1, 2, 3, 4, 5, 8] {
         let c = point("333x555x777", &COPY4_TILE, &[&format!("SPLITK={split}")]);
         assert_eq!(c.pruned, None, "SPLITK={split}");
         let launch = c.launch.unwrap();

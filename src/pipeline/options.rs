@@ -53,7 +53,7 @@ pub struct TuneOptions {
     /// Keep a record (and a run CSV row) for every configuration a constraint pruned, with the
     /// reason; off (the default), the outcome counts them by reason only
     /// ([`super::outcome::TuneOutcome::prune_reasons`]). Most of a space is pruned at any one
-    /// shape (853,616 of sgemm's 884,736 points at 4096^3), and a record for each was most of
+    /// shape (1,280,424 of sgemm's 1,327,104 points at 4096^3), and a record for each was most of
     /// a run's setup time and memory.
     pub pruned_rows: bool,
     /// `auto` (a [`super::search::AUTO_SEARCH`] search, exhaustive where the space is no larger than its budget) or
