@@ -30,7 +30,7 @@ use crate::model::task::TaskId;
 use crate::store::best::{upsert_best, BestRow};
 use crate::store::files::write_atomic;
 use crate::store::journal::{Journal, JournalKey};
-use crate::store::record::{roof_median, set_fracs_of_roof, Kind, Record, RunInfo, Status};
+use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -590,11 +590,11 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
         .map(|p| p.run.roof.as_str())
         .filter(|r| !r.is_empty())
         .collect();
-    let roof = records[..n_baselines]
-        .iter()
-        .filter(|r| r.status == Status::Ok && roof_names.contains(r.name.as_str()))
-        .filter_map(|r| roof_median(r).map(|ms| (r.name.clone(), ms, r.confirm.is_some())))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let roof = fastest_roof(
+        records[..n_baselines]
+            .iter()
+            .filter(|r| roof_names.contains(r.name.as_str())),
+    );
 
     // The winner.
     let verified = |r: &Record| r.kind == Kind::Variant && r.status == Status::Ok;
@@ -631,11 +631,11 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
     // Every fraction of the roof, once the confirmation is kept or cleared: a leader keeps
     // the ratio over the interleaved rounds its roof ran in too.
     match &roof {
-        Some((_, ms, in_rounds)) => set_fracs_of_roof(&mut records, *ms, *in_rounds),
+        Some(roof) => set_fracs_of_roof(&mut records, roof),
         None => records.iter_mut().for_each(|r| r.frac_of_roof = None),
     }
     let mut info = first.run.clone();
-    info.roof = roof.map(|r| r.0).unwrap_or_default();
+    info.roof = roof.map(|r| r.name).unwrap_or_default();
     let journal = merge_journals(parts);
     let best = match (winner, &partial) {
         (Some(w), None) => Some(best_row(&records, w, &parts[from[w]], &info)),

@@ -263,6 +263,61 @@ fn is_dark(c: RGBColor) -> bool {
 const WIDTH: u32 = 1100;
 const FONT: &str = "sans-serif";
 
+/// The axes both rank charts share: ranks 1..n along x, 0..top along y (described by
+/// `y_desc`, labelled by `y_label`), a light mesh (vertical lines only with `x_mesh`) and the
+/// right margin kept for the labels drawn beside the plot.
+fn rank_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    n: f64,
+    top: f64,
+    y_desc: &str,
+    y_label: &dyn Fn(&f64) -> String,
+    x_mesh: bool,
+) -> Result<
+    ChartContext<
+        'a,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+> {
+    root.fill(&WHITE).map_err(plot_err)?;
+    let mut chart = ChartBuilder::on(root)
+        .margin(12)
+        .margin_right(200)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..n + 1.0, 0.0..top)
+        .map_err(plot_err)?;
+    let mut mesh = chart.configure_mesh();
+    if !x_mesh {
+        mesh.disable_x_mesh();
+    }
+    mesh.light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .x_desc("verified configurations, fastest first (rank)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(y_label)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .draw()
+        .map_err(plot_err)?;
+    Ok(chart)
+}
+
+/// Text of the right margin: size 13, left-aligned at its point, vertically centred.
+fn margin_text(color: &RGBColor, bold: bool) -> TextStyle<'static> {
+    (FONT, 13)
+        .into_font()
+        .style(if bold {
+            FontStyle::Bold
+        } else {
+            FontStyle::Normal
+        })
+        .color(color)
+        .pos(Pos::new(HPos::Left, VPos::Center))
+}
+
 /// (a) Throughput of every verified configuration, fastest first; the baselines as dashed
 /// lines, the roof solid red, each labelled in the right margin.
 fn throughput_svg(run: &Run) -> Result<String> {
@@ -280,26 +335,7 @@ fn throughput_svg(run: &Run) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 440)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .margin_right(200)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0..n + 1.0, 0.0..top)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .light_line_style(RGBColor(240, 240, 240))
-            .bold_line_style(RGBColor(220, 220, 220))
-            .x_desc("verified configurations, fastest first (rank)")
-            .y_desc(unit.as_str())
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 14))
-            .draw()
-            .map_err(plot_err)?;
+        let mut chart = rank_chart(&root, n, top, unit, &|y| format!("{y:.0}"), true)?;
         let points: Vec<(f64, f64)> = ok
             .iter()
             .enumerate()
@@ -360,16 +396,7 @@ fn throughput_svg(run: &Run) -> Result<String> {
                 color.stroke_width(1),
             ))
             .map_err(plot_err)?;
-            let style = (FONT, 13)
-                .into_font()
-                .style(if is_roof {
-                    FontStyle::Bold
-                } else {
-                    FontStyle::Normal
-                })
-                .color(&color)
-                .pos(Pos::new(HPos::Left, VPos::Center));
-            root.draw(&Text::new(text, (px + 11, y), style))
+            root.draw(&Text::new(text, (px + 11, y), margin_text(&color, is_roof)))
                 .map_err(plot_err)?;
         }
         root.present().map_err(plot_err)?;
@@ -395,27 +422,14 @@ fn fraction_svg(run: &Run, color_by: Option<&str>) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 400)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .margin_right(200)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0..n + 1.0, 0.0..top)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .light_line_style(RGBColor(240, 240, 240))
-            .bold_line_style(RGBColor(220, 220, 220))
-            .x_desc("verified configurations, fastest first (rank)")
-            .y_desc("% of the roof")
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0} %"))
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 14))
-            .draw()
-            .map_err(plot_err)?;
+        let mut chart = rank_chart(
+            &root,
+            n,
+            top,
+            "% of the roof",
+            &|y| format!("{y:.0} %"),
+            false,
+        )?;
         let half = 0.42;
         for (g, value) in groups.iter().enumerate() {
             let color = pick(g);
@@ -447,11 +461,7 @@ fn fraction_svg(run: &Run, color_by: Option<&str>) -> Result<String> {
         root.draw(&Text::new(
             format!("100 % = roof ({})", run.meta.roof),
             (px + 11, py),
-            (FONT, 13)
-                .into_font()
-                .style(FontStyle::Bold)
-                .color(&red)
-                .pos(Pos::new(HPos::Left, VPos::Center)),
+            margin_text(&red, true),
         ))
         .map_err(plot_err)?;
         // The legend in the right margin, below the roof's label: over the plot it would hide
@@ -467,10 +477,7 @@ fn fraction_svg(run: &Run, color_by: Option<&str>) -> Result<String> {
                 root.draw(&Text::new(
                     format!("{p}={value}"),
                     (px + 28, y),
-                    (FONT, 13)
-                        .into_font()
-                        .color(&BLACK)
-                        .pos(Pos::new(HPos::Left, VPos::Center)),
+                    margin_text(&BLACK, false),
                 ))
                 .map_err(plot_err)?;
             }

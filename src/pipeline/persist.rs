@@ -11,7 +11,7 @@ use crate::spec::ops::Op;
 use crate::store::best::{upsert_best, BestRow, Upserted};
 use crate::store::files::write_atomic;
 use crate::store::journal::JournalKey;
-use crate::store::record::{roof_median, set_fracs_of_roof};
+use crate::store::record::{fastest_roof, set_fracs_of_roof};
 use crate::store::record::{Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{run_csv, run_csv_path};
 use std::collections::HashMap;
@@ -112,7 +112,7 @@ pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<Tune
 }
 
 /// The roof (the fastest verified baseline marked `roof`, each at its faster median:
-/// [`roof_median`]) and every record's fraction of it ([`set_fracs_of_roof`]), then the
+/// [`fastest_roof`]) and every record's fraction of it ([`set_fracs_of_roof`]), then the
 /// winner: the confirmed one, else the fastest verified variant. The records move into
 /// `outcome`.
 fn rank_records(
@@ -123,18 +123,18 @@ fn rank_records(
     n_baselines: usize,
     work: f64,
 ) {
-    let roof = op
-        .spec
-        .baselines
-        .iter()
-        .zip(&records[..n_baselines])
-        .filter(|(b, r)| b.roof && r.status == Status::Ok)
-        .filter_map(|(b, r)| roof_median(r).map(|ms| (b.name.clone(), ms, r.confirm.is_some())))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-    if let Some((name, ms, in_rounds)) = &roof {
-        info.roof = name.clone();
-        outcome.roof_throughput = Some(work / (ms * 1e-3) / 1e9);
-        set_fracs_of_roof(&mut records, *ms, *in_rounds);
+    let roof = fastest_roof(
+        op.spec
+            .baselines
+            .iter()
+            .zip(&records[..n_baselines])
+            .filter(|(b, _)| b.roof)
+            .map(|(_, r)| r),
+    );
+    if let Some(roof) = &roof {
+        info.roof = roof.name.clone();
+        outcome.roof_throughput = Some(work / (roof.ms * 1e-3) / 1e9);
+        set_fracs_of_roof(&mut records, roof);
     }
     let fastest = records
         .iter()

@@ -166,18 +166,42 @@ pub fn roof_median(r: &Record) -> Option<f64> {
     Some(r.confirm.map_or(first, |c| c.median_ms.min(first)))
 }
 
-/// Every record's fraction of the roof, which takes `roof_ms` ([`roof_median`]) and ran in
-/// the interleaved rounds when `in_rounds`: a variant re-timed in those rounds is then taken
-/// at its median there, a baseline by [`roof_median`], any other record at its first timing.
-/// Unverified records get none.
-pub fn set_fracs_of_roof(records: &mut [Record], roof_ms: f64, in_rounds: bool) {
+/// The roof of a run: which baseline, its time ([`roof_median`]), and whether it ran in the
+/// interleaved rounds (so that a leader re-timed there is compared over the same rounds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Roof {
+    pub name: String,
+    pub ms: f64,
+    pub in_rounds: bool,
+}
+
+/// The fastest verified record of `eligible` (the baselines that may be the roof), each taken
+/// at its [`roof_median`]: one rule for a run and for a merge of shards.
+pub fn fastest_roof<'a>(eligible: impl IntoIterator<Item = &'a Record>) -> Option<Roof> {
+    eligible
+        .into_iter()
+        .filter(|r| r.status == Status::Ok)
+        .filter_map(|r| {
+            roof_median(r).map(|ms| Roof {
+                name: r.name.clone(),
+                ms,
+                in_rounds: r.confirm.is_some(),
+            })
+        })
+        .min_by(|a, b| a.ms.total_cmp(&b.ms))
+}
+
+/// Every record's fraction of `roof`: when the roof ran in the interleaved rounds, a variant
+/// re-timed in those rounds is taken at its median there; a baseline is taken by
+/// [`roof_median`], any other record at its first timing. Unverified records get none.
+pub fn set_fracs_of_roof(records: &mut [Record], roof: &Roof) {
     for r in records {
         let ms = match (r.kind, r.confirm) {
-            (Kind::Variant, Some(c)) if in_rounds => Some(c.median_ms),
+            (Kind::Variant, Some(c)) if roof.in_rounds => Some(c.median_ms),
             (Kind::Baseline, _) => roof_median(r),
             _ => r.stats.map(|s| s.median_ms),
         };
-        r.frac_of_roof = ms.filter(|_| r.status == Status::Ok).map(|ms| roof_ms / ms);
+        r.frac_of_roof = ms.filter(|_| r.status == Status::Ok).map(|ms| roof.ms / ms);
     }
 }
 
@@ -284,19 +308,42 @@ mod tests {
             Record::new(Kind::Variant, "v3", Vec::new()),
         ];
         // Slower over the rounds: the first timing counts.
-        assert_eq!(roof_median(&records[0]), Some(1.0));
-        set_fracs_of_roof(&mut records, 1.0, true);
+        let roof = fastest_roof(&records[..1]).unwrap();
+        assert_eq!((roof.ms, roof.in_rounds), (1.0, true));
+        set_fracs_of_roof(&mut records, &roof);
         let fracs: Vec<Option<f64>> = records.iter().map(|r| r.frac_of_roof).collect();
         assert_eq!(fracs, [Some(1.0), Some(0.4), Some(0.25), None]);
         // Faster over the rounds (its first timing was taken launch by launch): those count.
         records[0].stats = Stats::from_samples(&[1.25, 1.25, 1.25]);
         records[0].confirm.as_mut().unwrap().median_ms = 1.0;
-        assert_eq!(roof_median(&records[0]), Some(1.0));
-        set_fracs_of_roof(&mut records, 1.0, true);
+        assert_eq!(fastest_roof(&records[..1]).unwrap().ms, 1.0);
+        set_fracs_of_roof(&mut records, &roof);
         let fracs: Vec<Option<f64>> = records.iter().map(|r| r.frac_of_roof).collect();
         assert_eq!(fracs, [Some(1.0), Some(0.4), Some(0.25), None]);
         // The roof did not run in the rounds: first timings throughout.
-        set_fracs_of_roof(&mut records, 1.0, false);
+        let first_only = Roof {
+            in_rounds: false,
+            ..roof
+        };
+        set_fracs_of_roof(&mut records, &first_only);
         assert_eq!(records[1].frac_of_roof, Some(0.5));
+    }
+
+    /// Of several eligible baselines the roof is the one with the fastest of their faster
+    /// medians; an unverified one is never the roof, however fast it was timed.
+    #[test]
+    fn the_roof_is_the_eligible_baseline_with_the_fastest_faster_median() {
+        let mut broken = timed(Kind::Baseline, "copy", 0.5, None);
+        broken.status = Status::Failed;
+        let records = [
+            timed(Kind::Baseline, "memcpy", 1.0, None),
+            // Slower first timed, faster over the rounds: 0.9 stands.
+            timed(Kind::Baseline, "copy_vec4", 1.2, Some(0.9)),
+            broken,
+        ];
+        let roof = fastest_roof(&records).unwrap();
+        assert_eq!(roof.name, "copy_vec4");
+        assert_eq!((roof.ms, roof.in_rounds), (0.9, true));
+        assert_eq!(fastest_roof(&records[2..]), None);
     }
 }
