@@ -11,6 +11,8 @@ use super::format_ms;
 use crate::error::{Error, Result};
 use crate::store::record::{Kind, Record, Status};
 use crate::store::run_csv::{open_run_csv, read_run_csv};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::BTreeMap;
@@ -264,22 +266,16 @@ const WIDTH: u32 = 1100;
 const FONT: &str = "sans-serif";
 
 /// The axes both rank charts share: ranks 1..n along x, 0..top along y (described by
-/// `y_desc`, labelled by `y_label`), a light mesh (vertical lines only with `x_mesh`) and the
-/// right margin kept for the labels drawn beside the plot.
+/// `y_desc`, labelled by `y_label`), a light mesh (its vertical lines too when `x_mesh`) and
+/// the right margin kept for the labels drawn beside the plot.
 fn rank_chart<'a, 'b>(
-    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
     n: f64,
     top: f64,
     y_desc: &str,
     y_label: &dyn Fn(&f64) -> String,
     x_mesh: bool,
-) -> Result<
-    ChartContext<
-        'a,
-        SVGBackend<'b>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
-> {
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(root)
         .margin(12)
