@@ -1561,7 +1561,7 @@ mod tests {
     /// of a run that keeps them do, and the live candidates are the same.
     #[test]
     fn pruned_counts_without_pruned_rows_match_the_pruned_rows() {
-        // sgemm narrowed to an eighth of its space: the whole of it takes long in a debug build.
+        // sgemm narrowed to a twelfth of its space: the whole of it takes long in a debug build.
         for (name, shape, narrow) in [
             ("sgemm", "999x777x555", &["BM=64", "SPLITK=1,2"][..]),
             ("transpose", "8191x8191", &[][..]),
