@@ -11,6 +11,10 @@ use cuda_autotune::{check, export};
 use std::io::Write;
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc: a run allocates and frees millions of small strings.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `tune params`: the op's parameters, read from its spec, on stdout.
 fn params(opts: &TuneOptions) -> cuda_autotune::error::Result<()> {
     let op = load_op(opts)?;
