@@ -383,8 +383,10 @@ pub struct Space {
 /// Every point is judged as if evaluated on its own: valid, or pruned by the first
 /// constraint (in spec order) it fails. But each define and constraint is evaluated once per
 /// combination of the parameters it reads (directly or through other defines), not once per
-/// point: a sgemm space has some 200,000 points and 40 expressions, while its expressions
-/// read only a few parameters each. Pruned points are counted by reason and, unless
+/// point: a sgemm space has over a million points and 40 expressions, while its expressions
+/// read only a few parameters each. Where a point's prune reason reads only the first
+/// parameters, so does everything judged before it, and the points that share those
+/// parameters are counted for the same reason without being visited (unless `keep_pruned`). Pruned points are counted by reason and, unless
 /// `keep_pruned`, never become candidates (most of a space is pruned; a candidate per point
 /// was most of the setup's time and memory). Pruned candidates carry their parameters only
 /// (no variables, no define names): nothing downstream renders or launches them.
@@ -399,6 +401,7 @@ pub fn enumerate_space(
     let total = axes.points();
     let base = base_vars(op, shape, limits);
     let mut memo = Memo::new(op, &axes)?;
+    memo.fill_defines(op, &base, &axes);
     let define_names: std::sync::Arc<[String]> =
         op.spec.defines.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::new();
@@ -407,7 +410,15 @@ pub fn enumerate_space(
     // The variables of the valid point at hand (for its launch geometry), overwritten at
     // the next: every valid point sets every parameter and define.
     let mut point = base.clone();
-    for index in 0..total {
+    // Points of the subtree that fixes the slots before `s` (slots `s` onwards free).
+    let mut span = vec![1usize; digits.len() + 1];
+    for s in (0..digits.len()).rev() {
+        span[s] = span[s + 1] * axes.values[s].len();
+    }
+    let mut next = 0;
+    while next < total {
+        let index = next;
+        next += 1;
         if index > 0 {
             // The odometer: the last parameter turns fastest.
             for slot in (0..digits.len()).rev() {
@@ -419,7 +430,18 @@ pub fn enumerate_space(
                 digits[slot] = 0;
             }
         }
-        if let Some(reason) = memo.judge(op, &base, &axes, &digits)? {
+        if let Some((reason, depth)) = memo.judge(op, &base, &axes, &digits)? {
+            let from = (depth + 1) as usize;
+            if !keep_pruned && from < digits.len() {
+                // Every point left in the subtree that fixes slots 0 .. from is pruned for
+                // the same reason: count them and go on past the subtree.
+                let done: usize = (from..digits.len()).map(|s| digits[s] * span[s + 1]).sum();
+                let left = span[from] - done;
+                pruned_by.add_n(&reason, left);
+                memo.jump_to_last(&axes, &mut digits, from);
+                next = index + left;
+                continue;
+            }
             pruned_by.add(&reason);
             if keep_pruned {
                 out.push(Candidate {
@@ -481,9 +503,13 @@ struct ReasonCounts(HashMap<usize, (std::sync::Arc<str>, usize)>);
 
 impl ReasonCounts {
     fn add(&mut self, reason: &std::sync::Arc<str>) {
+        self.add_n(reason, 1);
+    }
+
+    fn add_n(&mut self, reason: &std::sync::Arc<str>, n: usize) {
         // The map holds the text, so its address stays its own while it is counted.
         let at = std::sync::Arc::as_ptr(reason).cast::<u8>() as usize;
-        self.0.entry(at).or_insert_with(|| (reason.clone(), 0)).1 += 1;
+        self.0.entry(at).or_insert_with(|| (reason.clone(), 0)).1 += n;
     }
 
     /// The counts by reason text (equal texts from different places added up), most
@@ -518,6 +544,8 @@ struct Memoized<T> {
     pos: usize,
     /// How `pos` moves when the odometer turns slot `s` on and every later slot back to 0.
     turn: Vec<isize>,
+    /// How `pos` moves per step of slot `s` alone (0 for the slots it does not read).
+    stride_of: Vec<isize>,
 }
 
 impl<T> Memoized<T> {
@@ -546,7 +574,13 @@ impl<T> Memoized<T> {
             table: (0..size).map(|_| None).collect(),
             pos: 0,
             turn,
+            stride_of,
         }
+    }
+
+    /// The last slot it reads, -1 for none: its value is fixed once slots 0 ..= that are.
+    fn depth(&self) -> isize {
+        self.inputs.iter().max().map_or(-1, |&s| s as isize)
     }
 
     fn at(&self, digits: &[usize]) -> usize {
@@ -560,6 +594,11 @@ impl<T> Memoized<T> {
     /// Follows the odometer's turn of `slot` (later slots back to 0).
     fn step(&mut self, slot: usize) {
         self.pos = self.pos.wrapping_add_signed(self.turn[slot]);
+    }
+
+    /// Follows slot `slot` moving `by` values on its own.
+    fn shift(&mut self, slot: usize, by: isize) {
+        self.pos = self.pos.wrapping_add_signed(self.stride_of[slot] * by);
     }
 }
 
@@ -589,6 +628,12 @@ struct Memo {
     scratch: Option<Vars>,
     /// Each constraint's reason, shared by every point it prunes.
     reasons: Vec<std::sync::Arc<str>>,
+    /// The last slot (-1: none) that decides a point pruned by define `k` being undefined:
+    /// every define up to `k` reads only slots up to it.
+    define_depth: Vec<isize>,
+    /// The same for constraint `i` failing: the slots of constraints up to `i`, and of every
+    /// define that may be undefined somewhere (see [`Memo::fill_defines`]).
+    constraint_depth: Vec<isize>,
 }
 
 impl Memo {
@@ -662,7 +707,110 @@ impl Memo {
                 .iter()
                 .map(|c| c.reason().into())
                 .collect(),
+            define_depth: Vec::new(),
+            constraint_depth: Vec::new(),
         })
+    }
+
+    /// Evaluates each define at every combination of the parameters it reads (a define reads
+    /// a few, so its table is small) before the enumeration, and sets the depths at which a
+    /// prune reason decides a whole subtree of the odometer. [`Memo::judge`] evaluates every
+    /// define before any constraint, so a failing constraint decides its subtree only where
+    /// no define can be undefined inside it: knowing which defines never are keeps those
+    /// subtrees wide. A define left unknown (a table too large, one that does not parse, an
+    /// evaluation error, which its first use at a point then reports) counts as one that
+    /// may be undefined.
+    fn fill_defines(&mut self, op: &Op, base: &Vars, axes: &Axes) {
+        const LARGEST_TABLE: usize = 1 << 16;
+        // Whether each define's table is complete (an entry stays empty only where a define
+        // it names is undefined: no point evaluates it there), and whether it is undefined
+        // at none of its entries.
+        let mut complete = vec![false; self.defines.len()];
+        let mut total = vec![false; self.defines.len()];
+        let mut digits = vec![0usize; axes.names.len()];
+        'define: for k in 0..self.defines.len() {
+            let d = &self.defines[k].1;
+            let Some((_, named)) = d.direct.clone() else {
+                continue;
+            };
+            if d.table.len() > LARGEST_TABLE || named.iter().any(|&j| !complete[j]) {
+                continue;
+            }
+            'entry: for e in 0..d.table.len() {
+                let d = &self.defines[k].1;
+                for (&slot, &stride) in d.inputs.iter().zip(&d.strides) {
+                    digits[slot] = e / stride % axes.values[slot].len();
+                }
+                for &j in &named {
+                    let dj = &mut self.defines[j].1;
+                    dj.pos = dj.at(&digits);
+                    if !matches!(dj.table[dj.pos], Some(Ok(_))) {
+                        continue 'entry;
+                    }
+                }
+                let vars = self.vars_before(base, axes, &digits, Which::Define(k));
+                let (name, d) = &self.defines[k];
+                let value = vars.eval_here(
+                    &d.expr,
+                    &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
+                );
+                let value = value.map(|v| v.map_err(|why| format!("defines.{name} {why}").into()));
+                self.scratch = Some(vars);
+                match value {
+                    Ok(value) => self.defines[k].1.table[e] = Some(value),
+                    Err(_) => continue 'define,
+                }
+            }
+            complete[k] = true;
+            total[k] = !self.defines[k]
+                .1
+                .table
+                .iter()
+                .any(|v| matches!(v, Some(Err(_))));
+        }
+        // The odometer starts at the space's first point.
+        for (_, d) in &mut self.defines {
+            d.pos = 0;
+        }
+        let mut deepest = -1;
+        self.define_depth = self
+            .defines
+            .iter()
+            .map(|(_, d)| {
+                deepest = deepest.max(d.depth());
+                deepest
+            })
+            .collect();
+        let mut deepest = (self.defines.iter().zip(&total))
+            .filter(|(_, &total)| !total)
+            .map(|((_, d), _)| d.depth())
+            .max()
+            .unwrap_or(-1);
+        self.constraint_depth = self
+            .constraints
+            .iter()
+            .map(|c| {
+                deepest = deepest.max(c.depth());
+                deepest
+            })
+            .collect();
+    }
+
+    /// Follows slots `from` onwards jumping to their last values (the last point of the
+    /// subtree that fixes the slots before `from`).
+    fn jump_to_last(&mut self, axes: &Axes, digits: &mut [usize], from: usize) {
+        for (slot, digit) in digits.iter_mut().enumerate().skip(from) {
+            let last = axes.values[slot].len() - 1;
+            let by = (last - *digit) as isize;
+            for (_, d) in &mut self.defines {
+                d.shift(slot, by);
+            }
+            for c in &mut self.constraints {
+                c.shift(slot, by);
+            }
+            self.launches.shift(slot, by);
+            *digit = last;
+        }
     }
 
     /// Follows the odometer's turn of `slot` in every table's index.
@@ -689,14 +837,15 @@ impl Memo {
     /// Evaluates every define (in spec order, as the template would see them) and then the
     /// constraints in spec order at the point `digits`; the first that fails prunes it. So
     /// does the first that is undefined there (a division by zero: `--param TILE_DIM=0`),
-    /// with the reason.
+    /// with the reason, and the last slot that decides it (every point that agrees with
+    /// this one up to that slot is pruned for the same reason).
     fn judge(
         &mut self,
         op: &Op,
         base: &Vars,
         axes: &Axes,
         digits: &[usize],
-    ) -> Result<Option<std::sync::Arc<str>>> {
+    ) -> Result<Option<(std::sync::Arc<str>, isize)>> {
         for k in 0..self.defines.len() {
             let at = self.defines[k].1.pos;
             debug_assert_eq!(at, self.defines[k].1.at(digits));
@@ -712,7 +861,7 @@ impl Memo {
                 self.defines[k].1.table[at] = Some(value?);
             }
             if let Some(Err(reason)) = &self.defines[k].1.table[at] {
-                return Ok(Some(reason.clone()));
+                return Ok(Some((reason.clone(), self.define_depth[k])));
             }
         }
         for (i, spec) in op.spec.constraints.iter().enumerate() {
@@ -730,10 +879,11 @@ impl Memo {
                     ok
                 }
             };
+            let depth = self.constraint_depth[i];
             match ok {
                 Ok(true) => {}
-                Ok(false) => return Ok(Some(self.reasons[i].clone())),
-                Err(reason) => return Ok(Some(reason)),
+                Ok(false) => return Ok(Some((self.reasons[i].clone(), depth))),
+                Err(reason) => return Ok(Some((reason, depth))),
             }
         }
         Ok(None)
@@ -1048,9 +1198,12 @@ mod tests {
                 c.config.label()
             );
             assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
+            // Rows of chunks, and with PAD one chunk of skew per CHUNK rows.
+            let loaded = th + 32 / elem - 1;
+            let skew = int(c, "PAD").min(1) * (loaded / (16 / elem) + 1);
             assert_eq!(
                 var(c, "SMEM_BYTES"),
-                (th + 32 / elem - 1) * (tw * elem / 16 + 1) * 16
+                (loaded * (tw * elem / 16 + 1) + skew) * 16
             );
         }
         if value(c, "BOUNDS") == Value::Str("none".into()) {
@@ -1559,12 +1712,57 @@ mod tests {
 
     /// A run that keeps no pruned candidates counts them by reason exactly as the candidates
     /// of a run that keeps them do, and the live candidates are the same.
+    /// A define undefined deep in the space (at VECTOR=1, the third parameter) comes before a
+    /// constraint that reads only the first: where the constraint fails, the points whose
+    /// define is undefined still count for the define.
+    #[test]
+    fn an_undefined_define_keeps_its_points_under_a_shallow_constraint() {
+        let dir = tempfile::tempdir().unwrap();
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vector_add");
+        let spec = std::fs::read_to_string(example.join("vector_add.toml"))
+            .unwrap()
+            .replacen(
+                "PER_BLOCK = ",
+                "INV = \"12 / (VECTOR - 1)\"\nPER_BLOCK = ",
+                1,
+            )
+            .replacen(
+                "[[constraints]]",
+                "[[constraints]]\nexpr = \"BLOCK != 128\"\nreason = \"not 128\"\n\n[[constraints]]",
+                1,
+            );
+        std::fs::write(dir.path().join("vector_add.toml"), spec).unwrap();
+        std::fs::copy(
+            example.join("vector_add.cu.tera"),
+            dir.path().join("vector_add.cu.tera"),
+        )
+        .unwrap();
+        let op = Op::load_spec(dir.path(), None).unwrap();
+        let shape = Shape::parse("100000", &op.spec.dims).unwrap();
+        let limits = DeviceLimits::SM90_DEFAULT;
+        let kept = enumerate_space(&op, &shape, &limits, &[], true).unwrap();
+        let counted = enumerate_space(&op, &shape, &limits, &[], false).unwrap();
+        let count = |s: &Space, prefix: &str| -> usize {
+            (s.prune_reasons.iter())
+                .filter(|(r, _)| r.starts_with(prefix))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        // BLOCK=128 at VECTOR=2 and 4 (4 x 2 x 2 points), VECTOR=1 everywhere (5 x 4 x 2).
+        assert_eq!(count(&kept, "not 128"), 16);
+        assert_eq!(count(&kept, "defines.INV"), 40);
+        assert_eq!(counted.prune_reasons, kept.prune_reasons);
+    }
+
     #[test]
     fn pruned_counts_without_pruned_rows_match_the_pruned_rows() {
         // sgemm narrowed to a twelfth of its space: the whole of it takes long in a debug build.
+        // TILE_DIM=0 leaves defines undefined (a division by zero) in part of the space: they
+        // prune first, and a failing constraint then decides no subtree they reach into.
         for (name, shape, narrow) in [
             ("sgemm", "999x777x555", &["BM=64", "SPLITK=1,2"][..]),
             ("transpose", "8191x8191", &[][..]),
+            ("transpose", "999x1001", &["TILE_DIM=0,32"][..]),
         ] {
             let op = Op::load(name, None).unwrap();
             let shape = Shape::parse(shape, &op.spec.dims).unwrap();
@@ -1582,6 +1780,16 @@ mod tests {
                 "{name}"
             );
             assert_eq!(counted.prune_reasons, kept.prune_reasons, "{name}");
+            let undefined = counted
+                .prune_reasons
+                .iter()
+                .any(|(r, _)| r.starts_with("defines."));
+            assert_eq!(
+                undefined,
+                narrow.len() == 1,
+                "{name} {:?}",
+                counted.prune_reasons
+            );
             let live = |s: &Space| -> Vec<usize> {
                 s.candidates
                     .iter()
