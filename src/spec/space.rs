@@ -748,15 +748,7 @@ impl Memo {
                         continue 'entry;
                     }
                 }
-                let vars = self.vars_before(base, axes, &digits, Which::Define(k));
-                let (name, d) = &self.defines[k];
-                let value = vars.eval_here(
-                    &d.expr,
-                    &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
-                );
-                let value = value.map(|v| v.map_err(|why| format!("defines.{name} {why}").into()));
-                self.scratch = Some(vars);
-                match value {
+                match self.eval_define(op, base, axes, &digits, k) {
                     Ok(value) => self.defines[k].1.table[e] = Some(value),
                     Err(_) => continue 'define,
                 }
@@ -850,15 +842,8 @@ impl Memo {
             let at = self.defines[k].1.pos;
             debug_assert_eq!(at, self.defines[k].1.at(digits));
             if self.defines[k].1.table[at].is_none() {
-                let vars = self.vars_before(base, axes, digits, Which::Define(k));
-                let (name, d) = &self.defines[k];
-                let value = vars.eval_here(
-                    &d.expr,
-                    &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
-                );
-                let value = value.map(|v| v.map_err(|why| format!("defines.{name} {why}").into()));
-                self.scratch = Some(vars);
-                self.defines[k].1.table[at] = Some(value?);
+                let value = self.eval_define(op, base, axes, digits, k)?;
+                self.defines[k].1.table[at] = Some(value);
             }
             if let Some(Err(reason)) = &self.defines[k].1.table[at] {
                 return Ok(Some((reason.clone(), self.define_depth[k])));
@@ -887,6 +872,26 @@ impl Memo {
             }
         }
         Ok(None)
+    }
+
+    /// Define `k` evaluated at `digits` (the defines it names at their table positions): its
+    /// value, or why it is undefined there; an error where the expression is broken.
+    fn eval_define(
+        &mut self,
+        op: &Op,
+        base: &Vars,
+        axes: &Axes,
+        digits: &[usize],
+        k: usize,
+    ) -> Result<Point<Value>> {
+        let vars = self.vars_before(base, axes, digits, Which::Define(k));
+        let (name, d) = &self.defines[k];
+        let value = vars.eval_here(
+            &d.expr,
+            &Lazy(|| format!("{} defines.{name}", op.at(&d.expr))),
+        );
+        self.scratch = Some(vars);
+        value.map(|v| v.map_err(|why| format!("defines.{name} {why}").into()))
     }
 
     /// The variables expression `which` sees at `digits`: shape and limits, and the parameters
