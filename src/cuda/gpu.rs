@@ -473,6 +473,16 @@ pub fn gpu_available() -> bool {
     present && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
+/// Loads the cuBLAS library (not a handle) and keeps it loaded, if it is present: run on a
+/// thread of its own while the first job is prepared, so that reading the library from disk
+/// overlaps that work instead of waiting for the first cuBLAS baseline. A no-op where cuBLAS
+/// is absent ([`Gpu::blas`] reports that when a baseline asks).
+pub fn preload_blas() {
+    if unsafe { cudarc::cublas::sys::is_culib_present() } {
+        let _ = unsafe { cudarc::cublas::sys::culib() };
+    }
+}
+
 /// A cuBLAS handle on the GPU's stream, in pure FP32 mode (no TF32).
 pub struct Blas(cudarc::cublas::CudaBlas);
 

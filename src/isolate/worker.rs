@@ -10,7 +10,7 @@
 use super::device::Device;
 use super::interrupt::interrupted;
 use super::protocol::{failed, Job, Line, Task, TaskResult, GPU_WORKER_ARG};
-use crate::cuda::gpu::DeviceInfo;
+use crate::cuda::gpu::{preload_blas, DeviceInfo};
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -378,6 +378,7 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
     };
     let free = device.free_mem().unwrap_or(0);
     emit(&Line::Device(device.info().clone(), free));
+    std::thread::spawn(preload_blas);
     // One job per line. EOF ends the worker.
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
