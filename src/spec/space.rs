@@ -539,8 +539,9 @@ struct Memoized<T> {
     strides: Vec<usize>,
     table: Vec<Option<T>>,
     /// The table index of the odometer's point ([`Memoized::at`] of its digits), kept by
-    /// [`Memoized::step`]: the enumeration visits every point of the space, and summing the
-    /// strides of every input at each one was a large part of its time.
+    /// [`Memoized::step`] and [`Memoized::shift`]: the enumeration visits most points of the
+    /// space in order, and summing the strides of every input at each one was a large part of
+    /// its time.
     pos: usize,
     /// How `pos` moves when the odometer turns slot `s` on and every later slot back to 0.
     turn: Vec<isize>,
@@ -764,6 +765,9 @@ impl Memo {
         for (_, d) in &mut self.defines {
             d.pos = 0;
         }
+        // The enumeration starts from the base variables, as if nothing had been evaluated:
+        // an expression that reads a define after its own must find it unset there.
+        self.scratch = None;
         let mut deepest = -1;
         self.define_depth = self
             .defines
@@ -1205,7 +1209,7 @@ mod tests {
             assert_ne!(value(c, "BOUNDS"), Value::Str("specialized".into()));
             // Rows of chunks, and with PAD one chunk of skew per CHUNK rows.
             let loaded = th + 32 / elem - 1;
-            let skew = int(c, "PAD").min(1) * (loaded / (16 / elem) + 1);
+            let skew = i64::from(int(c, "PAD") != 0) * (loaded / (16 / elem) + 1);
             assert_eq!(
                 var(c, "SMEM_BYTES"),
                 (loaded * (tw * elem / 16 + 1) + skew) * 16
@@ -1717,25 +1721,23 @@ mod tests {
 
     /// A run that keeps no pruned candidates counts them by reason exactly as the candidates
     /// of a run that keeps them do, and the live candidates are the same.
-    /// A define undefined deep in the space (at VECTOR=1, the third parameter) comes before a
-    /// constraint that reads only the first: where the constraint fails, the points whose
-    /// define is undefined still count for the define.
-    #[test]
-    fn an_undefined_define_keeps_its_points_under_a_shallow_constraint() {
+    /// examples/vector_add with `defines` before its own and `constraint` (an expression
+    /// and its reason) before its own, loaded from a folder that lives as long as the op.
+    fn vector_add_with(defines: &str, constraint: Option<(&str, &str)>) -> (tempfile::TempDir, Op) {
         let dir = tempfile::tempdir().unwrap();
         let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vector_add");
-        let spec = std::fs::read_to_string(example.join("vector_add.toml"))
+        let mut spec = std::fs::read_to_string(example.join("vector_add.toml"))
             .unwrap()
-            .replacen(
-                "PER_BLOCK = ",
-                "INV = \"12 / (VECTOR - 1)\"\nPER_BLOCK = ",
-                1,
-            )
-            .replacen(
+            .replacen("PER_BLOCK = ", &format!("{defines}\nPER_BLOCK = "), 1);
+        if let Some((expr, reason)) = constraint {
+            spec = spec.replacen(
                 "[[constraints]]",
-                "[[constraints]]\nexpr = \"BLOCK != 128\"\nreason = \"not 128\"\n\n[[constraints]]",
+                &format!(
+                    "[[constraints]]\nexpr = \"{expr}\"\nreason = \"{reason}\"\n\n[[constraints]]"
+                ),
                 1,
             );
+        }
         std::fs::write(dir.path().join("vector_add.toml"), spec).unwrap();
         std::fs::copy(
             example.join("vector_add.cu.tera"),
@@ -1743,6 +1745,18 @@ mod tests {
         )
         .unwrap();
         let op = Op::load_spec(dir.path(), None).unwrap();
+        (dir, op)
+    }
+
+    /// A define undefined deep in the space (at VECTOR=1, the third parameter) comes before a
+    /// constraint that reads only the first: where the constraint fails, the points whose
+    /// define is undefined still count for the define.
+    #[test]
+    fn an_undefined_define_keeps_its_points_under_a_shallow_constraint() {
+        let (_dir, op) = vector_add_with(
+            "INV = \"12 / (VECTOR - 1)\"",
+            Some(("BLOCK != 128", "not 128")),
+        );
         let shape = Shape::parse("100000", &op.spec.dims).unwrap();
         let limits = DeviceLimits::SM90_DEFAULT;
         let kept = enumerate_space(&op, &shape, &limits, &[], true).unwrap();
@@ -1757,6 +1771,23 @@ mod tests {
         assert_eq!(count(&kept, "not 128"), 16);
         assert_eq!(count(&kept, "defines.INV"), 40);
         assert_eq!(counted.prune_reasons, kept.prune_reasons);
+    }
+
+    /// A define that reads a define after its own finds it unset at the space's first point
+    /// and fails there, whatever the defines tabulated before the enumeration left behind.
+    #[test]
+    fn a_define_that_reads_a_later_define_is_an_error() {
+        let (_dir, op) = vector_add_with(
+            "EARLY = \"LATE + 1\"\nLATE = \"BLOCK * 2\"\nUSER = \"LATE + 3\"",
+            None,
+        );
+        let shape = Shape::parse("100000", &op.spec.dims).unwrap();
+        for keep_pruned in [true, false] {
+            let err = enumerate_space(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[], keep_pruned)
+                .err()
+                .expect("EARLY reads LATE before LATE is defined");
+            assert!(err.to_string().contains("LATE"), "{err}");
+        }
     }
 
     #[test]
