@@ -476,7 +476,8 @@ pub fn gpu_available() -> bool {
 /// Loads the cuBLAS library (not a handle) and keeps it loaded, if it is present: run on a
 /// thread of its own while the first job is prepared, so that reading the library from disk
 /// overlaps that work instead of waiting for the first cuBLAS baseline. A no-op where cuBLAS
-/// is absent ([`Gpu::blas`] reports that when a baseline asks).
+/// is absent ([`Gpu::blas`] reports that when a baseline asks; cudarc panics when it loads a
+/// library that is absent, hence the look first).
 pub fn preload_blas() {
     if unsafe { cudarc::cublas::sys::is_culib_present() } {
         let _ = unsafe { cudarc::cublas::sys::culib() };

@@ -384,11 +384,11 @@ pub struct Space {
 /// constraint (in spec order) it fails. But each define and constraint is evaluated once per
 /// combination of the parameters it reads (directly or through other defines), not once per
 /// point: a sgemm space has over a million points and 40 expressions, while its expressions
-/// read only a few parameters each. Where a point's prune reason reads only the first
-/// parameters, so does everything judged before it, and the points that share those
-/// parameters are counted for the same reason without being visited (unless `keep_pruned`). Pruned points are counted by reason and, unless
+/// read only a few parameters each. Pruned points are counted by reason and, unless
 /// `keep_pruned`, never become candidates (most of a space is pruned; a candidate per point
-/// was most of the setup's time and memory). Pruned candidates carry their parameters only
+/// was most of the setup's time and memory); nor are they all visited then: where a point's
+/// prune reason, and everything judged before it, reads only the first parameters, the
+/// points that share those parameters are counted for the same reason in one step. Pruned candidates carry their parameters only
 /// (no variables, no define names): nothing downstream renders or launches them.
 pub fn enumerate_space(
     op: &Op,
@@ -430,8 +430,7 @@ pub fn enumerate_space(
                 digits[slot] = 0;
             }
         }
-        if let Some((reason, depth)) = memo.judge(op, &base, &axes, &digits)? {
-            let from = (depth + 1) as usize;
+        if let Some((reason, from)) = memo.judge(op, &base, &axes, &digits)? {
             if !keep_pruned && from < digits.len() {
                 // Every point left in the subtree that fixes slots 0 .. from is pruned for
                 // the same reason: count them and go on past the subtree.
@@ -579,9 +578,9 @@ impl<T> Memoized<T> {
         }
     }
 
-    /// The last slot it reads, -1 for none: its value is fixed once slots 0 ..= that are.
-    fn depth(&self) -> isize {
-        self.inputs.iter().max().map_or(-1, |&s| s as isize)
+    /// How many leading slots decide its value: one past the last slot it reads, 0 for none.
+    fn decided_by(&self) -> usize {
+        self.inputs.iter().max().map_or(0, |&s| s + 1)
     }
 
     fn at(&self, digits: &[usize]) -> usize {
@@ -629,12 +628,12 @@ struct Memo {
     scratch: Option<Vars>,
     /// Each constraint's reason, shared by every point it prunes.
     reasons: Vec<std::sync::Arc<str>>,
-    /// The last slot (-1: none) that decides a point pruned by define `k` being undefined:
-    /// every define up to `k` reads only slots up to it.
-    define_depth: Vec<isize>,
+    /// How many leading slots decide a point pruned by define `k` being undefined: every
+    /// define up to `k` reads only those.
+    define_decided_by: Vec<usize>,
     /// The same for constraint `i` failing: the slots of constraints up to `i`, and of every
     /// define that may be undefined somewhere (see [`Memo::fill_defines`]).
-    constraint_depth: Vec<isize>,
+    constraint_decided_by: Vec<usize>,
 }
 
 impl Memo {
@@ -708,14 +707,14 @@ impl Memo {
                 .iter()
                 .map(|c| c.reason().into())
                 .collect(),
-            define_depth: Vec::new(),
-            constraint_depth: Vec::new(),
+            define_decided_by: Vec::new(),
+            constraint_decided_by: Vec::new(),
         })
     }
 
     /// Evaluates each define at every combination of the parameters it reads (a define reads
-    /// a few, so its table is small) before the enumeration, and sets the depths at which a
-    /// prune reason decides a whole subtree of the odometer. [`Memo::judge`] evaluates every
+    /// a few, so its table is small) before the enumeration, and sets how many leading slots
+    /// decide each prune reason, and so a whole subtree of the odometer. [`Memo::judge`] evaluates every
     /// define before any constraint, so a failing constraint decides its subtree only where
     /// no define can be undefined inside it: knowing which defines never are keeps those
     /// subtrees wide. A define left unknown (a table too large, one that does not parse, an
@@ -768,25 +767,25 @@ impl Memo {
         // The enumeration starts from the base variables, as if nothing had been evaluated:
         // an expression that reads a define after its own must find it unset there.
         self.scratch = None;
-        let mut deepest = -1;
-        self.define_depth = self
+        let mut deepest = 0;
+        self.define_decided_by = self
             .defines
             .iter()
             .map(|(_, d)| {
-                deepest = deepest.max(d.depth());
+                deepest = deepest.max(d.decided_by());
                 deepest
             })
             .collect();
         let mut deepest = (self.defines.iter().zip(&total))
             .filter(|(_, &total)| !total)
-            .map(|((_, d), _)| d.depth())
+            .map(|((_, d), _)| d.decided_by())
             .max()
-            .unwrap_or(-1);
-        self.constraint_depth = self
+            .unwrap_or(0);
+        self.constraint_decided_by = self
             .constraints
             .iter()
             .map(|c| {
-                deepest = deepest.max(c.depth());
+                deepest = deepest.max(c.decided_by());
                 deepest
             })
             .collect();
@@ -833,15 +832,15 @@ impl Memo {
     /// Evaluates every define (in spec order, as the template would see them) and then the
     /// constraints in spec order at the point `digits`; the first that fails prunes it. So
     /// does the first that is undefined there (a division by zero: `--param TILE_DIM=0`),
-    /// with the reason, and the last slot that decides it (every point that agrees with
-    /// this one up to that slot is pruned for the same reason).
+    /// with the reason, and how many leading slots decide it (every point that agrees with
+    /// this one on those is pruned for the same reason).
     fn judge(
         &mut self,
         op: &Op,
         base: &Vars,
         axes: &Axes,
         digits: &[usize],
-    ) -> Result<Option<(std::sync::Arc<str>, isize)>> {
+    ) -> Result<Option<(std::sync::Arc<str>, usize)>> {
         for k in 0..self.defines.len() {
             let at = self.defines[k].1.pos;
             debug_assert_eq!(at, self.defines[k].1.at(digits));
@@ -850,7 +849,7 @@ impl Memo {
                 self.defines[k].1.table[at] = Some(value);
             }
             if let Some(Err(reason)) = &self.defines[k].1.table[at] {
-                return Ok(Some((reason.clone(), self.define_depth[k])));
+                return Ok(Some((reason.clone(), self.define_decided_by[k])));
             }
         }
         for (i, spec) in op.spec.constraints.iter().enumerate() {
@@ -868,11 +867,11 @@ impl Memo {
                     ok
                 }
             };
-            let depth = self.constraint_depth[i];
+            let decided_by = self.constraint_decided_by[i];
             match ok {
                 Ok(true) => {}
-                Ok(false) => return Ok(Some((self.reasons[i].clone(), depth))),
-                Err(reason) => return Ok(Some((reason, depth))),
+                Ok(false) => return Ok(Some((self.reasons[i].clone(), decided_by))),
+                Err(reason) => return Ok(Some((reason, decided_by))),
             }
         }
         Ok(None)
