@@ -2,7 +2,8 @@
 //! spec whose kernel is not in the compiled image fails each variant naming the kernel, a
 //! time budget ends the run within the budget plus the compiles under way, and the summary's
 //! counts are those of the CSV the run writes (after Ctrl-C too, with no `--resume` hint, as a
-//! compile-only run has nothing to resume).
+//! compile-only run has nothing to resume). Also the compile worker's warm-up compile, which
+//! leaves nothing behind.
 //!
 //! The compile tests need NVRTC and fail (they do not skip) when it cannot be loaded: run
 //! them through scripts/test.sh, or with `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`.
@@ -283,6 +284,68 @@ fn a_spec_whose_kernel_is_not_in_the_image_fails_every_variant_naming_it() {
     let line = summary_line(&stdout);
     assert_eq!(count(line, " variants compiled"), 6, "{line}");
     assert_eq!(count(line, " from cache"), 6, "{line}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The compile worker
+// ---------------------------------------------------------------------------------------
+
+/// `tune __compile-worker sm_90 CACHE` given `input` on stdin, run to its end.
+fn compile_worker(cache: &Path, input: &str) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
+        .args(["__compile-worker", "sm_90"])
+        .arg(cache)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A compile worker compiles a warm-up kernel of its own before it reads a source, and that
+/// compile leaves no trace: with no source it ends with nothing written (no reply, no
+/// message, nothing in the cubin cache); given one source it answers that source alone,
+/// compiled by NVRTC, and the cache then holds that one image.
+#[test]
+fn a_compile_worker_warms_up_without_touching_the_cache() {
+    use cuda_autotune::isolate::compile_pool::CompileReply;
+    require_nvrtc();
+    let t = tmp();
+    let cache = t.path().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    let out = compile_worker(&cache, "");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!((stdout.as_str(), stderr.as_str()), ("", ""));
+    let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
+    assert!(entries.is_empty(), "the warm-up wrote {entries:?}");
+
+    let source = t.path().join("s0000.cu");
+    std::fs::write(
+        &source,
+        "extern \"C\" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    )
+    .unwrap();
+    let out = compile_worker(&cache, &format!("{}\n", source.display()));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let replies: Vec<CompileReply> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 1, "{stdout}");
+    assert!(replies[0].ok && !replies[0].from_cache, "{:?}", replies[0]);
+    assert!(source.with_extension("cubin").is_file());
+    assert_eq!(common::cubin_count(&cache), 1);
 }
 
 // ---------------------------------------------------------------------------------------

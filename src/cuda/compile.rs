@@ -193,6 +193,18 @@ impl Compiler {
         }
     }
 
+    /// Compiles a one-line kernel with the real options and drops the result, without the
+    /// cache (nothing is read or written): the first compile in a process pays NVRTC's
+    /// one-off costs (its code and built-in headers paged in, its initialisation), so a
+    /// compile worker does this as it starts, while the run still prepares, instead of in
+    /// its first real compile. Whether it compiled does not matter: a real compile reports
+    /// its own errors.
+    pub fn warm_up(&self) {
+        const WARM_UP_SOURCE: &str =
+            "extern \"C\" __global__ void warm(float* x) { x[threadIdx.x] += 1.0f; }";
+        let _ = self.compile_uncached(WARM_UP_SOURCE);
+    }
+
     fn compile_uncached(&self, source: &str) -> std::result::Result<(Vec<u8>, String), String> {
         let src = CString::new(source).map_err(|_| "source contains a NUL byte".to_string())?;
         let prog = nvrtc::create_program(&src, Some(c"variant.cu"))

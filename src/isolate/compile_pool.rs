@@ -24,7 +24,10 @@ pub struct CompileReply {
 }
 
 /// Entry point of `tune __compile-worker ARCH CACHE_DIR|-`: reads source paths on stdin,
-/// writes `PATH.cubin` for each and answers one [`CompileReply`] line per path.
+/// writes `PATH.cubin` for each and answers one [`CompileReply`] line per path. Before it
+/// reads the first path it compiles a one-line kernel ([`Compiler::warm_up`]), so NVRTC's
+/// first-compile costs are paid while the run still prepares when the pool starts its
+/// workers early ([`CompilePool::start_workers`]).
 pub fn compile_worker_main(args: &[String]) -> i32 {
     let (Some(arch), Some(cache)) = (args.first(), args.get(1)) else {
         eprintln!("usage: tune {COMPILE_WORKER_ARG} ARCH CACHE_DIR|-");
@@ -38,6 +41,7 @@ pub fn compile_worker_main(args: &[String]) -> i32 {
             return 1;
         }
     };
+    compiler.warm_up();
     let stdout = std::io::stdout();
     for line in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
         let path = PathBuf::from(line.trim());
@@ -161,7 +165,8 @@ impl CompileLimit {
 pub struct CompilePool {
     exe: PathBuf,
     args: [String; 2],
-    /// The most workers the pool starts; it starts them as sources queue up.
+    /// The most workers the pool starts; it starts them as sources queue up, or all at once
+    /// ([`CompilePool::start_workers`]).
     max_workers: usize,
     queue: Option<mpsc::Sender<Item>>,
     shared_queue: Arc<Mutex<mpsc::Receiver<Item>>>,
@@ -196,7 +201,8 @@ type Slots = Arc<Mutex<Vec<Slot>>>;
 
 impl CompilePool {
     /// A pool of up to `workers` processes `exe __compile-worker ARCH CACHE`, each compile
-    /// held to `limit`; none is started before the first [`CompilePool::submit`].
+    /// held to `limit`; none is started before the first [`CompilePool::submit`] or
+    /// [`CompilePool::start_workers`].
     pub fn new(
         exe: &Path,
         arch: &str,
@@ -262,18 +268,34 @@ impl CompilePool {
         *self.deadline.lock().expect("deadline lock") = Some(at);
     }
 
+    /// Starts every worker the pool may have now, instead of as sources queue up: a worker
+    /// spends its first moments loading NVRTC and compiling its warm-up kernel, which a run
+    /// that starts them before its first source is rendered overlaps with that work. The
+    /// workers then wait for sources; dropping the pool ends them whether or not any came.
+    /// Fails only when no worker can be started at all.
+    pub fn start_workers(&mut self) -> Result<()> {
+        while self.threads.len() < self.max_workers {
+            let before = self.threads.len();
+            self.start_worker()?;
+            if self.threads.len() == before {
+                // Started again, it would most likely fail again; the running ones drain
+                // the queue, and `submit` tries again as sources queue up.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The worker processes started so far (a dead one started again counts once).
+    pub fn workers(&self) -> usize {
+        self.threads.len()
+    }
+
     /// Queues `path` for compiling (its reply carries `tag`), starting a worker when every
     /// worker has a source already. Fails only when no worker can be started at all.
     pub fn submit(&mut self, tag: usize, path: PathBuf) -> Result<()> {
         if self.threads.len() < self.max_workers && self.in_flight >= self.threads.len() {
-            match spawn_worker(&self.exe, &self.args) {
-                Ok(child) => self.add_worker(child),
-                // With workers running, the queue still drains; without any, nothing would.
-                Err(e) if self.threads.is_empty() => {
-                    return Err(Error::io("cannot start compile worker", &self.exe, e))
-                }
-                Err(_) => {}
-            }
+            self.start_worker()?;
         }
         self.in_flight += 1;
         self.queue
@@ -303,6 +325,19 @@ impl CompilePool {
             self.in_flight -= 1;
         }
         reply
+    }
+
+    /// Starts one more worker. A failed start is an error only while no worker runs: with
+    /// workers running, the queue still drains; without any, nothing would.
+    fn start_worker(&mut self) -> Result<()> {
+        match spawn_worker(&self.exe, &self.args) {
+            Ok(child) => self.add_worker(child),
+            Err(e) if self.threads.is_empty() => {
+                return Err(Error::io("cannot start compile worker", &self.exe, e))
+            }
+            Err(_) => {}
+        }
+        Ok(())
     }
 
     fn add_worker(&mut self, child: Child) {
@@ -512,5 +547,97 @@ mod tests {
             Some(Duration::from_secs_f64(2.5))
         );
         assert_eq!(CompileLimit::Off.now(&[1.0; 10], 0), None);
+    }
+
+    /// A stand-in for `tune __compile-worker ARCH CACHE` in `dir`: it writes its process id
+    /// into the folder given as CACHE as it starts, then answers every path with a successful
+    /// compile. Run once before it is returned, so no test thread still holds the file open
+    /// for writing when the pool starts it (which would fail with "text file busy").
+    fn fake_worker(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join("fake-worker");
+        let script = "#!/bin/sh\n\
+            [ -d \"$3\" ] && echo $$ > \"$3/worker.$$\"\n\
+            while read -r path; do\n\
+              echo '{\"ok\":true,\"millis\":1.0,\"from_cache\":false,\"log\":\"\"}'\n\
+            done\n";
+        std::fs::write(&exe, script).expect("write the fake worker");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for _ in 0..100 {
+            match Command::new(&exe).stdin(Stdio::null()).status() {
+                Ok(status) => {
+                    assert!(status.success(), "the fake worker fails: {status}");
+                    return exe;
+                }
+                Err(e) if e.raw_os_error() == Some(26) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("cannot run the fake worker: {e}"),
+            }
+        }
+        panic!("the fake worker stays busy");
+    }
+
+    /// The process ids the fake workers wrote into `marks`.
+    fn started(marks: &Path) -> Vec<u32> {
+        std::fs::read_dir(marks)
+            .expect("marks folder")
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+            .filter_map(|t| t.trim().parse().ok())
+            .collect()
+    }
+
+    /// Workers started before any source run before the first source is submitted (each has
+    /// started its process), the pool starts no more for the sources that follow, every
+    /// source is answered exactly once, and dropping the pool ends the processes.
+    #[test]
+    fn workers_started_early_run_before_any_source_and_answer_each_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let exe = fake_worker(dir.path());
+        let marks = dir.path().join("marks");
+        std::fs::create_dir(&marks).expect("marks folder");
+        let mut pool = CompilePool::new(&exe, "sm_90", Some(&marks), 3, CompileLimit::Off);
+        assert_eq!(pool.workers(), 0, "nothing starts before it is asked to");
+        pool.start_workers().expect("workers start");
+        assert_eq!(pool.workers(), 3);
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while started(&marks).len() < 3 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pids = started(&marks);
+        assert_eq!(pids.len(), 3, "every worker process runs before any source");
+        const SOURCES: usize = 20;
+        for tag in 0..SOURCES {
+            let path = dir.path().join(format!("s{tag:04}.cu"));
+            pool.submit(tag, path).expect("submit");
+        }
+        assert_eq!(pool.workers(), 3, "no worker started for the sources");
+        let mut tags = Vec::new();
+        while let Some((tag, reply)) = pool.recv(Some(Duration::from_secs(20))) {
+            assert!(
+                matches!(reply, PoolReply::Done(CompileReply { ok: true, .. })),
+                "source {tag}: {reply:?}"
+            );
+            tags.push(tag);
+        }
+        tags.sort_unstable();
+        assert_eq!(tags, (0..SOURCES).collect::<Vec<_>>());
+        assert_eq!(pool.in_flight(), 0);
+        assert_eq!(started(&marks).len(), 3, "no worker process started again");
+        drop(pool);
+        for pid in pids {
+            let proc = PathBuf::from(format!("/proc/{pid}"));
+            assert!(!proc.exists(), "worker {pid} outlives the pool");
+        }
+    }
+
+    /// Starting the workers fails, with the executable named, when none can be started.
+    #[test]
+    fn starting_workers_that_cannot_start_is_an_error() {
+        let exe = Path::new("/nonexistent/tune");
+        let mut pool = CompilePool::new(exe, "sm_90", None, 2, CompileLimit::Off);
+        let err = pool.start_workers().expect_err("no worker can start");
+        assert!(err.to_string().contains("/nonexistent/tune"), "{err}");
+        assert_eq!(pool.workers(), 0);
     }
 }
