@@ -38,7 +38,9 @@ pub(super) struct Built {
 /// Picks the first round (every live candidate, or the search's first proposals), renders
 /// it and starts compiling it (identical sources once); the GPU stages take each candidate
 /// as its source finishes.
-pub(super) fn build(opts: &TuneOptions, setup: Setup) -> Result<Built> {
+pub(super) fn build(opts: &TuneOptions, mut setup: Setup) -> Result<Built> {
+    // The compile pool whose workers the setup started, when it did.
+    let pool = setup.pool.take();
     let mut search = super::search::start(opts, &setup)?;
     let t_compile = Instant::now();
     let work_dir = tempfile::Builder::new()
@@ -51,7 +53,7 @@ pub(super) fn build(opts: &TuneOptions, setup: Setup) -> Result<Built> {
                 e,
             )
         })?;
-    let mut prep = Prepared::default();
+    let mut prep = Prepared::with_pool(pool);
     let first_round = match &mut search {
         None => setup.live.clone(),
         Some(s) => s.ask(),
@@ -378,6 +380,16 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
+    /// Nothing rendered yet; the sources that miss the cache go to `pool` when there is one
+    /// (its workers started as the run's setup began, [`super::plan::compile_pool`]), else
+    /// to a pool started at the first miss.
+    pub(super) fn with_pool(pool: Option<CompilePool>) -> Prepared {
+        Prepared {
+            pool,
+            ..Prepared::default()
+        }
+    }
+
     pub(super) fn cache_hits(&self) -> usize {
         self.compiled
             .iter()
@@ -454,7 +466,7 @@ impl Prepared {
                 .collect();
             self.kernels.insert(i, kernels);
         }
-        let pooled = env.opts.jobs > 1 && env.opts.isolation.worker_exe().is_some();
+        let pooled = env.opts.compile_worker_exe().is_some();
         for k in first_new..self.sources.len() {
             let path = env.dir.join(format!("s{k:04}.cu"));
             let cubin = path.with_extension("cubin");
@@ -469,7 +481,7 @@ impl Prepared {
             let done = match hit {
                 Some(hit) => Some(hit),
                 None if pooled => {
-                    let exe = env.opts.isolation.worker_exe().expect("pooled");
+                    let exe = env.opts.compile_worker_exe().expect("pooled");
                     let deadline = self.deadline;
                     let pool = self.pool.get_or_insert_with(|| {
                         let pool = CompilePool::new(

@@ -90,6 +90,14 @@ impl Isolation {
     }
 }
 
+impl TuneOptions {
+    /// The compile workers' executable when compiles run in a pool of worker processes: with
+    /// worker processes and more than one job. `None`: sources compile in this process.
+    pub fn compile_worker_exe(&self) -> Option<&std::path::Path> {
+        self.isolation.worker_exe().filter(|_| self.jobs > 1)
+    }
+}
+
 // The defaults of a run's settings, each written once: `TuneOptions::default` and the
 // command line's default values (`crate::cli`) both read these.
 

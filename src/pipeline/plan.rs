@@ -6,6 +6,7 @@ use super::options::{Isolation, TuneOptions};
 use crate::cuda::compile::{default_cache_dir, Compiler};
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
+use crate::isolate::compile_pool::CompilePool;
 use crate::isolate::device::Device;
 use crate::isolate::worker::{GpuWorker, KeptWorker, Starting};
 use crate::model::limits::DeviceLimits;
@@ -74,6 +75,8 @@ pub(super) struct Setup {
     pub layout: BufferLayout,
     pub cache_dir: Option<PathBuf>,
     pub compiler: Compiler,
+    /// The compile pool, its workers started ([`compile_pool`]); the build stage takes it.
+    pub pool: Option<CompilePool>,
     /// Pruned candidates get records ([`TuneOptions::pruned_rows`]).
     pub pruned_rows: bool,
     /// Seconds from the start of the run to here.
@@ -114,14 +117,58 @@ pub(super) fn first_worker(opts: &TuneOptions, kept: &mut KeptWorker) -> Result<
     }
 }
 
+/// The architecture compiled for when it is known without a device: `--arch`, or sm_90 for
+/// a `--compile-only` run without it. `None`: the GPU's own, once [`device`] knows it.
+fn arch_without_device(opts: &TuneOptions) -> Option<String> {
+    match &opts.arch {
+        Some(a) => Some(a.clone()),
+        None if opts.compile_only => Some("sm_90".to_string()),
+        None => None,
+    }
+}
+
+/// The cubin cache a run reads and writes, `None` with `--no-cache`.
+fn cache_dir(opts: &TuneOptions) -> Option<PathBuf> {
+    opts.cubin_cache.then(default_cache_dir).flatten()
+}
+
+/// The compile pool of a run whose compiles run in worker processes
+/// ([`TuneOptions::compile_worker_exe`]), with its workers started now for `arch` (`None`:
+/// the architecture known without a device, when it is): each loads NVRTC and compiles a
+/// warm-up kernel while this process enumerates the space, ranks it and renders the first
+/// round, instead of after the first source is queued. A run that finds every source in the
+/// cubin cache drops the idle pool, which ends its workers; so does a run that stops on an
+/// error.
+///
+/// `None` without compile workers, and where a worker could not start: where NVRTC cannot be
+/// loaded or `arch` is malformed (what a worker checks as it starts; the run reports that
+/// once, not each worker), or where no process can be started (the first source that misses
+/// the cache starts the pool again and reports why it cannot).
+pub(super) fn compile_pool(opts: &TuneOptions, arch: Option<&str>) -> Option<CompilePool> {
+    let exe = opts.compile_worker_exe()?;
+    let arch = match arch {
+        Some(a) => a.to_string(),
+        None => arch_without_device(opts)?,
+    };
+    let cache = cache_dir(opts);
+    Compiler::new(&arch, cache.clone()).ok()?;
+    let mut pool = CompilePool::new(exe, &arch, cache.as_deref(), opts.jobs, opts.compile_limit);
+    pool.start_workers().ok()?;
+    Some(pool)
+}
+
 /// The device: described by the first GPU worker (started now, so the driver's start
 /// overlaps compiling; this process then needs no CUDA context), or opened here when running
 /// in-process; none with `--compile-only`. Then the space at the device's limits, the buffer
-/// layout (checked against the free device memory) and the compiler. `t0` is the run's start.
+/// layout (checked against the free device memory) and the compiler. `pool`: the compile
+/// pool when its workers were started before the device was known (the architecture was);
+/// else they start here, as soon as the architecture is known ([`compile_pool`]). `t0` is
+/// the run's start.
 pub(super) fn device(
     opts: &TuneOptions,
     plan: Plan,
     starting: Option<Starting>,
+    pool: Option<CompilePool>,
     t0: Instant,
 ) -> Result<Setup> {
     let Plan {
@@ -150,10 +197,14 @@ pub(super) fn device(
         .as_ref()
         .map(|d| d.limits)
         .unwrap_or(DeviceLimits::SM90_DEFAULT);
-    let arch = match (&opts.arch, &device) {
-        (Some(a), _) => a.clone(),
+    let arch = match (arch_without_device(opts), &device) {
+        (Some(a), _) => a,
         (None, Some(g)) => g.arch(),
-        (None, None) => "sm_90".to_string(),
+        (None, None) => {
+            return Err(Error::Internal(
+                "no architecture: neither --arch, --compile-only nor a device".into(),
+            ))
+        }
     };
     // The GPU's own architecture, which NVRTC may be too old to know: one error, not one
     // per variant (an --arch given was checked above, as input).
@@ -166,6 +217,7 @@ pub(super) fn device(
             )));
         }
     }
+    let pool = pool.or_else(|| compile_pool(opts, Some(&arch)));
     let space = if limits == CHECK_LIMITS {
         checked
     } else {
@@ -185,11 +237,7 @@ pub(super) fn device(
     if let Some(d) = &device {
         layout.check_memory(d, free_mem)?;
     }
-    let cache_dir = if opts.cubin_cache {
-        default_cache_dir()
-    } else {
-        None
-    };
+    let cache_dir = cache_dir(opts);
     let compiler = Compiler::new(&arch, cache_dir.clone())?;
     let setup_s = t0.elapsed().as_secs_f64();
     Ok(Setup {
@@ -208,6 +256,7 @@ pub(super) fn device(
         layout,
         cache_dir,
         compiler,
+        pool,
         pruned_rows: opts.pruned_rows,
         setup_s,
     })

@@ -32,6 +32,10 @@ pub fn tune_keeping(
 ) -> Result<TuneOutcome> {
     let t0 = Instant::now();
     let starting = plan::first_worker(opts, kept)?;
+    // With the architecture known before the device (`--arch`, `--compile-only`), the compile
+    // workers start now too, so loading NVRTC overlaps checking the input and the space; bad
+    // input drops the pool, which ends them.
+    let pool = plan::compile_pool(opts, None);
     let plan = match plan::plan(opts, op) {
         Ok(plan) => plan,
         Err(e) => {
@@ -40,7 +44,7 @@ pub fn tune_keeping(
             return Err(e);
         }
     };
-    let setup = plan::device(opts, plan, starting, t0)?;
+    let setup = plan::device(opts, plan, starting, pool, t0)?;
     let built = build::build(opts, setup)?;
     let Some(dev) = built.setup.device.clone() else {
         return build::compile_only(opts, built, t0);
