@@ -124,8 +124,11 @@ pub enum CompileLimit {
 
 /// The automatic limit, in multiples of the median compile.
 pub const AUTO_LIMIT_FACTOR: f64 = 15.0;
-/// The automatic limit's floor, in seconds.
-pub const AUTO_LIMIT_FLOOR_S: f64 = 1.0;
+/// The automatic limit's floor, in seconds. On a freshly started machine a compile that first
+/// pages in a part of NVRTC takes 1-2.5 s where the same compile later takes ~30 ms; a lower
+/// floor killed such sources, so which configurations a search saw (and its winner) depended
+/// on the machine's file cache.
+pub const AUTO_LIMIT_FLOOR_S: f64 = 5.0;
 /// Finished compiles before the automatic limit applies.
 pub const AUTO_LIMIT_AFTER: usize = 8;
 
