@@ -124,11 +124,12 @@ pub enum CompileLimit {
 
 /// The automatic limit, in multiples of the median compile.
 pub const AUTO_LIMIT_FACTOR: f64 = 15.0;
-/// The automatic limit's floor, in seconds. On a freshly started machine a compile that first
-/// pages in a part of NVRTC takes 1-2.5 s where the same compile later takes ~30 ms; a lower
-/// floor killed such sources, so which configurations a search saw (and its winner) depended
-/// on the machine's file cache.
-pub const AUTO_LIMIT_FLOOR_S: f64 = 5.0;
+/// The automatic limit's floor, in seconds. On a freshly started machine, once most of NVRTC
+/// is paged in (a median compile of ~30 ms again), a compile that first reaches another part
+/// of it still takes up to ~1.4 s; a floor below that kills such sources, so which
+/// configurations a search saw (and its winner) would depend on the machine's file cache. The
+/// loops fully unrolled over a large tile take longer than the floor and are still stopped.
+pub const AUTO_LIMIT_FLOOR_S: f64 = 2.0;
 /// Finished compiles before the automatic limit applies.
 pub const AUTO_LIMIT_AFTER: usize = 8;
 

@@ -32,6 +32,8 @@ pub(super) struct Built {
     pub work_dir: tempfile::TempDir,
     /// The sources so far; the first round's are compiling.
     pub prep: Prepared,
+    /// The first round's candidates, in the order they were proposed.
+    pub first_round: Vec<usize>,
     pub outcome: TuneOutcome,
 }
 
@@ -66,6 +68,7 @@ pub(super) fn build(opts: &TuneOptions, mut setup: Setup) -> Result<Built> {
         search,
         work_dir,
         prep,
+        first_round,
         outcome,
     })
 }

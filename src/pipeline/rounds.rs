@@ -187,18 +187,16 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     // while the rest compiles; in this process each job opens a context, so a round runs
     // once all of it has compiled.
     let stream = gpus.exe.is_some();
-    // The variants (task id, candidate) measured since the search last heard, told to it
-    // before it proposes the next round.
-    let mut round: Vec<(usize, usize)> = Vec::new();
+    // What the search hears, and when, is fixed by the order it proposed in (see [`Told`]),
+    // not by the order sources finish compiling.
+    let mut told = Told::new(&built.first_round);
     // Set once the search proposes nothing more (its budget is spent).
     let mut search_done = built.search.is_none();
-    // The next round may start while a few sources of this one still compile: a round would
-    // otherwise wait for its slowest compile.
-    let may_ask = |search_done: bool, prep: &super::build::Prepared| {
-        !search_done && !crate::isolate::interrupt::interrupted() && prep.waiting() <= STRAGGLERS
+    let may_ask = |search_done: bool, told: &Told| {
+        !search_done && !crate::isolate::interrupt::interrupted() && told.ready().is_some()
     };
     loop {
-        let may_ask_now = may_ask(search_done, &built.prep);
+        let may_ask_now = may_ask(search_done, &told);
         let t = Instant::now();
         let builds = if !stream {
             let mut all = Vec::new();
@@ -214,8 +212,11 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         // Time the GPU waited for the compiler.
         built.outcome.phases.compile_s += t.elapsed().as_secs_f64();
         let env = env(opts, &built.setup, built.work_dir.path());
+        for b in &builds {
+            told.done.insert(b.candidate, None);
+        }
         for (task, candidate) in tasks_of(&built.prep, &env, &builds, &mut ledger) {
-            round.push((task.id, candidate));
+            told.done.insert(candidate, Some(task.id));
             job.tasks.push(task);
         }
         if crate::isolate::interrupt::interrupted() {
@@ -241,7 +242,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         }
         // Again: the builds just taken (say, the last of a round, all failed to compile) may
         // have emptied the round.
-        if !may_ask(search_done, &built.prep) {
+        if !may_ask(search_done, &told) {
             if built.prep.busy() && built.prep.compiling() > 0 {
                 continue;
             }
@@ -249,7 +250,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         }
         let s = built.search.as_mut().expect("a search until it is done");
         let t = Instant::now();
-        let next = next_round(s, &mut round, &ledger);
+        let next = next_round(s, &mut told, &ledger);
         built.outcome.phases.search_s += t.elapsed().as_secs_f64();
         if next.is_empty() {
             search_done = true;
@@ -307,11 +308,16 @@ fn tasks_of(
         .collect()
 }
 
-/// Tells the search what the round (task id, candidate) measured, then asks it for the next
-/// round; empty when its budget is spent.
-fn next_round(s: &mut Search, round: &mut Vec<(usize, usize)>, ledger: &Ledger) -> Vec<usize> {
-    for (id, candidate) in round.drain(..) {
-        let rec = &ledger.records[ledger.task_record[&id]];
+/// Tells the search what the proposals [`Told::ready`] allows measured (in the order they
+/// were proposed; a source that did not compile is not told), then asks it for the next
+/// round, which joins the proposals; empty when its budget is spent.
+fn next_round(s: &mut Search, told: &mut Told, ledger: &Ledger) -> Vec<usize> {
+    let n = told.ready().unwrap_or(0);
+    for candidate in told.untold.drain(..n) {
+        let Some(Some(id)) = told.done.get(&candidate) else {
+            continue;
+        };
+        let rec = &ledger.records[ledger.task_record[id]];
         s.tell(
             candidate,
             rec.stats
@@ -319,7 +325,53 @@ fn next_round(s: &mut Search, round: &mut Vec<(usize, usize)>, ledger: &Ledger) 
                 .map(|st| st.median_ms),
         );
     }
-    s.ask()
+    let next = s.ask();
+    told.untold.extend(&next);
+    told.latest = next.len();
+    next
+}
+
+/// The search's proposals not yet told to it, and what became of each that finished.
+///
+/// The next round may be asked for while a few sources of the latest still compile (a round
+/// would otherwise wait for its slowest compile), but which results the search has heard by
+/// then must not depend on which sources happened to finish first: that would make two runs
+/// of the same command propose different configurations. So the search hears the proposals in
+/// the order it made them, and is asked again once all of them but the latest round's last
+/// [`STRAGGLERS`] have finished; those are told before the round after.
+struct Told {
+    /// Proposed and not yet told, in proposal order.
+    untold: std::collections::VecDeque<usize>,
+    /// Size of the latest round proposed.
+    latest: usize,
+    /// Candidates whose source finished: their task id, or `None` where there was no task
+    /// to run (it did not render or compile).
+    done: HashMap<usize, Option<usize>>,
+}
+
+impl Told {
+    fn new(first_round: &[usize]) -> Told {
+        Told {
+            untold: first_round.iter().copied().collect(),
+            latest: first_round.len(),
+            done: HashMap::new(),
+        }
+    }
+
+    /// How many of the untold proposals (from the first) the search hears now, when it may
+    /// be asked again: all but the latest round's last [`STRAGGLERS`], once those before them
+    /// have all finished. `None` while one of them is still compiling.
+    fn ready(&self) -> Option<usize> {
+        let n = self
+            .untold
+            .len()
+            .saturating_sub(STRAGGLERS.min(self.latest));
+        self.untold
+            .iter()
+            .take(n)
+            .all(|c| self.done.contains_key(c))
+            .then_some(n)
+    }
 }
 
 /// Runs `job`'s tasks (results in an earlier run's journal are reused instead) and takes
@@ -497,4 +549,63 @@ fn remeasure_throttled(
         }
     }
     Some(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A round of `n` proposals (candidates `from..from + n`) whose finished ones are `done`.
+    fn told(first: std::ops::Range<usize>, done: &[usize]) -> Told {
+        let mut t = Told::new(&first.collect::<Vec<_>>());
+        for &c in done {
+            t.done.insert(c, Some(c));
+        }
+        t
+    }
+
+    #[test]
+    fn the_search_hears_the_same_proposals_whichever_stragglers_finished() {
+        // Ten proposed; the last STRAGGLERS may still compile when the next round is asked.
+        let head: Vec<usize> = (0..10 - STRAGGLERS).collect();
+        let mut early = head.clone();
+        early.extend([9, 7]);
+        let mut late = head.clone();
+        late.push(6);
+        for done in [&head, &early, &late] {
+            assert_eq!(told(0..10, done).ready(), Some(10 - STRAGGLERS), "{done:?}");
+        }
+        // One of the others still compiling: not yet, however many of the tail finished.
+        let mut missing: Vec<usize> = (0..10).collect();
+        missing.remove(2);
+        assert_eq!(told(0..10, &missing).ready(), None);
+    }
+
+    #[test]
+    fn a_rounds_stragglers_are_heard_first_at_the_next_ask() {
+        let mut t = told(0..10, &(0..10 - STRAGGLERS).collect::<Vec<_>>());
+        let n = t.ready().unwrap();
+        t.untold.drain(..n);
+        // The next round: 10..16. Its head is not enough while the last round's tail is
+        // unfinished; once it finishes, the tail and the head are heard, in proposal order.
+        t.untold.extend(10..16);
+        t.latest = 6;
+        for c in 10..16 {
+            t.done.insert(c, Some(c));
+        }
+        assert_eq!(t.ready(), None);
+        for c in 10 - STRAGGLERS..10 {
+            t.done.insert(c, None);
+        }
+        assert_eq!(t.ready(), Some(STRAGGLERS + 6 - STRAGGLERS.min(6)));
+        let heard: Vec<usize> = t.untold.iter().take(t.ready().unwrap()).copied().collect();
+        let want: Vec<usize> = (10 - STRAGGLERS..10).chain(10..12).collect();
+        assert_eq!(heard, want);
+    }
+
+    #[test]
+    fn a_round_smaller_than_the_stragglers_may_all_be_pending() {
+        let t = told(0..3, &[]);
+        assert_eq!(t.ready(), Some(0));
+    }
 }
