@@ -434,7 +434,7 @@ pub struct TuneArgs {
     pub jobs: Option<usize>,
 
     /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
-    /// as not compiled; 0: no limit. Default: 15x the run's median compile, at least 2 s,
+    /// as not compiled; 0: no limit. Default: 15x the run's median compile, at least 1.5 s,
     /// once more than half of the compiles started have finished (a few configurations of a
     /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
     /// would hold up their round).

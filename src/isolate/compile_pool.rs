@@ -126,10 +126,11 @@ pub enum CompileLimit {
 pub const AUTO_LIMIT_FACTOR: f64 = 15.0;
 /// The automatic limit's floor, in seconds. On a freshly started machine, once most of NVRTC
 /// is paged in (a median compile of ~30 ms again), a compile that first reaches another part
-/// of it still takes up to ~1.4 s; a floor below that kills such sources, so which
+/// of it still takes up to ~1.1 s; a floor below that kills such sources, so which
 /// configurations a search saw (and its winner) would depend on the machine's file cache. The
-/// loops fully unrolled over a large tile take longer than the floor and are still stopped.
-pub const AUTO_LIMIT_FLOOR_S: f64 = 2.0;
+/// loops fully unrolled over a large tile take longer (2-5 s at thin shapes) and are still
+/// stopped, holding up their round by the floor at most.
+pub const AUTO_LIMIT_FLOOR_S: f64 = 1.5;
 /// Finished compiles before the automatic limit applies.
 pub const AUTO_LIMIT_AFTER: usize = 8;
 
