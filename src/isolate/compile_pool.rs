@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use super::interrupt::interrupted;
@@ -183,7 +182,8 @@ pub struct CompilePool {
     finished_ms: Arc<Mutex<Vec<f64>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     in_flight: usize,
-    closed: Arc<AtomicBool>,
+    /// Dropped with the pool: the watch then ends at once instead of at its next poll.
+    closed: Option<mpsc::Sender<()>>,
     watch: Option<std::thread::JoinHandle<()>>,
     /// After this, sources a worker takes off the queue are answered
     /// [`PoolReply::Abandoned`] instead of compiled.
@@ -222,29 +222,30 @@ impl CompilePool {
         let (replies_tx, replies) = mpsc::channel();
         let slots: Slots = Arc::default();
         let finished_ms: Arc<Mutex<Vec<f64>>> = Arc::default();
-        let closed = Arc::new(AtomicBool::new(false));
+        let (closed, closing) = mpsc::channel::<()>();
         // The watch: workers block in a compile, so a stop or a compile past the limit must
         // kill them.
         let watch = {
-            let (slots, closed, finished_ms) = (slots.clone(), closed.clone(), finished_ms.clone());
-            std::thread::spawn(move || {
-                while !closed.load(Ordering::SeqCst) {
-                    if interrupted() {
-                        // Again each poll: a worker started or held at the first try.
-                        kill_all(&slots);
-                    } else if let Some(limit) = limit_now(limit, &slots, &finished_ms) {
-                        for slot in slots.lock().expect("slots lock").iter() {
-                            let mut w = slot.lock().expect("slot lock");
-                            if w.since.is_some_and(|t| t.elapsed() > limit) {
-                                w.timed_out = true;
-                                w.since = None;
-                                if let Some(c) = w.child.as_mut() {
-                                    let _ = c.kill();
-                                }
+            let (slots, finished_ms) = (slots.clone(), finished_ms.clone());
+            std::thread::spawn(move || loop {
+                if interrupted() {
+                    // Again each poll: a worker started or held at the first try.
+                    kill_all(&slots);
+                } else if let Some(limit) = limit_now(limit, &slots, &finished_ms) {
+                    for slot in slots.lock().expect("slots lock").iter() {
+                        let mut w = slot.lock().expect("slot lock");
+                        if w.since.is_some_and(|t| t.elapsed() > limit) {
+                            w.timed_out = true;
+                            w.since = None;
+                            if let Some(c) = w.child.as_mut() {
+                                let _ = c.kill();
                             }
                         }
                     }
-                    std::thread::sleep(STOP_POLL);
+                }
+                // Polls every STOP_POLL until the pool is dropped (its sender with it).
+                if closing.recv_timeout(STOP_POLL) != Err(mpsc::RecvTimeoutError::Timeout) {
+                    break;
                 }
             })
         };
@@ -260,7 +261,7 @@ impl CompilePool {
             finished_ms,
             threads: Vec::new(),
             in_flight: 0,
-            closed,
+            closed: Some(closed),
             watch: Some(watch),
             deadline: Arc::default(),
         }
@@ -277,9 +278,11 @@ impl CompilePool {
     /// spends its first moments loading NVRTC and compiling its warm-up kernel, which a run
     /// that starts them before its first source is rendered overlaps with that work. The
     /// workers then wait for sources; dropping the pool ends them whether or not any came.
-    /// Fails only when no worker can be started at all.
-    pub fn start_workers(&mut self) -> Result<()> {
-        while self.threads.len() < self.max_workers {
+    /// At most `wanted` are started (a run that can compile only so many sources needs no
+    /// more); `submit` starts the rest if sources queue up. Fails only when no worker can be
+    /// started at all.
+    pub fn start_workers(&mut self, wanted: usize) -> Result<()> {
+        while self.threads.len() < self.max_workers.min(wanted.max(1)) {
             let before = self.threads.len();
             self.start_worker()?;
             if self.threads.len() == before {
@@ -370,7 +373,7 @@ impl Drop for CompilePool {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        self.closed.store(true, Ordering::SeqCst);
+        drop(self.closed.take());
         if let Some(w) = self.watch.take() {
             let _ = w.join();
         }
@@ -603,8 +606,10 @@ mod tests {
         std::fs::create_dir(&marks).expect("marks folder");
         let mut pool = CompilePool::new(&exe, "sm_90", Some(&marks), 3, CompileLimit::Off);
         assert_eq!(pool.workers(), 0, "nothing starts before it is asked to");
-        pool.start_workers().expect("workers start");
-        assert_eq!(pool.workers(), 3);
+        pool.start_workers(2).expect("workers start");
+        assert_eq!(pool.workers(), 2, "no more than wanted");
+        pool.start_workers(8).expect("workers start");
+        assert_eq!(pool.workers(), 3, "no more than the pool's size");
         let until = std::time::Instant::now() + Duration::from_secs(20);
         while started(&marks).len() < 3 && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
@@ -641,7 +646,7 @@ mod tests {
     fn starting_workers_that_cannot_start_is_an_error() {
         let exe = Path::new("/nonexistent/tune");
         let mut pool = CompilePool::new(exe, "sm_90", None, 2, CompileLimit::Off);
-        let err = pool.start_workers().expect_err("no worker can start");
+        let err = pool.start_workers(4).expect_err("no worker can start");
         assert!(err.to_string().contains("/nonexistent/tune"), "{err}");
         assert_eq!(pool.workers(), 0);
     }

@@ -136,15 +136,20 @@ fn cache_dir(opts: &TuneOptions) -> Option<PathBuf> {
 /// ([`TuneOptions::compile_worker_exe`]), with its workers started now for `arch` (`None`:
 /// the architecture known without a device, when it is): each loads NVRTC and compiles a
 /// warm-up kernel while this process enumerates the space, ranks it and renders the first
-/// round, instead of after the first source is queued. A run that finds every source in the
-/// cubin cache drops the idle pool, which ends its workers; so does a run that stops on an
-/// error.
+/// round, instead of after the first source is queued. At most `sources` workers start now
+/// (the configurations the run could compile, where it knows them); the pool starts the rest
+/// if more sources queue up. Workers that get no source (every source was in the cubin cache)
+/// idle until the run ends or stops on an error, which drops the pool and ends them.
 ///
 /// `None` without compile workers, and where a worker could not start: where NVRTC cannot be
 /// loaded or `arch` is malformed (what a worker checks as it starts; the run reports that
 /// once, not each worker), or where no process can be started (the first source that misses
 /// the cache starts the pool again and reports why it cannot).
-pub(super) fn compile_pool(opts: &TuneOptions, arch: Option<&str>) -> Option<CompilePool> {
+pub(super) fn compile_pool(
+    opts: &TuneOptions,
+    arch: Option<&str>,
+    sources: usize,
+) -> Option<CompilePool> {
     let exe = opts.compile_worker_exe()?;
     let arch = match arch {
         Some(a) => a.to_string(),
@@ -153,7 +158,7 @@ pub(super) fn compile_pool(opts: &TuneOptions, arch: Option<&str>) -> Option<Com
     let cache = cache_dir(opts);
     Compiler::new(&arch, cache.clone()).ok()?;
     let mut pool = CompilePool::new(exe, &arch, cache.as_deref(), opts.jobs, opts.compile_limit);
-    pool.start_workers().ok()?;
+    pool.start_workers(sources).ok()?;
     Some(pool)
 }
 
@@ -217,7 +222,12 @@ pub(super) fn device(
             )));
         }
     }
-    let pool = pool.or_else(|| compile_pool(opts, Some(&arch)));
+    let live = checked
+        .candidates
+        .iter()
+        .filter(|c| c.pruned.is_none())
+        .count();
+    let pool = pool.or_else(|| compile_pool(opts, Some(&arch), live));
     let space = if limits == CHECK_LIMITS {
         checked
     } else {

@@ -312,12 +312,11 @@ fn tasks_of(
 /// were proposed; a source that did not compile is not told), then asks it for the next
 /// round, which joins the proposals; empty when its budget is spent.
 fn next_round(s: &mut Search, told: &mut Told, ledger: &Ledger) -> Vec<usize> {
-    let n = told.ready().unwrap_or(0);
-    for candidate in told.untold.drain(..n) {
-        let Some(Some(id)) = told.done.get(&candidate) else {
+    for (candidate, task) in told.take_ready() {
+        let Some(id) = task else {
             continue;
         };
-        let rec = &ledger.records[ledger.task_record[id]];
+        let rec = &ledger.records[ledger.task_record[&id]];
         s.tell(
             candidate,
             rec.stats
@@ -326,8 +325,7 @@ fn next_round(s: &mut Search, told: &mut Told, ledger: &Ledger) -> Vec<usize> {
         );
     }
     let next = s.ask();
-    told.untold.extend(&next);
-    told.latest = next.len();
+    told.proposed(&next);
     next
 }
 
@@ -371,6 +369,22 @@ impl Told {
             .take(n)
             .all(|c| self.done.contains_key(c))
             .then_some(n)
+    }
+
+    /// The proposals [`Told::ready`] allows, in proposal order, each with its task id (`None`:
+    /// it had no task); they are told from here on. None while one of them is unfinished.
+    fn take_ready(&mut self) -> Vec<(usize, Option<usize>)> {
+        let n = self.ready().unwrap_or(0);
+        self.untold
+            .drain(..n)
+            .map(|c| (c, self.done.get(&c).copied().flatten()))
+            .collect()
+    }
+
+    /// A new round, proposed in this order.
+    fn proposed(&mut self, round: &[usize]) {
+        self.untold.extend(round);
+        self.latest = round.len();
     }
 }
 
@@ -470,8 +484,9 @@ pub(super) fn settle(m: Measured) -> Measured {
     m
 }
 
-/// How many sources of a search round may still be compiling when the next round is asked
-/// for (the GPU has measured the rest): a round's slowest compiles then overlap the next.
+/// How many of a search round's proposals, the last in proposal order, may still be compiling
+/// when the next round is asked for (the GPU has measured the rest): compiles at the end of a
+/// round then overlap the next (see [`Told`]).
 pub const STRAGGLERS: usize = 4;
 
 /// Times again, once, the results measured while the GPU throttled or ran far below its
@@ -584,23 +599,28 @@ mod tests {
     #[test]
     fn a_rounds_stragglers_are_heard_first_at_the_next_ask() {
         let mut t = told(0..10, &(0..10 - STRAGGLERS).collect::<Vec<_>>());
-        let n = t.ready().unwrap();
-        t.untold.drain(..n);
+        let heard: Vec<usize> = t.take_ready().into_iter().map(|(c, _)| c).collect();
+        assert_eq!(heard, (0..10 - STRAGGLERS).collect::<Vec<_>>());
         // The next round: 10..16. Its head is not enough while the last round's tail is
-        // unfinished; once it finishes, the tail and the head are heard, in proposal order.
-        t.untold.extend(10..16);
-        t.latest = 6;
+        // unfinished; once it finishes, the tail and the head are heard, in proposal order,
+        // a tail source that had no task (it did not compile) without one.
+        t.proposed(&(10..16).collect::<Vec<_>>());
         for c in 10..16 {
             t.done.insert(c, Some(c));
         }
         assert_eq!(t.ready(), None);
+        assert!(t.take_ready().is_empty());
         for c in 10 - STRAGGLERS..10 {
-            t.done.insert(c, None);
+            t.done.insert(c, (c != 9).then_some(c));
         }
-        assert_eq!(t.ready(), Some(STRAGGLERS + 6 - STRAGGLERS.min(6)));
-        let heard: Vec<usize> = t.untold.iter().take(t.ready().unwrap()).copied().collect();
-        let want: Vec<usize> = (10 - STRAGGLERS..10).chain(10..12).collect();
+        let heard = t.take_ready();
+        let want: Vec<(usize, Option<usize>)> = (10 - STRAGGLERS..10)
+            .chain(10..16 - STRAGGLERS)
+            .map(|c| (c, (c != 9).then_some(c)))
+            .collect();
         assert_eq!(heard, want);
+        // The round's own tail waits for the next ask.
+        assert_eq!(t.untold, (16 - STRAGGLERS..16).collect::<Vec<_>>());
     }
 
     #[test]
