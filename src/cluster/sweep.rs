@@ -129,6 +129,13 @@ fn job_options(base: &TuneOptions, a: &Assignment) -> TuneOptions {
     }
 }
 
+/// Each GPU's share of the `--jobs` compile workers: the GPUs of a sweep compile at the same
+/// time, each with its own pool, so `jobs` each would put GPUs x jobs NVRTC processes on the
+/// host's cores.
+fn jobs_per_gpu(jobs: usize, gpus: usize) -> usize {
+    (jobs / gpus.max(1)).max(1)
+}
+
 /// Several GPUs: one thread per GPU pulls the next shape from one queue and tunes it there, so
 /// a fast GPU never idles while a slow one has a backlog. The queue is ordered by estimated
 /// work, largest first (longest-processing-time first), so the sweep does not end with one GPU
@@ -164,6 +171,7 @@ fn sweep_on_gpus(
         let opts = TuneOptions {
             device: g,
             progress: false,
+            jobs: jobs_per_gpu(base.jobs, gpus.len()),
             ..job_options(base, a)
         };
         let (code, result) = run_one_quietly(cli, &opts, op, g, kept);
@@ -487,5 +495,19 @@ impl Recorder {
             glob.unwrap_or_else(|| format!("<the {} shards' --out folders>", s.n))
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jobs_per_gpu;
+
+    #[test]
+    fn the_gpus_of_a_sweep_share_the_compile_workers() {
+        assert_eq!(jobs_per_gpu(16, 1), 16);
+        assert_eq!(jobs_per_gpu(16, 2), 8);
+        assert_eq!(jobs_per_gpu(16, 3), 5);
+        // Never none: with more GPUs than jobs each compiles in its own process.
+        assert_eq!(jobs_per_gpu(4, 8), 1);
     }
 }
