@@ -249,3 +249,22 @@ fn the_scans_find_paths_and_commands() {
         .to_vec();
     assert!(problem(&bad_param).is_some_and(|why| why.contains("TILES")));
 }
+
+/// The automatic compile time limit's floor is one constant; `tune --help` and README say
+/// the same number.
+#[test]
+fn the_compile_limit_floor_is_stated_as_the_code_has_it() {
+    use cuda_autotune::isolate::compile_pool::AUTO_LIMIT_FLOOR_S;
+    let floor = format!("at least {AUTO_LIMIT_FLOOR_S} s");
+    let help = Cli::command().render_long_help().to_string();
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat(&help).contains(&floor),
+        "tune --help does not say {floor}"
+    );
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    assert!(
+        flat(&readme).contains(&floor),
+        "README.md does not say {floor}"
+    );
+}
