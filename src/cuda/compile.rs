@@ -143,6 +143,11 @@ impl Compiler {
         &self.arch
     }
 
+    /// The cubin cache it reads and writes, `None` without one.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache_dir.as_deref()
+    }
+
     pub fn version(&self) -> (i32, i32) {
         self.version
     }

@@ -133,40 +133,44 @@ fn cache_dir(opts: &TuneOptions) -> Option<PathBuf> {
 }
 
 /// The compile pool of a run whose compiles run in worker processes
-/// ([`TuneOptions::compile_worker_exe`]), with its workers started now for `arch` (`None`:
-/// the architecture known without a device, when it is): each loads NVRTC and compiles a
-/// warm-up kernel while this process enumerates the space, ranks it and renders the first
-/// round, instead of after the first source is queued. At most `sources` workers start now
-/// (the configurations the run could compile, where it knows them); the pool starts the rest
-/// if more sources queue up. Workers that get no source (every source was in the cubin cache)
-/// idle until the run ends or stops on an error, which drops the pool and ends them.
+/// ([`TuneOptions::compile_worker_exe`]), with its workers started now for `compiler`'s
+/// architecture and cache: each loads NVRTC and compiles a warm-up kernel while this process
+/// enumerates the space, ranks it and renders the first round, instead of after the first
+/// source is queued. At most `sources` workers start now (the configurations the run could
+/// compile, where it knows them); the pool starts the rest if more sources queue up. Workers
+/// that get no source (every source was in the cubin cache) idle until the run ends or stops
+/// on an error, which drops the pool and ends them.
 ///
-/// `None` without compile workers, and where a worker could not start: where NVRTC cannot be
-/// loaded or `arch` is malformed (what a worker checks as it starts; the run reports that
-/// once, not each worker), or where no process can be started (the first source that misses
-/// the cache starts the pool again and reports why it cannot).
-pub(super) fn compile_pool(
-    opts: &TuneOptions,
-    arch: Option<&str>,
-    sources: usize,
-) -> Option<CompilePool> {
+/// `None` without compile workers, and where no process can be started (the first source
+/// that misses the cache starts the pool again and reports why it cannot).
+fn compile_pool(opts: &TuneOptions, compiler: &Compiler, sources: usize) -> Option<CompilePool> {
     let exe = opts.compile_worker_exe()?;
-    let arch = match arch {
-        Some(a) => a.to_string(),
-        None => arch_without_device(opts)?,
-    };
-    let cache = cache_dir(opts);
-    Compiler::new(&arch, cache.clone()).ok()?;
-    let mut pool = CompilePool::new(exe, &arch, cache.as_deref(), opts.jobs, opts.compile_limit);
+    let mut pool = CompilePool::new(
+        exe,
+        compiler.arch(),
+        compiler.cache_dir(),
+        opts.jobs,
+        opts.compile_limit,
+    );
     pool.start_workers(sources).ok()?;
     Some(pool)
+}
+
+/// The compile pool of a run whose architecture is known without a device (`--arch`,
+/// `--compile-only`), started before its input is checked ([`compile_pool`], up to `--jobs`
+/// workers). `None` also where NVRTC cannot be loaded or the architecture is malformed (what
+/// a worker checks as it starts): the run reports that once, later, not each worker.
+pub(super) fn early_compile_pool(opts: &TuneOptions) -> Option<CompilePool> {
+    opts.compile_worker_exe()?;
+    let compiler = Compiler::new(&arch_without_device(opts)?, cache_dir(opts)).ok()?;
+    compile_pool(opts, &compiler, opts.jobs)
 }
 
 /// The device: described by the first GPU worker (started now, so the driver's start
 /// overlaps compiling; this process then needs no CUDA context), or opened here when running
 /// in-process; none with `--compile-only`. Then the space at the device's limits, the buffer
 /// layout (checked against the free device memory) and the compiler. `pool`: the compile
-/// pool when its workers were started before the device was known (the architecture was);
+/// pool when its workers were started before the device was known ([`early_compile_pool`]);
 /// else they start here, as soon as the architecture is known ([`compile_pool`]). `t0` is
 /// the run's start.
 pub(super) fn device(
@@ -222,12 +226,18 @@ pub(super) fn device(
             )));
         }
     }
-    let live = checked
+    // The compiler, whose failure (no NVRTC) is reported after the space's and the memory's
+    // checks below; its pool starts now, sized by the configurations the checks left.
+    let compiler = Compiler::new(&arch, cache_dir(opts));
+    let configurations = checked
         .candidates
         .iter()
         .filter(|c| c.pruned.is_none())
         .count();
-    let pool = pool.or_else(|| compile_pool(opts, Some(&arch), live));
+    let pool = pool.or_else(|| {
+        let compiler = compiler.as_ref().ok()?;
+        compile_pool(opts, compiler, configurations)
+    });
     let space = if limits == CHECK_LIMITS {
         checked
     } else {
@@ -247,8 +257,8 @@ pub(super) fn device(
     if let Some(d) = &device {
         layout.check_memory(d, free_mem)?;
     }
-    let cache_dir = cache_dir(opts);
-    let compiler = Compiler::new(&arch, cache_dir.clone())?;
+    let compiler = compiler?;
+    let cache_dir = compiler.cache_dir().map(Path::to_path_buf);
     let setup_s = t0.elapsed().as_secs_f64();
     Ok(Setup {
         op,

@@ -35,7 +35,7 @@ pub fn tune_keeping(
     // With the architecture known before the device (`--arch`, `--compile-only`), the compile
     // workers start now too, so loading NVRTC overlaps checking the input and the space; bad
     // input drops the pool, which ends them.
-    let pool = plan::compile_pool(opts, None, opts.jobs);
+    let pool = plan::early_compile_pool(opts);
     let plan = match plan::plan(opts, op) {
         Ok(plan) => plan,
         Err(e) => {

@@ -388,8 +388,9 @@ pub struct Space {
 /// `keep_pruned`, never become candidates (most of a space is pruned; a candidate per point
 /// was most of the setup's time and memory); nor are they all visited then: where a point's
 /// prune reason, and everything judged before it, reads only the first parameters, the
-/// points that share those parameters are counted for the same reason in one step. Pruned candidates carry their parameters only
-/// (no variables, no define names): nothing downstream renders or launches them.
+/// points that share those parameters are counted for the same reason in one step. Pruned
+/// candidates carry their parameters only (no variables, no define names): nothing
+/// downstream renders or launches them.
 pub fn enumerate_space(
     op: &Op,
     shape: &Shape,
@@ -714,12 +715,12 @@ impl Memo {
 
     /// Evaluates each define at every combination of the parameters it reads (a define reads
     /// a few, so its table is small) before the enumeration, and sets how many leading slots
-    /// decide each prune reason, and so a whole subtree of the odometer. [`Memo::judge`] evaluates every
-    /// define before any constraint, so a failing constraint decides its subtree only where
-    /// no define can be undefined inside it: knowing which defines never are keeps those
-    /// subtrees wide. A define left unknown (a table too large, one that does not parse, an
-    /// evaluation error, which its first use at a point then reports) counts as one that
-    /// may be undefined.
+    /// decide each prune reason, and so a whole subtree of the odometer. [`Memo::judge`]
+    /// evaluates every define before any constraint, so a failing constraint decides its
+    /// subtree only where no define can be undefined inside it: knowing which defines never
+    /// are keeps those subtrees wide. A define left unknown (a table too large, one that does
+    /// not parse, an evaluation error, which its first use at a point then reports) counts as
+    /// one that may be undefined.
     fn fill_defines(&mut self, op: &Op, base: &Vars, axes: &Axes) {
         const LARGEST_TABLE: usize = 1 << 16;
         // Whether each define's table is complete (an entry stays empty only where a define
