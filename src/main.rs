@@ -26,6 +26,11 @@ fn params(opts: &TuneOptions) -> cuda_autotune::error::Result<()> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: compiles in this process (`--jobs 1`) skip NVRTC's own cache
+    // like the worker processes do.
+    for (name, value) in cuda_autotune::cuda::compile::NVRTC_ENV {
+        std::env::set_var(name, value);
+    }
     // The same binary serves as its own compile and GPU worker processes.
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {

@@ -39,6 +39,15 @@ pub struct Compiler {
     cache_dir: Option<PathBuf>,
 }
 
+/// The environment worker processes run NVRTC with: its own cache off. With a driver present,
+/// NVRTC also keeps what it compiles in the CUDA compute cache (`~/.nv/ComputeCache`, shared
+/// with every CUDA program's JIT). This tool keeps one cache, its own cubins keyed by source,
+/// options, NVRTC version and architecture, so NVRTC's stays off: an empty cache and
+/// `--no-cache` then compile for real, compile times (and the automatic compile time limit
+/// built on them) do not depend on what an earlier run left behind, and a sweep of thousands
+/// of kernels does not evict other programs' entries.
+pub const NVRTC_ENV: [(&str, &str); 1] = [("CUDA_CACHE_DISABLE", "1")];
+
 /// Checks that `arch` looks like `sm_90` / `sm_90a` / `sm_120`.
 pub fn check_arch(arch: &str) -> Result<()> {
     let digits = arch.strip_prefix("sm_").map(|s| s.trim_end_matches('a'));

@@ -400,6 +400,7 @@ fn spawn_worker(exe: &Path, args: &[String; 2]) -> std::io::Result<Child> {
     Command::new(exe)
         .arg(COMPILE_WORKER_ARG)
         .args(args)
+        .envs(crate::cuda::compile::NVRTC_ENV)
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -557,14 +558,16 @@ mod tests {
         assert_eq!(CompileLimit::Off.now(&[1.0; 10], 0), None);
     }
 
-    /// A stand-in for `tune __compile-worker ARCH CACHE` in `dir`: it writes its process id
-    /// into the folder given as CACHE as it starts, then answers every path with a successful
+    /// A stand-in for `tune __compile-worker ARCH CACHE` in `dir`: it writes its process id,
+    /// and the value of NVRTC's cache switch it was started with, into the folder given as
+    /// CACHE as it starts, then answers every path with a successful
     /// compile. Run once before it is returned, so no test thread still holds the file open
     /// for writing when the pool starts it (which would fail with "text file busy").
     fn fake_worker(dir: &Path) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let exe = dir.join("fake-worker");
         let script = "#!/bin/sh\n\
+            [ -d \"$3\" ] && echo \"nvrtc-cache-off=$CUDA_CACHE_DISABLE\" > \"$3/env.$$\"\n\
             [ -d \"$3\" ] && echo $$ > \"$3/worker.$$\"\n\
             while read -r path; do\n\
               echo '{\"ok\":true,\"millis\":1.0,\"from_cache\":false,\"log\":\"\"}'\n\
@@ -596,7 +599,7 @@ mod tests {
     }
 
     /// Workers started before any source run before the first source is submitted (each has
-    /// started its process), the pool starts no more for the sources that follow, every
+    /// started its process, with NVRTC's own cache off), the pool starts no more for the sources that follow, every
     /// source is answered exactly once, and dropping the pool ends the processes.
     #[test]
     fn workers_started_early_run_before_any_source_and_answer_each_once() {
@@ -616,6 +619,14 @@ mod tests {
         }
         let pids = started(&marks);
         assert_eq!(pids.len(), 3, "every worker process runs before any source");
+        for pid in &pids {
+            let env = std::fs::read_to_string(marks.join(format!("env.{pid}"))).expect("env mark");
+            assert_eq!(
+                env.trim(),
+                "nvrtc-cache-off=1",
+                "worker {pid} runs with NVRTC's cache on"
+            );
+        }
         const SOURCES: usize = 20;
         for tag in 0..SOURCES {
             let path = dir.path().join(format!("s{tag:04}.cu"));

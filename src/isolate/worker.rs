@@ -90,6 +90,7 @@ impl GpuWorker {
         use std::os::unix::process::CommandExt;
         let mut child = Command::new(exe)
             .args([GPU_WORKER_ARG, &device.to_string()])
+            .envs(crate::cuda::compile::NVRTC_ENV)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
