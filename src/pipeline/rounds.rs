@@ -485,9 +485,14 @@ pub(super) fn settle(m: Measured) -> Measured {
 }
 
 /// How many of a search round's proposals, the last in proposal order, may still be compiling
-/// when the next round is asked for (the GPU has measured the rest): compiles at the end of a
-/// round then overlap the next (see [`Told`]).
-pub const STRAGGLERS: usize = 4;
+/// when the next round is asked for (the GPU has measured the rest; see [`Told`]). Most of a
+/// round: the next round then starts compiling while a slow source (one the compile time limit
+/// will stop, say) is still running, instead of waiting for it, and the search fits the next
+/// round without the latest round's last results, which it hears at the ask after.
+pub const STRAGGLERS: usize = 12;
+
+// The search hears at least the first proposals of each round before the next is asked.
+const _: () = assert!(STRAGGLERS < super::search::SEARCH_BATCH);
 
 /// Times again, once, the results measured while the GPU throttled or ran far below its
 /// steady clock, when they are too many to leave flagged ([`crate::measure::clocks::to_remeasure`]):
@@ -579,48 +584,52 @@ mod tests {
         t
     }
 
+    /// A first round of [`N`] proposals and a next of [`M`], each longer than the stragglers.
+    const N: usize = STRAGGLERS + 6;
+    const M: usize = STRAGGLERS + 2;
+
     #[test]
     fn the_search_hears_the_same_proposals_whichever_stragglers_finished() {
-        // Ten proposed; the last STRAGGLERS may still compile when the next round is asked.
-        let head: Vec<usize> = (0..10 - STRAGGLERS).collect();
+        // N proposed; the last STRAGGLERS may still compile when the next round is asked.
+        let head: Vec<usize> = (0..N - STRAGGLERS).collect();
         let mut early = head.clone();
-        early.extend([9, 7]);
+        early.extend([N - 1, N - 3]);
         let mut late = head.clone();
-        late.push(6);
+        late.push(N - STRAGGLERS);
         for done in [&head, &early, &late] {
-            assert_eq!(told(0..10, done).ready(), Some(10 - STRAGGLERS), "{done:?}");
+            assert_eq!(told(0..N, done).ready(), Some(N - STRAGGLERS), "{done:?}");
         }
         // One of the others still compiling: not yet, however many of the tail finished.
-        let mut missing: Vec<usize> = (0..10).collect();
+        let mut missing: Vec<usize> = (0..N).collect();
         missing.remove(2);
-        assert_eq!(told(0..10, &missing).ready(), None);
+        assert_eq!(told(0..N, &missing).ready(), None);
     }
 
     #[test]
     fn a_rounds_stragglers_are_heard_first_at_the_next_ask() {
-        let mut t = told(0..10, &(0..10 - STRAGGLERS).collect::<Vec<_>>());
+        let mut t = told(0..N, &(0..N - STRAGGLERS).collect::<Vec<_>>());
         let heard: Vec<usize> = t.take_ready().into_iter().map(|(c, _)| c).collect();
-        assert_eq!(heard, (0..10 - STRAGGLERS).collect::<Vec<_>>());
-        // The next round: 10..16. Its head is not enough while the last round's tail is
+        assert_eq!(heard, (0..N - STRAGGLERS).collect::<Vec<_>>());
+        // The next round: N..N + M. Its head is not enough while the last round's tail is
         // unfinished; once it finishes, the tail and the head are heard, in proposal order,
         // a tail source that had no task (it did not compile) without one.
-        t.proposed(&(10..16).collect::<Vec<_>>());
-        for c in 10..16 {
+        t.proposed(&(N..N + M).collect::<Vec<_>>());
+        for c in N..N + M {
             t.done.insert(c, Some(c));
         }
         assert_eq!(t.ready(), None);
         assert!(t.take_ready().is_empty());
-        for c in 10 - STRAGGLERS..10 {
-            t.done.insert(c, (c != 9).then_some(c));
+        for c in N - STRAGGLERS..N {
+            t.done.insert(c, (c != N - 1).then_some(c));
         }
         let heard = t.take_ready();
-        let want: Vec<(usize, Option<usize>)> = (10 - STRAGGLERS..10)
-            .chain(10..16 - STRAGGLERS)
-            .map(|c| (c, (c != 9).then_some(c)))
+        let want: Vec<(usize, Option<usize>)> = (N - STRAGGLERS..N)
+            .chain(N..N + M - STRAGGLERS)
+            .map(|c| (c, (c != N - 1).then_some(c)))
             .collect();
         assert_eq!(heard, want);
         // The round's own tail waits for the next ask.
-        assert_eq!(t.untold, (16 - STRAGGLERS..16).collect::<Vec<_>>());
+        assert_eq!(t.untold, (N + M - STRAGGLERS..N + M).collect::<Vec<_>>());
     }
 
     #[test]
