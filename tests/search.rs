@@ -4,6 +4,7 @@
 //! with the real CSV writer, and a committed exhaustive run). No test needs a GPU.
 
 use cuda_autotune::measure::bench::Stats;
+use cuda_autotune::pipeline::search::SEARCH_BATCH;
 use cuda_autotune::search::registry::{strategy, STRATEGIES};
 use cuda_autotune::search::replay::{markdown, table, Landscape};
 use cuda_autotune::search::space::SearchSpace;
@@ -358,9 +359,15 @@ fn model_search_finds_the_exhaustive_best_within_its_default_budget() {
             let best = trace.iter().filter_map(|&(_, c)| c).min_by(f64::total_cmp);
             best.map_or(0.0, |b| land.best_ms / b)
         };
-        let model = found(&land.run("model", MODEL_BUDGET, 16, 1).unwrap());
+        let model = found(&land.run("model", MODEL_BUDGET, SEARCH_BATCH, 1).unwrap());
         let random = (0..8)
-            .map(|seed| found(&land.run("random", MODEL_BUDGET, 16, seed).unwrap()))
+            .map(|seed| {
+                found(
+                    &land
+                        .run("random", MODEL_BUDGET, SEARCH_BATCH, seed)
+                        .unwrap(),
+                )
+            })
             .sum::<f64>()
             / 8.0;
         eprintln!(

@@ -455,8 +455,8 @@ fn a_random_search_measures_exactly_its_budget() {
     assert_spent(&sim, &ran, "random", 6, 12);
 }
 
-/// The arguments of a search over a 30-configuration space (X=1..6 x Y=1..5) with a budget
-/// of 20: more than one round of [`SEARCH_BATCH`], so the search hears the first round's
+/// The arguments of a search over a 48-configuration space (X=1..6 x Y=1..8) with a budget
+/// of 30: more than one round of [`SEARCH_BATCH`], so the search hears the first round's
 /// times before it proposes the rest.
 fn larger_search(strategy: &str) -> Vec<String> {
     let budget = LARGER_BUDGET.to_string();
@@ -466,7 +466,7 @@ fn larger_search(strategy: &str) -> Vec<String> {
         "--param",
         "X=1,2,3,4,5,6",
         "--param",
-        "Y=1,2,3,4,5",
+        "Y=1,2,3,4,5,6,7,8",
         "--strategy",
         strategy,
         "--budget",
@@ -480,8 +480,10 @@ fn larger_search(strategy: &str) -> Vec<String> {
 
 /// The budget of [`larger_search`] takes more than one round: a round holds at most
 /// [`SEARCH_BATCH`] proposals.
-const LARGER_BUDGET: usize = 20;
-const _: () = assert!(LARGER_BUDGET > SEARCH_BATCH);
+const LARGER_BUDGET: usize = 30;
+/// Configurations in the space of [`larger_search`].
+const LARGER_SPACE: usize = 48;
+const _: () = assert!(LARGER_BUDGET > SEARCH_BATCH && LARGER_BUDGET < LARGER_SPACE);
 
 /// `args` as the `&str`s [`Sim::run`] takes.
 fn strs(args: &[String]) -> Vec<&str> {
@@ -493,7 +495,7 @@ fn strs(args: &[String]) -> Vec<&str> {
 fn a_random_search_spends_its_budget_over_several_rounds() {
     let sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
     let ran = sim.run(&strs(&larger_search("random")));
-    assert_spent(&sim, &ran, "random", LARGER_BUDGET, 30);
+    assert_spent(&sim, &ran, "random", LARGER_BUDGET, LARGER_SPACE);
 }
 
 /// The model search (its all-pairs cover first, capped at half the budget, then rounds of
@@ -505,7 +507,7 @@ fn a_model_search_spends_its_budget_over_several_rounds() {
         "rules": [{"when": "X=5", "factor": 0.7}, {"when": "Y=4", "factor": 0.7}],
     }));
     let ran = sim.run(&strs(&larger_search("model")));
-    assert_spent(&sim, &ran, "model", LARGER_BUDGET, 30);
+    assert_spent(&sim, &ran, "model", LARGER_BUDGET, LARGER_SPACE);
     assert_eq!(fastest(&sim.csv(SHAPE)).label(), "X=5 Y=4 BROKEN=0");
 }
 
@@ -1384,7 +1386,7 @@ fn ctrl_c_during_confirmation_keeps_every_measured_row_and_reports_the_stop() {
 /// search did not propose them. A budget in an unknown unit is bad input.
 #[test]
 fn a_time_budget_stops_the_search_and_says_so() {
-    // Each variant takes 4 launches of 20 ms: a round of 16 takes longer than the budget.
+    // Each variant takes 4 launches of 20 ms: a round of SEARCH_BATCH takes longer than the budget.
     let sim = Sim::new(json!({"baselines": {"copy": 0.04}, "launch_us": 20000}));
     let ran = sim.run(&[
         "--shape",

@@ -497,7 +497,7 @@ pub struct TuneArgs {
     pub resume: bool,
 
     /// How to choose the configurations to measure; a search (every strategy but exhaustive)
-    /// learns from each round of 16 (the model's all-pairs first round comes at once).
+    /// learns from each round of 24 (the model's all-pairs first round comes at once).
     /// Example: --op sgemm --strategy anneal --budget 300.
     #[arg(long, default_value = DEFAULT_STRATEGY, value_parser = strategy_values())]
     pub strategy: String,
