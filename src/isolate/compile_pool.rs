@@ -560,9 +560,9 @@ mod tests {
 
     /// A stand-in for `tune __compile-worker ARCH CACHE` in `dir`: it writes its process id,
     /// and the value of NVRTC's cache switch it was started with, into the folder given as
-    /// CACHE as it starts, then answers every path with a successful
-    /// compile. Run once before it is returned, so no test thread still holds the file open
-    /// for writing when the pool starts it (which would fail with "text file busy").
+    /// CACHE as it starts, then answers every path with a successful compile. Run once before
+    /// it is returned, so no test thread still holds the file open for writing when the pool
+    /// starts it (which would fail with "text file busy").
     fn fake_worker(dir: &Path) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let exe = dir.join("fake-worker");
@@ -599,8 +599,9 @@ mod tests {
     }
 
     /// Workers started before any source run before the first source is submitted (each has
-    /// started its process, with NVRTC's own cache off), the pool starts no more for the sources that follow, every
-    /// source is answered exactly once, and dropping the pool ends the processes.
+    /// started its process, with NVRTC's own cache off), the pool starts no more for the
+    /// sources that follow, every source is answered exactly once, and dropping the pool ends
+    /// the processes.
     #[test]
     fn workers_started_early_run_before_any_source_and_answer_each_once() {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -487,9 +487,9 @@ pub(super) fn settle(m: Measured) -> Measured {
 /// How many of a search round's proposals, the last in proposal order, may still be compiling
 /// when the next round is asked for (the GPU has measured the rest; see [`Told`]): compiles at
 /// the end of a round then overlap the next. Few, because the search fits the next round
-/// without them: fitted without the all-pairs round's last 8 or 12 results, the first model
-/// round at 4096^3 settles on sgemm tiles at 88 % of cuBLAS instead of 94 %, though more
-/// stragglers would spare rounds the wait for a slow source.
+/// without them: a first model round fitted without the last several results of the all-pairs
+/// round can miss the fastest region for good, though more stragglers would spare each round
+/// the wait for a slow source.
 pub const STRAGGLERS: usize = 4;
 
 // The search hears at least the first proposals of each round before the next is asked.
