@@ -123,12 +123,13 @@ pub enum CompileLimit {
 
 /// The automatic limit, in multiples of the median compile.
 pub const AUTO_LIMIT_FACTOR: f64 = 15.0;
-/// The automatic limit's floor, in seconds. On a freshly started machine, once most of NVRTC
-/// is paged in (a median compile of ~30 ms again), a compile that first reaches another part
-/// of it still takes up to ~1.1 s; a floor below that kills such sources, so which
-/// configurations a search saw (and its winner) would depend on the machine's file cache. The
-/// loops fully unrolled over a large tile take longer (2-5 s at thin shapes) and are still
-/// stopped, holding up their round by the floor at most.
+/// The automatic limit's floor, in seconds. Where the median compile is short (simple
+/// transpose tiles, a tenth of a second or so), 15 times it would stop sources that take about
+/// a second for good reason (a 64-wide tile unrolled over 16 rows, two tiles per block), so
+/// which configurations a search saw would hinge on small differences in compile speed
+/// between machines. The loops fully unrolled over a 64-wide tile with one or two rows per
+/// thread take several seconds and are still stopped, holding up their round by the limit at
+/// most.
 pub const AUTO_LIMIT_FLOOR_S: f64 = 1.5;
 /// Finished compiles before the automatic limit applies.
 pub const AUTO_LIMIT_AFTER: usize = 8;
