@@ -45,7 +45,9 @@ pub struct Compiler {
 /// options, NVRTC version and architecture, so NVRTC's stays off: an empty cache and
 /// `--no-cache` then compile for real, compile times (and the automatic compile time limit
 /// built on them) do not depend on what an earlier run left behind, and a sweep of thousands
-/// of kernels does not evict other programs' entries.
+/// of kernels does not evict other programs' entries. The same switch turns off the driver's
+/// JIT cache in these processes; the tool loads cubins built for the device, so nothing of its
+/// own is JIT-compiled (a library's PTX would be, on a GPU newer than the library).
 pub const NVRTC_ENV: [(&str, &str); 1] = [("CUDA_CACHE_DISABLE", "1")];
 
 /// Checks that `arch` looks like `sm_90` / `sm_90a` / `sm_120`.
