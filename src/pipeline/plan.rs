@@ -227,15 +227,16 @@ pub(super) fn device(
         }
     }
     // The compiler, whose failure (no NVRTC) is reported after the space's and the memory's
-    // checks below; its pool starts now, sized by the configurations the checks left.
+    // checks below; its pool starts now (unless it started early), sized by the
+    // configurations the checks left.
     let compiler = Compiler::new(&arch, cache_dir(opts));
-    let configurations = checked
-        .candidates
-        .iter()
-        .filter(|c| c.pruned.is_none())
-        .count();
     let pool = pool.or_else(|| {
         let compiler = compiler.as_ref().ok()?;
+        let configurations = checked
+            .candidates
+            .iter()
+            .filter(|c| c.pruned.is_none())
+            .count();
         compile_pool(opts, compiler, configurations)
     });
     let space = if limits == CHECK_LIMITS {

@@ -342,8 +342,8 @@ struct Told {
     untold: std::collections::VecDeque<usize>,
     /// Size of the latest round proposed.
     latest: usize,
-    /// Candidates whose source finished: their task id, or `None` where there was no task
-    /// to run (it did not render or compile).
+    /// Untold candidates whose source finished: their task id, or `None` where there was no
+    /// task to run (it did not render or compile).
     done: HashMap<usize, Option<usize>>,
 }
 
@@ -372,12 +372,13 @@ impl Told {
     }
 
     /// The proposals [`Told::ready`] allows, in proposal order, each with its task id (`None`:
-    /// it had no task); they are told from here on. None while one of them is unfinished.
+    /// it had no task); they are told from here on, and forgotten here. None while one of
+    /// them is unfinished.
     fn take_ready(&mut self) -> Vec<(usize, Option<usize>)> {
         let n = self.ready().unwrap_or(0);
         self.untold
             .drain(..n)
-            .map(|c| (c, self.done.get(&c).copied().flatten()))
+            .map(|c| (c, self.done.remove(&c).flatten()))
             .collect()
     }
 
