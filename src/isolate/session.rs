@@ -588,12 +588,10 @@ impl Session {
         );
         let t = Instant::now();
         let slots = |n| self.slots(n);
-        let stats = if task.contender {
-            self.timer.measure(&self.gpu, enqueue, &slots, cutoff)
-        } else {
-            self.timer.measure_baseline(&self.gpu, enqueue, &slots)
-        }
-        .map_err(|f| self.fault(r, f));
+        let stats = self
+            .timer
+            .measure(&self.gpu, enqueue, &slots, cutoff)
+            .map_err(|f| self.fault(r, f));
         r.timing_s = t.elapsed().as_secs_f64();
         stats
     }

@@ -15,7 +15,7 @@ use super::protocol::{deliver, failed, failed_with, Job, Task, TaskResult, Work}
 use crate::cuda::gpu::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::measure::bench::{
-    adaptive_cutoff, adaptive_samples, baseline_batch, batch_size, contest_batches, Stats,
+    adaptive_cutoff, adaptive_samples, batch_size, contest_batches, Stats,
 };
 use crate::measure::clocks::ClockSample;
 use crate::model::limits::DeviceLimits;
@@ -366,16 +366,7 @@ impl Simulated {
             ))
         })
         .unwrap_or_else(|never| match never {});
-        let mut stats = Stats::from_batches(&samples, batch).expect("reps >= 1");
-        // A baseline timed launch by launch near the batching threshold is timed in batches
-        // too, and the faster median stands (`Timer::measure_baseline`).
-        if let Some(batch) = baseline_batch(&stats).filter(|_| baseline) {
-            let again = self.batches(&task.label, baseline, job.bench.reps.max(1), batch);
-            let batched = Stats::from_batches(&again, batch).expect("reps >= 1");
-            if batched.median_ms < stats.median_ms {
-                stats = batched;
-            }
-        }
+        let stats = Stats::from_batches(&samples, batch).expect("reps >= 1");
         if task.contender && stats.median_ms < self.best_ms {
             self.best_ms = stats.median_ms;
         }

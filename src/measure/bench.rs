@@ -87,11 +87,16 @@ impl Stats {
     }
 }
 
-/// Launches shorter than this (in ms) are timed in batches.
-pub const BATCH_BELOW_MS: f64 = 0.020;
 /// How long one batch should take on the GPU, in ms: long enough that the events' resolution
 /// (about half a microsecond) is under 1 % of it.
 pub const BATCH_MS: f64 = 0.100;
+/// Launches shorter than this (in ms) are timed in batches: every launch shorter than one
+/// batch. Timed alone, a launch also pays its start-up (2-3 µs on an H100), which a batch
+/// spreads over its launches; with one threshold for kernels and baselines alike, two launches
+/// on either side of it differ in that share by at most half a start-up (about 1 % at 0.1
+/// ms), where a lower threshold would compare a batched kernel with a roof that pays its
+/// whole start-up.
+pub const BATCH_BELOW_MS: f64 = BATCH_MS;
 /// The most launches in one batch.
 pub const MAX_BATCH: usize = 32;
 
@@ -103,18 +108,6 @@ pub fn batch_size(per_launch_ms: f64) -> usize {
     batch_of(per_launch_ms)
 }
 
-/// A baseline timed launch by launch at under this many times [`BATCH_BELOW_MS`] is timed in
-/// batches as well ([`Timer::measure_baseline`]).
-pub const BASELINE_BATCH_BELOW: f64 = 2.0;
-
-/// The batch a baseline timed as `first` is timed in as well, when it was timed launch by
-/// launch at under [`BASELINE_BATCH_BELOW`] times [`BATCH_BELOW_MS`]; its faster median
-/// stands ([`Timer::measure_baseline`]).
-pub fn baseline_batch(first: &Stats) -> Option<usize> {
-    (first.batch == 1 && first.median_ms < BASELINE_BATCH_BELOW * BATCH_BELOW_MS)
-        .then(|| batch_of(first.median_ms))
-}
-
 /// Launches in a batch of about [`BATCH_MS`], for a launch of `per_launch_ms`.
 fn batch_of(per_launch_ms: f64) -> usize {
     ((BATCH_MS / per_launch_ms).ceil() as usize).clamp(2, MAX_BATCH)
@@ -124,8 +117,8 @@ fn batch_of(per_launch_ms: f64) -> usize {
 /// [`batch_size`] each, except that once one is batched, all are (but a task without a usable
 /// single-launch time, which stays unbatched as in its first timing). A batch times launches back
 /// to back, a single launch also its start-up: the leaders and the roof beside them must be
-/// timed alike, or a roof whose launches straddle [`BATCH_BELOW_MS`] (cuBLAS at 15-20 µs)
-/// compares its single launches with the leaders' batches.
+/// timed alike, or a roof whose launches straddle [`BATCH_BELOW_MS`] compares its single
+/// launches with the leaders' batches.
 pub fn contest_batches(per_launch_ms: &[f64]) -> Vec<usize> {
     let batches: Vec<usize> = per_launch_ms.iter().map(|&ms| batch_size(ms)).collect();
     if batches.iter().all(|&b| b == 1) {
@@ -314,25 +307,6 @@ impl Timer {
         self.sample(gpu, enqueue, &sampler, cutoff_ms)
     }
 
-    /// Times a baseline as [`Timer::measure`] does, and where it was timed launch by launch
-    /// at under [`BASELINE_BATCH_BELOW`] times [`BATCH_BELOW_MS`], in batches too: the
-    /// faster median stands. A cuBLAS call of 15-20 µs straddles the batching threshold, and
-    /// timed alone each launch also pays its start-up: a roof read slow makes every kernel
-    /// look closer to it than it is.
-    pub fn measure_baseline(&self, gpu: &Gpu, enqueue: Enqueue, slots: Slots) -> GpuResult<Stats> {
-        let single = self.measure(gpu, enqueue, slots, None)?;
-        let Some(batch) = baseline_batch(&single) else {
-            return Ok(single);
-        };
-        let sampler = self.sampler_of(gpu, batch, enqueue, slots)?;
-        let batched = self.sample(gpu, enqueue, &sampler, None)?;
-        Ok(if batched.median_ms < single.median_ms {
-            batched
-        } else {
-            single
-        })
-    }
-
     /// `--reps` samples taken by `sampler` (cut short by `cutoff_ms`, [`adaptive_samples`]).
     fn sample(
         &self,
@@ -432,24 +406,22 @@ mod tests {
     }
 
     #[test]
-    fn short_launches_are_batched_to_a_tenth_of_a_millisecond() {
+    fn launches_shorter_than_a_batch_are_batched_to_a_tenth_of_a_millisecond() {
         assert_eq!(batch_size(0.5), 1);
         assert_eq!(batch_size(BATCH_BELOW_MS), 1);
-        // A contest times all its tasks in batches once one is batched.
-        assert_eq!(contest_batches(&[0.015, 0.021]), vec![7, 5]);
-        assert_eq!(contest_batches(&[0.0191, 0.0205, 2.0]), vec![6, 5, 2]);
-        assert_eq!(contest_batches(&[0.021, 0.04]), vec![1, 1]);
-        assert_eq!(contest_batches(&[f64::NAN, 0.01]), vec![1, 10]);
-        // A baseline timed launch by launch under twice the threshold is timed batched too.
-        let timed = |ms: f64, batch: usize| Stats::from_batches(&[ms; 5], batch).unwrap();
-        assert_eq!(baseline_batch(&timed(0.023, 1)), Some(5));
-        assert_eq!(baseline_batch(&timed(0.041, 1)), None);
-        assert_eq!(baseline_batch(&timed(0.015, 7)), None);
+        // Just under the threshold: two launches, so a launch pays half a start-up.
+        assert_eq!(batch_size(0.099), 2);
+        assert_eq!(batch_size(0.030), 4);
         assert_eq!(batch_size(0.019), 6);
         assert_eq!(batch_size(0.006), 17);
         assert_eq!(batch_size(0.0005), MAX_BATCH);
         assert_eq!(batch_size(0.0), 1);
         assert_eq!(batch_size(f64::NAN), 1);
+        // A contest times all its tasks in batches once one is batched.
+        assert_eq!(contest_batches(&[0.015, 0.021]), vec![7, 5]);
+        assert_eq!(contest_batches(&[0.095, 0.105, 2.0]), vec![2, 2, 2]);
+        assert_eq!(contest_batches(&[0.101, 0.4]), vec![1, 1]);
+        assert_eq!(contest_batches(&[f64::NAN, 0.01]), vec![1, 10]);
     }
 
     /// Stages of an adaptive task: the probe alone when it is out of reach; otherwise on to
