@@ -489,7 +489,10 @@ fn the_dockerfile_builds_the_image_the_manifests_and_docs_name() {
         "only {included} include_str!/include_bytes! found"
     );
 
-    // That context alone is a crate cargo resolves with the committed lock file.
+    // That context alone is a crate cargo resolves with the committed lock file, for the
+    // image's platform (x86-64 Linux): crates the lock file holds for other platforms are
+    // never downloaded by a build here, so an offline resolve of every platform would fail
+    // on a machine that has only built the tool.
     let t = tmp();
     for s in &sources {
         let to = t.path().join(s);
@@ -507,7 +510,15 @@ fn the_dockerfile_builds_the_image_the_manifests_and_docs_name() {
     }
     let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo_bin)
-        .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+        .args([
+            "metadata",
+            "--locked",
+            "--offline",
+            "--format-version",
+            "1",
+            "--filter-platform",
+            "x86_64-unknown-linux-gnu",
+        ])
         .current_dir(t.path())
         .output()
         .expect("cargo runs");
