@@ -52,7 +52,8 @@
 #                                        merge against an unsharded run of the same sweep; carry
 #                                        .slurm/ (bash scripts/slurm-local.sh prefix) with .gpu/
 #
-# Logs and tables go to $OUT (default: gpu-out/, git-ignored).
+# Logs and tables go to $OUT (default: gpu-out/, git-ignored); the `tune` runs' own --out
+# folders are temporary, so $OUT holds a few files a device call can bring back whole.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -275,10 +276,12 @@ check)
   ;;
 retune)
   # No arguments: every (op, shape, dtype) of results/best.csv, a faster stored row stays.
-  # OP:SHAPE:DTYPE arguments: only those, and their stored rows are replaced.
-  mkdir -p "$OUT/runs"
+  # OP:SHAPE:DTYPE arguments: only those, and their stored rows are replaced. The runs' --out
+  # folder is scratch; $OUT gets best.csv and retune.log (every run's output) alone.
+  mkdir -p "$OUT"
+  runs=$(mktemp -d)
   if [ $# -eq 0 ]; then
-    cp results/best.csv "$OUT/runs/best.csv"
+    cp results/best.csv "$runs/best.csv"
     todo=$(tail -n +2 results/best.csv | cut -d, -f1-3 | sort -u | tr , :)
     keep=--keep-best
   else
@@ -287,22 +290,27 @@ retune)
     # Only this GPU's rows of the named items are replaced.
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" | head -1)
     pattern=$(printf "^%s,$gpu,|" "$@" | tr : , | sed 's/|$//')
-    grep -v -E "$pattern" results/best.csv > "$OUT/runs/best.csv"
+    grep -v -E "$pattern" results/best.csv > "$runs/best.csv"
   fi
+  : > "$OUT/retune.log"
   for item in $todo; do
     IFS=: read -r op shape dtype <<< "$item"
     t0=$(date +%s%N)
     # shellcheck disable=SC2086
     "$bin/tune" --op "$op" --shape "$shape" --dtype "$dtype" $keep ${RETUNE_ARGS:-} \
-      --out "$OUT/runs" > "$OUT/runs/$op-$shape-$dtype.log" 2>&1
+      --out "$runs" > "$runs/last.log" 2>&1
     rc=$?
-    echo "$op $shape $dtype: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(grep -m1 '^Best' "$OUT/runs/$op-$shape-$dtype.log" | cut -c1-160)"
+    { echo "== tune --op $op --shape $shape --dtype $dtype: exit $rc"; cat "$runs/last.log"; } >> "$OUT/retune.log"
+    echo "$op $shape $dtype: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms; $(grep -m1 '^Best' "$runs/last.log" | cut -c1-160)"
   done
-  cp "$OUT/runs/best.csv" "$OUT/best.csv"
+  cp "$runs/best.csv" "$OUT/best.csv"
+  rm -rf "$runs"
   ;;
 bench)
   mkdir -p "$OUT"
   cache=$(mktemp -d)
+  # The runs' --out folder: scratch, outside $OUT (it holds a CSV of every configuration).
+  runs=$(mktemp -d)
   md="$OUT/benchmarks.md"
   # row LABEL ARGS...: one whole `tune` process, its wall time, phases, winner and the rank
   # the search's model first gave the winner.
@@ -310,7 +318,7 @@ bench)
     local label=$1; shift
     local t0 text rc ms
     t0=$(date +%s%N)
-    text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" "$@" --out "$OUT/bench-runs" 2>>"$OUT/bench-stderr.log")
+    text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" "$@" --out "$runs" 2>>"$OUT/bench-stderr.log")
     rc=$?
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     printf '== %s: tune %s\n%s\nexit %s wall_ms %s\n' "$label" "$*" "$text" "$rc" "$ms" >> "$OUT/bench.log"
@@ -340,7 +348,7 @@ bench)
                 "--op sgemm --shape 1000x1000x1000" \
                 "--op sgemm --shape 32x8192x8192" \
                 "--op sgemm --shape 128x128x128"; do
-      rm -rf "$cache" "$OUT/bench-runs"; mkdir -p "$cache"
+      rm -rf "$cache" "$runs"; mkdir -p "$cache" "$runs"
       # shellcheck disable=SC2086
       row cold $args
       # shellcheck disable=SC2086
@@ -348,7 +356,7 @@ bench)
       case "$args" in
         *sgemm*)
           # The search alone: no stored winner of any shape to start from.
-          rm -rf "$cache" "$OUT/bench-runs"; mkdir -p "$cache"
+          rm -rf "$cache" "$runs"; mkdir -p "$cache" "$runs"
           # shellcheck disable=SC2086
           row "cold, --no-warm-start" $args --no-warm-start
           peer "${args##* }" ;;
@@ -360,6 +368,7 @@ bench)
     tail -n +2 results/best.csv | sort -t, -k1,1 -k3,3 -k2,2V |
       awk -F, '{ printf "| %s | %s | %s | %.1f %% | %s | `%s` |\n", $1, $2, $3, 100 * $10, $11, $6 }'
   } > "$md"
+  rm -rf "$cache" "$runs"
   cat "$md"
   ;;
 roof)
@@ -368,14 +377,14 @@ roof)
   # once ARGS...: one whole `tune` process from an empty cache and folder; prints
   # "PERCENT ROOF|WALL_S|PARAMETERS".
   once() {
-    local cache t0 text ms
+    local cache runs t0 text ms
     cache=$(mktemp -d)
-    rm -rf "$OUT/roof-runs"
+    runs=$(mktemp -d)
     t0=$(date +%s%N)
-    text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" "$@" --out "$OUT/roof-runs" 2>>"$OUT/roof-stderr.log")
+    text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" "$@" --out "$runs" 2>>"$OUT/roof-stderr.log")
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     printf '== tune %s\n%s\nwall_ms %s\n' "$*" "$text" "$ms" >> "$OUT/roof.log"
-    rm -rf "$cache"
+    rm -rf "$cache" "$runs"
     echo "$text" | grep -m1 '^Best' |
       sed -E 's/^Best: (.*)  [0-9.]+ [A-Za-z/]+, ([0-9.]+% of [A-Za-z0-9_]+).*/\2|'"$((ms / 1000)).$(printf %03d $((ms % 1000)))"'|\1/'
   }
@@ -420,7 +429,7 @@ repeat)
     echo "| command | runs | distinct winners | runs with the most frequent winner | % of roof | tie set |"
     echo "|---|---|---|---|---|---|"
     for args in "${commands[@]}"; do
-      : > "$OUT/repeat-one.txt"
+      one=$(mktemp)
       for _ in $(seq 1 "$n"); do
         cache=$(mktemp -d); dir=$(mktemp -d)
         # shellcheck disable=SC2086
@@ -429,14 +438,14 @@ repeat)
         best=$(echo "$text" | grep -m1 '^Best:')
         tied=$(echo "$text" | grep -m1 '^Confidence:' | grep -oE 'tied with [0-9]+' | grep -oE '[0-9]+')
         # winner|percent|others tied
-        echo "$(echo "$best" | sed 's/^Best: //; s/  .*//')|$(echo "$best" | grep -oE '[0-9.]+% of' | head -1 | cut -d% -f1)|${tied:-0}" >> "$OUT/repeat-one.txt"
+        echo "$(echo "$best" | sed 's/^Best: //; s/  .*//')|$(echo "$best" | grep -oE '[0-9.]+% of' | head -1 | cut -d% -f1)|${tied:-0}" >> "$one"
         rm -rf "$cache" "$dir"
       done
-      winners=$(cut -d'|' -f1 "$OUT/repeat-one.txt" | sort | uniq -c | sort -rn)
+      winners=$(cut -d'|' -f1 "$one" | sort | uniq -c | sort -rn)
       distinct=$(echo "$winners" | grep -c .)
       most=$(echo "$winners" | head -1 | awk '{print $1}')
-      pct=$(cut -d'|' -f2 "$OUT/repeat-one.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)
-      ties=$(cut -d'|' -f3 "$OUT/repeat-one.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)
+      pct=$(cut -d'|' -f2 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
+      ties=$(cut -d'|' -f3 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
       echo "| \`$args\` | $n | $distinct | $most | $pct % | $ties others |"
     done
   } | tee "$OUT/repeat.md"

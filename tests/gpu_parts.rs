@@ -404,3 +404,66 @@ fn a_part_stops_at_its_time_limit_and_does_not_pass() {
     );
     assert!(stdout.contains("NOT RUN"), "{stdout}");
 }
+
+/// A stand-in `tune` that writes a run file into its `--out` folder, as a real run does, and
+/// prints a Best line.
+const STAND_IN_TUNE: &str = r#"#!/usr/bin/env bash
+out=
+while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+[ -n "$out" ] && mkdir -p "$out" && echo row > "$out/run.csv"
+echo "Best: X=1  1.0 GB/s, 99.0% of copy (0.1000 ms median)"
+"#;
+
+/// The files directly under `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The modes that run `tune` leave their tables and logs in $OUT and nothing else (the runs'
+/// own --out folders are temporary): a device call brings back a few files, and the table is
+/// among them. retune's database is results/best.csv with its rows re-tuned (here by a
+/// stand-in that keeps them).
+#[test]
+fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tmp();
+    let bin = t.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    stand_ins(&bin);
+    let tune = bin.join("tune");
+    std::fs::write(&tune, STAND_IN_TUNE).unwrap();
+    std::fs::set_permissions(&tune, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["roof"], &["roof-stderr.log", "roof.log", "roof.md"]),
+        (
+            &["repeat", "2", "--op transpose --shape 8x8"],
+            &["repeat-stderr.log", "repeat.log", "repeat.md"],
+        ),
+        (&["retune"], &["best.csv", "retune.log"]),
+    ];
+    for (args, want) in cases {
+        let out = t.path().join(format!("out-{}", args[0]));
+        let run = gpu_sh(&bin, &out, args, &[]);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&run.stderr)
+        );
+        assert_eq!(entries(&out), want, "{args:?}");
+    }
+    assert!(
+        text(&std::fs::read(t.path().join("out-roof/roof.md")).unwrap())
+            .contains("| 99.0% of copy |"),
+        "the roof table has the stand-in's rows"
+    );
+    assert_eq!(
+        std::fs::read(t.path().join("out-retune/best.csv")).unwrap(),
+        std::fs::read(repo("results/best.csv")).unwrap()
+    );
+}
