@@ -10,7 +10,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{repo, skipped, text, tmp, tune_bin};
+use common::{names, repo, skipped, text, tmp, tune_bin};
 
 /// The database every export here reads.
 fn db() -> PathBuf {
@@ -301,16 +301,6 @@ fn a_journal_with_bad_lines_in_the_middle_keeps_every_good_entry() {
         "{:?}",
         read.bad
     );
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// `tune export --format cuda --db DB --op OP --output DIR`.

@@ -7,11 +7,11 @@
 //! a test says: each part's counts line and the script's exit status follow the results.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 mod common;
-use common::{repo, text, tmp};
+use common::{names, repo, text, tmp};
 
 /// One line of the part table.
 #[derive(Debug, Clone, PartialEq)]
@@ -235,9 +235,11 @@ case " ${STAND_IN_SKIP:-} " in *" $name "*) echo "SKIPPED $name: no CUDA GPU on 
 printf 'ok\n\ntest result: ok. 1 passed; 0 failed\n'
 "#;
 
-/// A folder of stand-ins for the binaries `build` copies into .gpu/.
-fn stand_ins(dir: &Path) {
+/// A folder `bin` under `root` of stand-ins for the binaries `build` copies into .gpu/.
+fn stand_ins(root: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
+    let dir = root.join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
     let example = "#!/usr/bin/env bash\necho 'shape, db GB/s, measured GB/s, ratio'\n\
                    exit \"${STAND_IN_EXAMPLE_EXIT:-0}\"\n";
     for (name, body) in [
@@ -250,6 +252,7 @@ fn stand_ins(dir: &Path) {
         std::fs::write(&path, body).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    dir
 }
 
 /// The counts line of `part` in the script's output.
@@ -264,9 +267,7 @@ fn counts_line<'a>(stdout: &'a str, part: &str) -> &'a str {
 #[test]
 fn the_exit_status_and_the_counts_follow_the_test_results() {
     let t = tmp();
-    let bin = t.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    stand_ins(&bin);
+    let bin = stand_ins(t.path());
     let out = t.path().join("out");
     let rows = table();
     let size = |part: &str| rows.iter().filter(|r| r.part == part).count();
@@ -372,9 +373,7 @@ fn the_exit_status_and_the_counts_follow_the_test_results() {
 #[test]
 fn a_part_stops_at_its_time_limit_and_does_not_pass() {
     let t = tmp();
-    let bin = t.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    stand_ins(&bin);
+    let bin = stand_ins(t.path());
     // A test binary that never finishes.
     std::fs::write(bin.join("gpu-tests"), "#!/usr/bin/env bash\nsleep 60\n").unwrap();
     let out = t.path().join("out");
@@ -414,16 +413,6 @@ while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
 echo "Best: X=1  1.0 GB/s, 99.0% of copy (0.1000 ms median)"
 "#;
 
-/// The files directly under `dir`, sorted.
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The modes that run `tune` leave their tables and logs in $OUT and nothing else (the runs'
 /// own --out folders are temporary): a device call brings back a few files, and the table is
 /// among them. retune's database is results/best.csv with its rows re-tuned (here by a
@@ -432,9 +421,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
     use std::os::unix::fs::PermissionsExt;
     let t = tmp();
-    let bin = t.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    stand_ins(&bin);
+    let bin = stand_ins(t.path());
     let tune = bin.join("tune");
     std::fs::write(&tune, STAND_IN_TUNE).unwrap();
     std::fs::set_permissions(&tune, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -455,7 +442,7 @@ fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
             "{args:?}: {}",
             text(&run.stderr)
         );
-        assert_eq!(entries(&out), want, "{args:?}");
+        assert_eq!(names(&out), want, "{args:?}");
     }
     assert!(
         text(&std::fs::read(t.path().join("out-roof/roof.md")).unwrap())

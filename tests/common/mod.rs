@@ -224,3 +224,13 @@ pub fn interrupt_when(
     assert!(kill.success());
     signalled
 }
+
+/// The names of the entries directly under `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
