@@ -447,6 +447,7 @@ repeat)
       pct=$(cut -d'|' -f2 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
       ties=$(cut -d'|' -f3 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
       echo "| \`$args\` | $n | $distinct | $most | $pct % | $ties others |"
+      rm -f "$one"
     done
   } | tee "$OUT/repeat.md"
   ;;
