@@ -235,6 +235,15 @@ case " ${STAND_IN_SKIP:-} " in *" $name "*) echo "SKIPPED $name: no CUDA GPU on 
 printf 'ok\n\ntest result: ok. 1 passed; 0 failed\n'
 "#;
 
+/// A stand-in `tune` that writes a run file into its `--out` folder, as a real run does, and
+/// prints a Best line.
+const STAND_IN_TUNE: &str = r#"#!/usr/bin/env bash
+out=
+while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+[ -n "$out" ] && mkdir -p "$out" && echo row > "$out/run.csv"
+echo "Best: X=1  1.0 GB/s, 99.0% of copy (0.1000 ms median)"
+"#;
+
 /// A folder `bin` under `root` of stand-ins for the binaries `build` copies into .gpu/.
 fn stand_ins(root: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -246,7 +255,7 @@ fn stand_ins(root: &Path) -> PathBuf {
         ("gpu-tests", STAND_IN_TESTS),
         ("faults-tests", STAND_IN_TESTS),
         ("tuned_transpose", example),
-        ("tune", "#!/usr/bin/env bash\nexit 0\n"),
+        ("tune", STAND_IN_TUNE),
     ] {
         let path = dir.join(name);
         std::fs::write(&path, body).unwrap();
@@ -404,27 +413,14 @@ fn a_part_stops_at_its_time_limit_and_does_not_pass() {
     assert!(stdout.contains("NOT RUN"), "{stdout}");
 }
 
-/// A stand-in `tune` that writes a run file into its `--out` folder, as a real run does, and
-/// prints a Best line.
-const STAND_IN_TUNE: &str = r#"#!/usr/bin/env bash
-out=
-while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
-[ -n "$out" ] && mkdir -p "$out" && echo row > "$out/run.csv"
-echo "Best: X=1  1.0 GB/s, 99.0% of copy (0.1000 ms median)"
-"#;
-
 /// The modes that run `tune` leave their tables and logs in $OUT and nothing else (the runs'
 /// own --out folders are temporary): a device call brings back a few files, and the table is
 /// among them. retune's database is results/best.csv with its rows re-tuned (here by a
 /// stand-in that keeps them).
 #[test]
 fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
-    use std::os::unix::fs::PermissionsExt;
     let t = tmp();
     let bin = stand_ins(t.path());
-    let tune = bin.join("tune");
-    std::fs::write(&tune, STAND_IN_TUNE).unwrap();
-    std::fs::set_permissions(&tune, std::fs::Permissions::from_mode(0o755)).unwrap();
     let cases: [(&[&str], &[&str]); 3] = [
         (&["roof"], &["roof-stderr.log", "roof.log", "roof.md"]),
         (

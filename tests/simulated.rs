@@ -1201,7 +1201,13 @@ fn journaled(sim: &Sim, n: usize) -> impl FnMut() -> bool + '_ {
 /// measures only the rest.
 #[test]
 fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
-    let sim = Sim::new(json!({"baselines": {"copy": 0.04}, "noise_pct": 2, "launch_us": 20000}));
+    // Launches of 0.4 ms and more, longer than a batch: each timed sample is one launch.
+    let sim = Sim::new(json!({
+        "base_ms": 0.4,
+        "baselines": {"copy": 0.4},
+        "noise_pct": 2,
+        "launch_us": 20000
+    }));
     let args = [
         "--shape",
         SHAPE,
@@ -1360,9 +1366,12 @@ fn ctrl_c_while_compiling_keeps_the_result_in_flight() {
 /// left alone, the resume command printed.
 #[test]
 fn ctrl_c_during_confirmation_keeps_every_measured_row_and_reports_the_stop() {
-    // 13 tasks of one 20 ms launch, then 2 leaders x 100 rounds of 20 ms: 4 s of confirming.
+    // 13 tasks of two 20 ms launches (a warm-up and one sample), then 2 leaders x 100 rounds
+    // of 20 ms: 4 s of confirming (0.2 ms and more a launch, longer than a batch: one launch a
+    // sample).
     let sim = Sim::new(json!({
-        "baselines": {"copy": 0.04},
+        "base_ms": 0.4,
+        "baselines": {"copy": 0.4},
         "rules": [{"when": "X=3 Y=2", "factor": 0.5}],
         "launch_us": 20000,
     }));
@@ -1396,12 +1405,13 @@ fn ctrl_c_during_confirmation_keeps_every_measured_row_and_reports_the_stop() {
 // ---------------------------------------------------------------------------------------
 
 /// A time budget (`--budget 1s`) ends the search after the round under way when it ran out:
-/// whole rounds of 16 were measured, fewer than the 64 configurations, and the rest say the
-/// search did not propose them. A budget in an unknown unit is bad input.
+/// whole rounds of [`SEARCH_BATCH`] were measured, fewer than the 64 configurations, and the
+/// rest say the search did not propose them. A budget in an unknown unit is bad input.
 #[test]
 fn a_time_budget_stops_the_search_and_says_so() {
-    // Each variant takes 4 launches of 20 ms: a round of SEARCH_BATCH takes longer than the budget.
-    let sim = Sim::new(json!({"baselines": {"copy": 0.04}, "launch_us": 20000}));
+    // Each variant takes 4 launches of 20 ms (0.4 ms and more a launch, longer than a batch:
+    // one launch a sample): a round of SEARCH_BATCH takes longer than the budget.
+    let sim = Sim::new(json!({"base_ms": 0.4, "baselines": {"copy": 0.4}, "launch_us": 20000}));
     let ran = sim.run(&[
         "--shape",
         SHAPE,

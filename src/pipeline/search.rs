@@ -25,11 +25,11 @@ pub fn default_budget(name: &str) -> usize {
     crate::search::registry::lookup(name).map_or(DEFAULT_BUDGET, |s| s.budget)
 }
 /// Configurations per search round. Each round waits for most of its sources to compile, so a
-/// round of one source per compile worker (16 on 16 cores) waits at every round for its slowest; half
-/// again as many keep the workers busy through that tail and leave the default budget's model
-/// two rounds after the all-pairs set, each fitted to everything measured before it. A
-/// constant, not the worker count, so the same command proposes the same configurations on
-/// every machine.
+/// round of one source per compile worker (16 on 16 cores) waits at every round for its
+/// slowest; half again as many keep the workers busy through that tail and leave the default
+/// budget's model two rounds after the all-pairs set, each fitted to everything measured
+/// before it. A constant, not the worker count, so the same command proposes the same
+/// configurations on every machine.
 pub const SEARCH_BATCH: usize = 24;
 
 /// Live candidates (indices) to measure before a search: for each stored winner of `op` in
