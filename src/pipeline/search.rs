@@ -104,6 +104,55 @@ pub fn warm_start(
     seeds
 }
 
+/// How many shipped winners of other shapes seed a search at a shape with no row of its own
+/// ([`nearest_shipped`]).
+pub const NEAR_SHAPES: usize = 3;
+
+/// The shipped winners of `op` (same element type, this GPU or any without one) at the
+/// [`NEAR_SHAPES`] shapes nearest to `shape`, nearest first: distance is the sum over the
+/// dimensions of |ln(a / b)|, so 517x389x931 is near 511x513x515 and far from 4096^3.
+///
+/// Why: at a new shape the search otherwise starts from nothing, and at small odd sgemm
+/// shapes the all-pairs set rarely meets the tile and split that fill the SMs; a neighbour's
+/// winner, or its one-parameter neighbours that the search explores next, often does. Only a
+/// few, because each one measured takes a variant of the budget and a winner of another shape
+/// is a start only as good as the shapes are alike.
+pub fn nearest_shipped(
+    op: &Op,
+    shape: &Shape,
+    gpu: Option<&str>,
+    shipped: &[BestRow],
+) -> Vec<BestRow> {
+    let distance = |row: &BestRow| -> Option<f64> {
+        let dims: Vec<u64> = row
+            .shape
+            .split('x')
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
+            .ok()?;
+        (dims.len() == shape.dims.len()).then(|| {
+            dims.iter()
+                .zip(&shape.dims)
+                .map(|(&a, &b)| (a as f64 / b as f64).ln().abs())
+                .sum()
+        })
+    };
+    let mut near: Vec<(f64, &BestRow)> = shipped
+        .iter()
+        .filter(|r| {
+            r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
+        })
+        .filter_map(|r| distance(r).map(|d| (d, r)))
+        .filter(|(d, _)| *d > 0.0)
+        .collect();
+    // Stable: equally near rows keep the file's order.
+    near.sort_by(|a, b| a.0.total_cmp(&b.0));
+    near.into_iter()
+        .take(NEAR_SHAPES)
+        .map(|(_, r)| r.clone())
+        .collect()
+}
+
 /// How many parameters a warm-start configuration may differ in from the stored winner it
 /// stands for ([`warm_start`]).
 pub const WARM_START_NEAR: usize = 2;
@@ -120,14 +169,24 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             .map(|f| f.rows)
             .unwrap_or_default();
         // Then the shipped winner of a built-in op at this very shape, when the folder has
-        // none: a winner of another shape is a start only as good as the shapes are alike,
-        // and each one measured takes a variant of the budget.
+        // none; at a shape with no row anywhere, the shipped winners of the few nearest
+        // shapes ([`nearest_shipped`]).
         if op.is_builtin() {
             let here = shape.to_string();
-            for row in shipped_best() {
+            let shipped = shipped_best();
+            for row in &shipped {
                 if row.shape == here && !stored.iter().any(|s| s.key() == row.key()) {
-                    stored.push(row);
+                    stored.push(row.clone());
                 }
+            }
+            let own = stored.iter().any(|r| {
+                r.op == op.name()
+                    && r.dtype == op.dtype.name()
+                    && r.shape == here
+                    && gpu.is_none_or(|g| r.gpu == g)
+            });
+            if !own {
+                stored.extend(nearest_shipped(op, shape, gpu, &shipped));
             }
         }
         let last = gpu
@@ -573,6 +632,51 @@ mod tests {
             vec![live[5], live[1], live[2], live[4]]
         );
         assert!(last_measured(&candidates, &live, &[]).0.is_empty());
+    }
+
+    /// At a shape with no row, the shipped rows of the nearest shapes (by the sum of |ln| of
+    /// the dimensions' ratios) of the same op, element type and GPU, nearest first and at
+    /// most NEAR_SHAPES; rows of the very shape, of another GPU, dtype or op, or whose shape
+    /// does not parse as the op's dimensions give nothing.
+    #[test]
+    fn a_new_shape_is_seeded_by_the_shipped_winners_of_the_nearest_shapes() {
+        let op = Op::load("sgemm", None).unwrap();
+        let shape = Shape::parse("517x389x931", &op.spec.dims).unwrap();
+        let template = read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
+        let h100 = "NVIDIA H100 80GB HBM3";
+        let row = |op: &str, shape: &str, dtype: &str, gpu: &str| BestRow {
+            op: op.into(),
+            shape: shape.into(),
+            dtype: dtype.into(),
+            gpu: gpu.into(),
+            ..template.clone()
+        };
+        let rows = vec![
+            row("sgemm", "4096x4096x4096", "f32", h100),
+            row("sgemm", "1000x1000x1000", "f32", h100),
+            row("sgemm", "333x555x777", "f32", h100),
+            row("sgemm", "517x389x931", "f32", h100),
+            row("sgemm", "520x390x930", "f32", "NVIDIA H200"),
+            row("sgemm", "518x390x930", "f64", h100),
+            row("transpose", "517x389", "f32", h100),
+            row("sgemm", "517x389", "f32", h100),
+            row("sgemm", "511x513x515", "f32", h100),
+            row("sgemm", "777x555x999", "f32", h100),
+        ];
+        let shapes = |gpu: Option<&str>| {
+            nearest_shipped(&op, &shape, gpu, &rows)
+                .into_iter()
+                .map(|r| r.shape)
+                .collect::<Vec<_>>()
+        };
+        // 0.83, 0.88 and 0.98 away; 1000^3 (1.68) is the fourth.
+        assert_eq!(
+            shapes(Some(h100)),
+            ["777x555x999", "511x513x515", "333x555x777"]
+        );
+        // Without a GPU (compile-only), rows of every GPU count.
+        assert_eq!(shapes(None), ["520x390x930", "777x555x999", "511x513x515"]);
+        assert!(nearest_shipped(&op, &shape, Some("NVIDIA A100-SXM4-80GB"), &rows).is_empty());
     }
 
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
