@@ -56,12 +56,7 @@ pub fn warm_start(
     stored: &[BestRow],
 ) -> Vec<usize> {
     let here = shape.to_string();
-    let mut rows: Vec<&BestRow> = stored
-        .iter()
-        .filter(|r| {
-            r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
-        })
-        .collect();
+    let mut rows: Vec<&BestRow> = stored.iter().filter(|r| stored_for(r, op, gpu)).collect();
     rows.sort_by_key(|r| r.shape != here);
     let mut seeds = Vec::new();
     for r in rows {
@@ -104,6 +99,12 @@ pub fn warm_start(
     seeds
 }
 
+/// Whether stored row `r` is a winner of `op` in its element type, measured on `gpu` (on any
+/// GPU when there is none, as with `--compile-only`): the rows a search may start from.
+fn stored_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
+    r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
+}
+
 /// How many shipped winners of other shapes seed a search at a shape with no row of its own
 /// ([`nearest_shipped`]).
 pub const NEAR_SHAPES: usize = 3;
@@ -139,9 +140,7 @@ pub fn nearest_shipped(
     };
     let mut near: Vec<(f64, &BestRow)> = shipped
         .iter()
-        .filter(|r| {
-            r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
-        })
+        .filter(|r| stored_for(r, op, gpu))
         .filter_map(|r| distance(r).map(|d| (d, r)))
         .filter(|(d, _)| *d > 0.0)
         .collect();
@@ -179,12 +178,9 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
                     stored.push(row.clone());
                 }
             }
-            let own = stored.iter().any(|r| {
-                r.op == op.name()
-                    && r.dtype == op.dtype.name()
-                    && r.shape == here
-                    && gpu.is_none_or(|g| r.gpu == g)
-            });
+            let own = stored
+                .iter()
+                .any(|r| r.shape == here && stored_for(r, op, gpu));
             if !own {
                 stored.extend(nearest_shipped(op, shape, gpu, &shipped));
             }
