@@ -538,6 +538,14 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
     Ok(out)
 }
 
+/// How much faster than `stored_ms` a passing winner now runs, in %, when that is more than
+/// its margin: a stored time so stale misstates the kernel (a GPU or driver update, or a kernel
+/// improved since), though faster is never a failure.
+fn faster_than_stored(stored_ms: f64, now_ms: f64, margin_pct: f64) -> Option<f64> {
+    let pct = (1.0 - now_ms / stored_ms) * 100.0;
+    (pct > margin_pct).then_some(pct)
+}
+
 /// What `tune check` prints: a PASS or FAIL line per stored winner, each with the margin it
 /// was judged by, and a summary line; and whether all passed (the binary then exits 0, else 1).
 /// `margin_pct` is the given `--margin` (`None`: each row's came from its measured noise).
@@ -555,7 +563,7 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
         let _ = match (&r.failure, r.now, r.margin_pct) {
             (None, Some(now), Some(margin)) => writeln!(
                 s,
-                "PASS {config}: stored {:.4} ms, now {:.4} ms ({}){}",
+                "PASS {config}: stored {:.4} ms, now {:.4} ms ({}){}{}",
                 r.row.median_ms,
                 now.median_ms,
                 margin_text(margin, given),
@@ -565,6 +573,12 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
                         "; runner-up {:.4} ms ({})",
                         ru.median_ms,
                         margin_text(m, given)
+                    ))
+                    .unwrap_or_default(),
+                faster_than_stored(r.row.median_ms, now.median_ms, margin)
+                    .map(|pct| format!(
+                        "; {pct:.1}% faster than stored, beyond the margin: a re-tune stores \
+                         today's time"
                     ))
                     .unwrap_or_default()
             ),

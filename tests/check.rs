@@ -254,6 +254,46 @@ fn a_15_percent_regression_exits_1_on_noisy_and_quiet_rows() {
     }
 }
 
+/// A winner now faster than stored by more than its margin passes, and its line says so (the
+/// stored time misstates the kernel); one faster within its margin says nothing more.
+#[test]
+fn a_winner_faster_than_stored_beyond_its_margin_passes_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = db(tmp.path());
+    let (text, code) = check(
+        &opts,
+        &mut today_but(
+            "4096x4096 TILE_DIM=32;BLOCK_ROWS=8",
+            Ok(vec![t(0.0800, 2.0)]),
+        ),
+    );
+    assert_eq!(code, 0, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("4096x4096"))
+        .unwrap_or_default();
+    assert_eq!(
+        line,
+        "PASS transpose 4096x4096 TILE_DIM=32 BLOCK_ROWS=8: stored 0.1016 ms, now 0.0800 ms \
+         (margin 4.9% from measured noise); 21.3% faster than stored, beyond the margin: a \
+         re-tune stores today's time",
+        "{text}"
+    );
+    // 3 % faster: within the 4.9 % margin.
+    let (text, _) = check(
+        &opts,
+        &mut today_but(
+            "4096x4096 TILE_DIM=32;BLOCK_ROWS=8",
+            Ok(vec![t(0.0986, 2.0)]),
+        ),
+    );
+    assert!(!text.contains("faster than stored"), "{text}");
+    assert!(
+        text.ends_with("3 checked, 0 failed (margins from measured noise, 3.8..12.3%)\n"),
+        "{text}"
+    );
+}
+
 /// What is noise for one row is a regression for another: 9 % slower passes the 7.6 µs row
 /// (above) but fails the 4096x4096 one, whose launches spread 2 %.
 #[test]
