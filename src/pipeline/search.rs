@@ -125,18 +125,15 @@ pub fn nearest_shipped(
     shipped: &[BestRow],
 ) -> Vec<BestRow> {
     let distance = |row: &BestRow| -> Option<f64> {
-        let dims: Vec<u64> = row
-            .shape
-            .split('x')
-            .map(str::parse)
-            .collect::<std::result::Result<_, _>>()
-            .ok()?;
-        (dims.len() == shape.dims.len()).then(|| {
-            dims.iter()
+        let there = Shape::parse(&row.shape, &op.spec.dims).ok()?;
+        Some(
+            there
+                .dims
+                .iter()
                 .zip(&shape.dims)
                 .map(|(&a, &b)| (a as f64 / b as f64).ln().abs())
-                .sum()
-        })
+                .sum(),
+        )
     };
     let mut near: Vec<(f64, &BestRow)> = shipped
         .iter()
