@@ -961,6 +961,55 @@ fn planted_equals_are_tied_and_the_tie_rule_picks_the_same_winner_under_any_nois
     assert_eq!(sim.best()[0].params, "X=3;Y=1;BROKEN=0");
 }
 
+/// The tie rule keeps a stored winner that is tied with another leader; `--no-warm-start`
+/// drops that preference, and the same tie goes to the first in the space. The stored
+/// winner is X=3 Y=1 (it won a first run with fewer registers); with registers equal the
+/// two are planted tied.
+#[test]
+fn a_tied_stored_winner_is_kept_unless_the_run_asks_for_a_fresh_contest() {
+    let (first, second) = ("X=2 Y=3 BROKEN=0", "X=3 Y=1 BROKEN=0");
+    let sim = Sim::new(flat_model(
+        1,
+        json!([
+            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+            {"when": "X=3 Y=1", "factor": 0.6, "registers": 32},
+        ]),
+    ));
+    confirm_run(&sim);
+    assert_eq!(sim.best()[0].params, "X=3;Y=1;BROKEN=0");
+    sim.set_model(&flat_model(
+        2,
+        json!([
+            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+            {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
+        ]),
+    ));
+    let kept = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40"]);
+    kept.expect_code(0);
+    assert!(
+        kept.line("Best: ").starts_with(&format!("Best: {second} ")),
+        "{}",
+        kept.stdout
+    );
+    let fresh = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--confirm-rounds",
+        "40",
+        "--no-warm-start",
+    ]);
+    fresh.expect_code(0);
+    assert!(
+        fresh.line("Best: ").starts_with(&format!("Best: {first} ")),
+        "{}",
+        fresh.stdout
+    );
+    assert!(fresh
+        .line("Confidence: ")
+        .starts_with("Confidence: tied with 1 other(s)"));
+    assert_eq!(sim.best()[0].params, "X=2;Y=3;BROKEN=0");
+}
+
 /// A configuration planted 30 % faster than all others wins its confirmation: "ahead by" the
 /// margin the model implies (the others take 1/0.7 - 1 = 42.9 % longer), within the noise.
 #[test]

@@ -730,7 +730,7 @@ fn budget_help() -> String {
 /// `--no-warm-start`'s help, naming the searches from the registry.
 fn no_warm_start_help() -> String {
     format!(
-        "A search ({}) first measures, for each stored winner of this op in the --out folder's best.csv (this shape's row first, then other shapes', same GPU and dtype), the configuration of this space nearest to it (at most 2 parameters apart), using at most a quarter of a variant budget (at least one); anneal starts chains from them. This turns that off",
+        "A search ({}) first measures, for each stored winner of this op in the --out folder's best.csv (this shape's row first, then other shapes', same GPU and dtype), the configuration of this space nearest to it (at most 2 parameters apart), using at most a quarter of a variant budget (at least one); anneal starts chains from them; and the tie rule keeps a stored winner unless it is clearly beaten. This turns both off: a fresh search and a fresh contest",
         search_names()
     )
 }

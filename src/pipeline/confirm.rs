@@ -44,7 +44,11 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
     if opts.confirm_rounds > 0 && fatal.is_none() && !built.outcome.interrupted {
         let mut cjob = job.clone();
         cjob.tasks = all_tasks;
-        let stored = stored_winner(opts, &built.setup.op, &info, &ledger.records);
+        // `--no-warm-start` asks for a fresh contest: no stored answer is preferred either.
+        let stored = opts
+            .warm_start
+            .then(|| stored_winner(opts, &built.setup.op, &info, &ledger.records))
+            .flatten();
         let roofs: Vec<usize> = (0..n_baselines)
             .filter(|&at| {
                 built

@@ -66,7 +66,9 @@ pub struct TuneOptions {
     /// sharded run never writes best.csv (its winner is partial until `tune merge`).
     pub shard: Option<crate::model::slice::Slice>,
     /// A search (random, model, anneal, genetic) measures first, for each stored winner of this op in
-    /// the run's best.csv, the configuration of this space nearest to it ([`super::search::warm_start`]).
+    /// the run's best.csv, the configuration of this space nearest to it ([`super::search::warm_start`]),
+    /// and the tie rule keeps the stored winner unless it is clearly beaten. `false` (`--no-warm-start`):
+    /// neither, so a re-tune after the space changed judges the stored winner like any other.
     pub warm_start: bool,
 }
 
