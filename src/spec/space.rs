@@ -1106,13 +1106,14 @@ mod tests {
 
     #[test]
     fn memoized_enumeration_equals_evaluating_each_point() {
+        // Each transpose space at one CACHE value (CACHE enters no constraint): half the time.
         let f32 = transpose();
-        assert_same_space(&f32, "256x512", &[]);
-        assert_same_space(&f32, "999x1001", &[]);
+        assert_same_space(&f32, "256x512", &["CACHE=l2_256"]);
+        assert_same_space(&f32, "999x1001", &["CACHE=default"]);
         assert_same_space(
             &transpose().with_dtype(Some("f16")).unwrap(),
             "64x4097",
-            &[],
+            &["CACHE=default"],
         );
         assert_same_space(&Op::load("matmul", None).unwrap(), "1000x999x1001", &[]);
         // A slice of sgemm's space that still crosses every load path and bounds mode.
@@ -1259,7 +1260,7 @@ mod tests {
             "{what}: RUNS=chunk where rows are not whole sectors or chunks"
         );
         // Keep the compile work of CI bounded.
-        assert!(live.len() <= 4096, "{what}: {} live", live.len());
+        assert!(live.len() <= 8192, "{what}: {} live", live.len());
     }
 
     #[test]
@@ -1273,7 +1274,7 @@ mod tests {
                 let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
                 assert_eq!(
                     all.len(),
-                    3 * 6 * 4 * 4 * 2 * 3 * 3 * 2 * 2 * 2 * 2,
+                    3 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 2,
                     "{dtype} {s}: default points"
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
@@ -1335,7 +1336,8 @@ mod tests {
         assert_eq!(
             c.config.label(),
             "TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=always VEC=1 TILES_PER_BLOCK=1 \
-             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem LAYOUT=tile STAGE=none"
+             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem LAYOUT=tile STAGE=none \
+             GROUP=1 PREFETCH=off"
         );
         assert_eq!(c.launch.unwrap().block, (32, 8, 1));
         assert_eq!(c.launch.unwrap().grid, (32, 32, 1));
@@ -1350,6 +1352,7 @@ mod tests {
                 "TILE_DIM=32",
                 "BLOCK_ROWS=8",
                 "BOUNDS=always",
+                "CACHE=default",
                 "RUNS=tile",
                 "OCCUPANCY=0",
                 "READ=elem",
@@ -1511,7 +1514,7 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 4 * 4 * 2 * 3 * 3 * 2 * 2 * 2 * 2);
+        assert_eq!(all.len(), 2 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 2);
         // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
