@@ -186,16 +186,6 @@ fn transpose_chunk_read_cover_compiles_in_every_dtype() {
     assert_eq!(runnable, 1936);
 }
 
-/// GROUP (block order) and PREFETCH (a block's next tile loaded while this one is written,
-/// RUNS=chunk only) with longer runs of tiles per block, over the rest of the default space,
-/// at an odd stride (where RUNS=chunk lives) and at tile multiples.
-#[test]
-fn transpose_group_and_prefetch_cover_compiles_in_every_dtype() {
-    let levers = ["GROUP=1,8", "PREFETCH=off,on", "TILES_PER_BLOCK=1,2,4"];
-    let (_, runnable) = compile_cover("transpose", &DTYPES, &["999x1001", "256x512"], &levers);
-    assert!(runnable > 0);
-}
-
 /// KSPLIT (groups of warps splitting each slice's k steps, partial tiles summed through shared
 /// memory) over the whole default space otherwise, where M, N and K are all odd (scalar and
 /// float4 loads, repack and windows) and where everything is a tile multiple.

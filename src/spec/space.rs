@@ -1336,8 +1336,7 @@ mod tests {
         assert_eq!(
             c.config.label(),
             "TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=always VEC=1 TILES_PER_BLOCK=1 \
-             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem LAYOUT=tile STAGE=none \
-             GROUP=1 PREFETCH=off"
+             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem LAYOUT=tile STAGE=none"
         );
         assert_eq!(c.launch.unwrap().block, (32, 8, 1));
         assert_eq!(c.launch.unwrap().grid, (32, 32, 1));
