@@ -23,7 +23,9 @@
 #                                        with the default command into $OUT/best.csv (all of
 #                                        them, a faster stored row stays; or the named ones,
 #                                        replaced; $RETUNE_ARGS: extra `tune` arguments, e.g.
-#                                        "--budget 400")
+#                                        "--budget 400"). The shipped row still seeds the search
+#                                        and wins ties unless clearly beaten: after a change of
+#                                        the space, add --no-warm-start for a fresh contest
 #   bash scripts/gpu.sh bench            GPU machine: the tuning-time table of docs/benchmarks.md
 #                                        (whole-process wall time, empty and warm cubin cache,
 #                                        phases, the model's first rank of the winner, winner
