@@ -554,8 +554,14 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
     let given = margin_pct.is_some();
     let mut s = String::new();
     for r in results {
+        // The element type unless f32, as in the run CSV's name: one shape's rows in f32, f16
+        // and f64 would otherwise read alike.
+        let dtype = match r.row.dtype.as_str() {
+            "" | "f32" => String::new(),
+            other => format!(" {other}"),
+        };
         let config = format!(
-            "{} {} {}",
+            "{} {}{dtype} {}",
             r.row.op,
             r.row.shape,
             r.row.params.replace(';', " ")
@@ -794,6 +800,21 @@ mod tests {
         assert_eq!(m.runs, 3);
         assert_eq!(Measured::of(&[t(1.0), t(2.0)]).unwrap().median_ms, 1.5);
         assert!(Measured::of(&[]).is_none());
+    }
+
+    #[test]
+    fn a_line_names_the_element_type_unless_f32() {
+        let of = |dtype: &str| {
+            let mut r = row(0.006, "");
+            r.dtype = dtype.into();
+            judge(r, Ok(noisy(0.006)), None, None)
+        };
+        let (text, passed) = report(&[of("f32"), of("f16"), of("f64")], None);
+        assert!(passed, "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("PASS transpose 1000x1000 TILE_DIM=32 BLOCK_ROWS=8: "));
+        assert!(lines[1].starts_with("PASS transpose 1000x1000 f16 TILE_DIM=32 BLOCK_ROWS=8: "));
+        assert!(lines[2].starts_with("PASS transpose 1000x1000 f64 TILE_DIM=32 BLOCK_ROWS=8: "));
     }
 
     #[test]
