@@ -554,12 +554,11 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
     let given = margin_pct.is_some();
     let mut s = String::new();
     for r in results {
-        // The element type unless f32, as in the run CSV's name: one shape's rows in f32, f16
-        // and f64 would otherwise read alike.
-        let dtype = match r.row.dtype.as_str() {
-            "" | "f32" => String::new(),
-            other => format!(" {other}"),
-        };
+        // The element type as the run CSV's name carries it: one shape's rows in f32, f16 and
+        // f64 would otherwise read alike.
+        let dtype = crate::model::dtype::named(&r.row.dtype)
+            .map(|d| format!(" {d}"))
+            .unwrap_or_default();
         let config = format!(
             "{} {}{dtype} {}",
             r.row.op,

@@ -26,6 +26,14 @@ pub enum Dtype {
 /// Every element type, in the order messages list them.
 pub const ALL: [Dtype; 4] = [Dtype::F32, Dtype::F64, Dtype::F16, Dtype::Bf16];
 
+/// The element type a run's name (its CSV file, its `tune check` line) carries: none for
+/// float32, the type every run had before `--dtype` (an empty name too), so those names never
+/// change; the name itself for any other type. It depends on the name alone, not on an op's
+/// default, so readers of a results folder need no spec.
+pub fn named(dtype: &str) -> Option<&str> {
+    (!matches!(dtype, "" | "f32")).then_some(dtype)
+}
+
 impl Dtype {
     /// `f32` → `Dtype::F32`; `None` for a name that is not an element type.
     pub fn parse(name: &str) -> Option<Dtype> {

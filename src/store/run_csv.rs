@@ -42,20 +42,19 @@ const FIXED_AFTER: [&str; 19] = [
     "cache",
 ];
 
-/// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv` for float32, the type every run had
-/// before `--dtype` (so those names never change), and `DIR/<op>_<shape>_<dtype>_<gpu>.csv`
-/// for any other element type. The name depends on the run alone, not on the op's default,
-/// so `tune merge` and readers of a results folder need no spec to find a file.
+/// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv` for float32 and
+/// `DIR/<op>_<shape>_<dtype>_<gpu>.csv` for any other element type
+/// ([`crate::model::dtype::named`]), so `tune merge` and readers of a results folder need no
+/// spec to find a file.
 pub fn run_csv_path(dir: &Path, info: &RunInfo) -> PathBuf {
     run_csv_path_of(dir, &info.op, &info.shape, &info.dtype, &info.gpu)
 }
 
 /// [`run_csv_path`] from the run's key alone (before the run has a [`RunInfo`]).
 pub fn run_csv_path_of(dir: &Path, op: &str, shape: &str, dtype: &str, gpu: &str) -> PathBuf {
-    let dtype = match dtype {
-        "" | "f32" => String::new(),
-        other => format!("_{}", slug(other)),
-    };
+    let dtype = crate::model::dtype::named(dtype)
+        .map(|d| format!("_{}", slug(d)))
+        .unwrap_or_default();
     dir.join(format!("{op}_{shape}{dtype}_{}.csv", slug(gpu)))
 }
 
