@@ -129,19 +129,9 @@ pub(super) fn stored_winner(
     if op.is_builtin() {
         rows.extend(crate::store::best::shipped_best());
     }
-    let row = rows.into_iter().find(|r| {
-        (
-            r.op.as_str(),
-            r.shape.as_str(),
-            r.dtype.as_str(),
-            r.gpu.as_str(),
-        ) == (
-            info.op.as_str(),
-            info.shape.as_str(),
-            info.dtype.as_str(),
-            info.gpu.as_str(),
-        )
-    })?;
+    let row = rows
+        .into_iter()
+        .find(|r| r.shape == info.shape && super::search::stored_for(r, op, Some(&info.gpu)))?;
     let mut want = crate::store::best::stored_params(op, &row.params);
     want.sort();
     records.iter().position(|r| {

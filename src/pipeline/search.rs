@@ -101,7 +101,7 @@ pub fn warm_start(
 
 /// Whether stored row `r` is a winner of `op` in its element type, measured on `gpu` (on any
 /// GPU when there is none, as with `--compile-only`): the rows a search may start from.
-fn stored_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
+pub(super) fn stored_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
     r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
 }
 
