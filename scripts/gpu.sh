@@ -44,9 +44,10 @@
 #                                        each from an empty cubin cache and a new --out folder,
 #                                        with each run's winner, % of roof and tie set
 #   bash scripts/gpu.sh profile          GPU machine: Nsight Compute counters (clocks left as
-#                                        they are) behind the two gaps of docs/benchmarks.md: the
-#                                        stored 8191x8191 transpose winner against copy_vec4 (DRAM
-#                                        bytes and throughput, L2 sectors), and the default
+#                                        they are) behind the gaps of docs/benchmarks.md: the
+#                                        stored 8191x8191 f32, 4x1000000 bf16 and 999999x7 f16
+#                                        transpose winners against copy_vec4 (DRAM bytes and
+#                                        throughput, L2 sectors), and the default
 #                                        999x777x555 sgemm winner against cuBLAS (grid, waves,
 #                                        occupancy, FMA pipe)
 #   bash scripts/gpu.sh slurm [--no-gpu] GPU machine: the cluster path on a real single-node Slurm
@@ -475,13 +476,17 @@ profile)
   {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
     mem=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
-    # This GPU's stored winner (the first row of any GPU where it has none).
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" | head -1)
-    params=$( { grep "^transpose,8191x8191,f32,$gpu," results/best.csv; grep '^transpose,8191x8191,f32,' results/best.csv; } | head -1 | cut -d, -f6)
-    for kernel in transpose copy_vec4; do
-      echo "== transpose 8191x8191 f32, kernel $kernel"
-      # shellcheck disable=SC2046
-      counters "$mem" "^$kernel\$" --op transpose --shape 8191x8191 $(pin "$params")
+    # A large odd-stride transpose and two narrow ones (launch-sized: 8 and 14 MB).
+    for item in 8191x8191:f32 4x1000000:bf16 999999x7:f16; do
+      IFS=: read -r shape dtype <<< "$item"
+      # This GPU's stored winner (the first row of any GPU where it has none).
+      params=$( { grep "^transpose,$shape,$dtype,$gpu," results/best.csv; grep "^transpose,$shape,$dtype," results/best.csv; } | head -1 | cut -d, -f6)
+      for kernel in transpose copy_vec4; do
+        echo "== transpose $shape $dtype, kernel $kernel"
+        # shellcheck disable=SC2046
+        counters "$mem" "^$kernel\$" --op transpose --shape "$shape" --dtype "$dtype" $(pin "$params")
+      done
     done
     run=$(CUDA_AUTOTUNE_CACHE=$CUDA_AUTOTUNE_CACHE "$bin/tune" --op sgemm --shape 999x777x555 --out "$(mktemp -d)" 2>/dev/null)
     echo "$run" | grep -m1 '^Best'
