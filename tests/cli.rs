@@ -791,6 +791,41 @@ fn help_shows_the_options_and_examples() {
         .stderr(predicate::str::is_empty());
 }
 
+/// The help's first example and the README's quick start say how many configurations of the
+/// default transpose space are valid at 1000x1000: the number a run of it reports, so neither
+/// drifts when the space changes.
+#[test]
+fn the_help_and_readme_give_the_valid_count_a_run_reports() {
+    let tmp = tmp();
+    let run = compile_only(
+        &tmp,
+        &["--op", "transpose", "--shape", "1000x1000", "--budget", "1"],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let line = run
+        .stdout
+        .lines()
+        .chain(run.stderr.lines())
+        .find(|l| l.starts_with("transpose 1000x1000: ") && l.contains(" valid configurations;"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no count of valid configurations:\n{}\n{}",
+                run.stdout, run.stderr
+            )
+        });
+    let live = count_before(line, "valid configurations;");
+    let help = text(&common::tune_bin().arg("--help").output().unwrap().stdout);
+    assert!(
+        help.contains(&format!("80 of its {live} valid configurations")),
+        "the help's example must say {live} valid configurations:\n{help}"
+    );
+    let readme = std::fs::read_to_string(common::repo("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("{live} valid here")),
+        "the README's quick start must say {live} valid"
+    );
+}
+
 #[test]
 fn every_default_matmul_variant_compiles_for_multiple_and_odd_shapes() {
     let tmp = tmp();

@@ -26,13 +26,13 @@ const EXAMPLES: &str = "\
 Examples:
   tune --op transpose --shape 1000x1000
       tune the default transpose space for a 1000x1000 float matrix (a model search over
-      80 of its 630 valid configurations; --strategy exhaustive times them all)
+      80 of its 2520 valid configurations; --strategy exhaustive times them all)
   tune --op transpose --shape 8192x8192 --param TILE_DIM=32,64 --param BOUNDS=none,edge
       narrow the space; --param replaces a parameter's default values
   tune --op transpose --shape 4096x4096 --cache warm --reps 100
       time with L2 kept warm between launches, 100 timed launches per variant
   tune --op transpose --shape 8192x8192 --dtype f16
-      tune for another element type (f32, f64, f16; default: the op's, f32 for the built-in
+      tune for another element type (f32, f64, f16, bf16; default: the op's, f32 for the built-in
       ops); the roof is the copy of the same bytes
   tune --op matmul --shape 1024x1024x1024 --block-size 16,32
       tune the tiled matmul (C = A·B, MxNxK) at block sizes 16 and 32 against cuBLAS
