@@ -48,8 +48,8 @@
 #                                        stored 8191x8191 f32, 4x1000000 bf16 and 999999x7 f16
 #                                        transpose winners against copy_vec4 (DRAM bytes and
 #                                        throughput, L2 sectors), and the default
-#                                        999x777x555 sgemm winner against cuBLAS (grid, waves,
-#                                        occupancy, FMA pipe)
+#                                        999x777x555 sgemm winner and the stored 4096^3 one against
+#                                        cuBLAS (grid, waves, occupancy, FMA pipe, instructions)
 #   bash scripts/gpu.sh slurm [--no-gpu] GPU machine: the cluster path on a real single-node Slurm
 #                                        (scripts/gpu-slurm.sh): prebuild, 2-task GPU array and
 #                                        merge against an unsharded run of the same sweep; carry
@@ -496,6 +496,15 @@ profile)
       echo "== sgemm 999x777x555, kernel $kernel (the second: cuBLAS's)"
       # shellcheck disable=SC2046
       counters "$sm" "$kernel" --op sgemm --shape 999x777x555 $(pin "$params")
+    done
+    # 4096^3, this GPU's stored winner: the FFMAs are the same work as cuBLAS's; the other
+    # instructions and the FMA pipe's share of the cycles are where the gap is.
+    params=$( { grep "^sgemm,4096x4096x4096,f32,$gpu," results/best.csv; grep '^sgemm,4096x4096x4096,f32,' results/best.csv; } | head -1 | cut -d, -f6)
+    for kernel in '^sgemm$' 'gemm_|xmma|cutlass'; do
+      echo "== sgemm 4096x4096x4096, kernel $kernel (the second: cuBLAS's)"
+      # shellcheck disable=SC2046
+      counters "$sm,sm__inst_executed.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum" "$kernel" \
+        --op sgemm --shape 4096x4096x4096 $(pin "$params")
     done
   } | tee "$OUT/profile.txt"
   ;;
