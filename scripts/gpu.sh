@@ -464,6 +464,17 @@ profile)
   export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$(mktemp -d)}
   # pin PARAMS: `--param NAME=value` for each NAME=value of a `;`-separated configuration.
   pin() { echo "$1" | tr ';' '\n' | grep . | sed 's/^/--param /' | tr '\n' ' '; }
+  # pin_row OP PARAMS: pin PARAMS, a stored row's configuration, and each parameter the row
+  # predates at the value such rows stand for (`tune params`), so the run has one variant.
+  pin_row() {
+    pin "$2"
+    "$bin/tune" params --op "$1" | awk -v row=";$2;" '
+      /^[A-Z][A-Z0-9_]*$/ { name = $1; next }
+      /rows stored before it existed: / {
+        v = $0; sub(/.*rows stored before it existed: /, "", v); sub(/[ ;].*/, "", v)
+        if (index(row, ";" name "=") == 0) printf "--param %s=%s ", name, v
+      }'
+  }
   # counters METRICS KERNEL_REGEX TUNE_ARGS...: the third launch of the matching kernel in a
   # pinned run (after verification and warm-up), clocks left alone (--clock-control none).
   counters() {
@@ -485,7 +496,7 @@ profile)
       for kernel in transpose copy_vec4; do
         echo "== transpose $shape $dtype, kernel $kernel"
         # shellcheck disable=SC2046
-        counters "$mem" "^$kernel\$" --op transpose --shape "$shape" --dtype "$dtype" $(pin "$params")
+        counters "$mem" "^$kernel\$" --op transpose --shape "$shape" --dtype "$dtype" $(pin_row transpose "$params")
       done
     done
     run=$(CUDA_AUTOTUNE_CACHE=$CUDA_AUTOTUNE_CACHE "$bin/tune" --op sgemm --shape 999x777x555 --out "$(mktemp -d)" 2>/dev/null)
@@ -504,7 +515,7 @@ profile)
       echo "== sgemm 4096x4096x4096, kernel $kernel (the second: cuBLAS's)"
       # shellcheck disable=SC2046
       counters "$sm,sm__inst_executed.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum" "$kernel" \
-        --op sgemm --shape 4096x4096x4096 $(pin "$params")
+        --op sgemm --shape 4096x4096x4096 $(pin_row sgemm "$params")
     done
   } | tee "$OUT/profile.txt"
   ;;
