@@ -488,11 +488,12 @@ profile)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
     mem=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" | head -1)
+    # stored OP SHAPE DTYPE: this GPU's stored winner (the first row of any GPU where it has none).
+    stored() { { grep "^$1,$2,$3,$gpu," results/best.csv; grep "^$1,$2,$3," results/best.csv; } | head -1 | cut -d, -f6; }
     # A large odd-stride transpose and two narrow ones (launch-sized: 8 and 14 MB).
     for item in 8191x8191:f32 4x1000000:bf16 999999x7:f16; do
       IFS=: read -r shape dtype <<< "$item"
-      # This GPU's stored winner (the first row of any GPU where it has none).
-      params=$( { grep "^transpose,$shape,$dtype,$gpu," results/best.csv; grep "^transpose,$shape,$dtype," results/best.csv; } | head -1 | cut -d, -f6)
+      params=$(stored transpose "$shape" "$dtype")
       for kernel in transpose copy_vec4; do
         echo "== transpose $shape $dtype, kernel $kernel"
         # shellcheck disable=SC2046
@@ -510,7 +511,7 @@ profile)
     done
     # 4096^3, this GPU's stored winner: the FFMAs are the same work as cuBLAS's; the other
     # instructions and the FMA pipe's share of the cycles are where the gap is.
-    params=$( { grep "^sgemm,4096x4096x4096,f32,$gpu," results/best.csv; grep '^sgemm,4096x4096x4096,f32,' results/best.csv; } | head -1 | cut -d, -f6)
+    params=$(stored sgemm 4096x4096x4096 f32)
     for kernel in '^sgemm$' 'gemm_|xmma|cutlass'; do
       echo "== sgemm 4096x4096x4096, kernel $kernel (the second: cuBLAS's)"
       # shellcheck disable=SC2046
