@@ -246,7 +246,6 @@ echo "Best: X=1  1.0 GB/s, 99.0% of copy (0.1000 ms median)"
 
 /// A folder `bin` under `root` of stand-ins for the binaries `build` copies into .gpu/.
 fn stand_ins(root: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let dir = root.join("bin");
     std::fs::create_dir_all(&dir).unwrap();
     let example = "#!/usr/bin/env bash\necho 'shape, db GB/s, measured GB/s, ratio'\n\
@@ -257,11 +256,16 @@ fn stand_ins(root: &Path) -> PathBuf {
         ("tuned_transpose", example),
         ("tune", STAND_IN_TUNE),
     ] {
-        let path = dir.join(name);
-        std::fs::write(&path, body).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        executable(&dir.join(name), body);
     }
     dir
+}
+
+/// Writes `body` to `path`, executable.
+fn executable(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// The counts line of `part` in the script's output.
@@ -449,4 +453,54 @@ fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
         std::fs::read(t.path().join("out-retune/best.csv")).unwrap(),
         std::fs::read(repo("results/best.csv")).unwrap()
     );
+}
+
+/// `profile` pins each stored winner whole: every parameter of the op gets one value (those a
+/// row predates at the value such rows stand for), so the profiled launch is the stored
+/// configuration's, never another variant of a sweep the pins left open. A stand-in `ncu`
+/// prints the command it was given; `tune` is the real binary (`tune params` lists the
+/// values), and a stand-in `nvidia-smi` names an H100.
+#[test]
+fn the_profile_pins_every_parameter_of_a_stored_winner() {
+    use std::collections::BTreeSet;
+    let t = tmp();
+    let bin = t.path().join("bin");
+    let tools = t.path().join("tools");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&tools).unwrap();
+    std::os::unix::fs::symlink(common::tune_exe(), bin.join("tune")).unwrap();
+    let smi = "case \"$*\" in *driver_version*) echo 'NVIDIA H100 80GB HBM3, 580.0' ;; \
+               *) echo 'NVIDIA H100 80GB HBM3' ;; esac";
+    for (name, body) in [("nvidia-smi", smi), ("ncu", "echo \"  stand_in ($*)\"")] {
+        executable(&tools.join(name), &format!("#!/usr/bin/env bash\n{body}\n"));
+    }
+    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
+    let run = gpu_sh(
+        &bin,
+        &t.path().join("out"),
+        &["profile"],
+        &[("PATH", &path)],
+    );
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let mut pinned_runs = 0;
+    for line in stdout.lines().filter(|l| l.starts_with("  stand_in (")) {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+        // 999x777x555 pins the winner of a default run, which needs a GPU.
+        if after("--shape") == "999x777x555" {
+            continue;
+        }
+        let op = cuda_autotune::spec::ops::Op::load(after("--op"), None).unwrap();
+        let want: BTreeSet<&str> = op.spec.params.iter().map(|p| p.name.as_str()).collect();
+        let pinned: BTreeSet<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "--param")
+            .map(|w| w[1].split('=').next().unwrap())
+            .collect();
+        assert_eq!(pinned, want, "{line}");
+        pinned_runs += 1;
+    }
+    // Three transposes and 4096^3, each against its baseline.
+    assert_eq!(pinned_runs, 8, "{stdout}");
 }
