@@ -377,7 +377,7 @@ fn every_default_variant_compiles_for_a_tile_multiple_shape() {
         // whole chunks here; so is the slab layout (no short side).
         assert_eq!(
             s.compiled + s.pruned,
-            165888,
+            248832,
             "{dtype}: the default space: {s:?}"
         );
         assert_eq!(s.from_cache, 0, "--no-cache reads no cache: {s:?}");
@@ -405,7 +405,7 @@ fn every_default_variant_compiles_for_a_non_multiple_shape() {
         );
         assert_eq!(s.compiled, live, "{dtype}: {s:?}");
         // BOUNDS=none needs tile multiples: all pruned here; RUNS=sector and chunk live here only.
-        assert_eq!(s.compiled + s.pruned, 165888, "{dtype}: {s:?}");
+        assert_eq!(s.compiled + s.pruned, 248832, "{dtype}: {s:?}");
         assert_eq!(s.from_cache, 0, "{s:?}");
     }
 }

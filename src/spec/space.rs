@@ -1274,7 +1274,7 @@ mod tests {
                 let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
                 assert_eq!(
                     all.len(),
-                    3 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 2,
+                    3 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 3,
                     "{dtype} {s}: default points"
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
@@ -1513,7 +1513,7 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 2);
+        assert_eq!(all.len(), 2 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 3);
         // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
