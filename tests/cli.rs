@@ -496,7 +496,7 @@ fn chunk_reads_are_pruned_where_no_tile_is_sector_aligned() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("with --param READ=chunk: all 82944 configurations were pruned"),
+            .contains("with --param READ=chunk: all 124416 configurations were pruned"),
         "{}",
         run.stderr
     );
