@@ -465,15 +465,16 @@ profile)
   # pin PARAMS: `--param NAME=value` for each NAME=value of a `;`-separated configuration.
   pin() { echo "$1" | tr ';' '\n' | grep . | sed 's/^/--param /' | tr '\n' ' '; }
   # pin_row OP PARAMS: pin PARAMS, a stored row's configuration, and each parameter the row
-  # predates at the value such rows stand for (`tune params`), so the run has one variant.
+  # predates at the value such rows stand for (`tune params --json`), so the run has one variant.
   pin_row() {
     pin "$2"
-    "$bin/tune" params --op "$1" | awk -v row=";$2;" '
-      /^[A-Z][A-Z0-9_]*$/ { name = $1; next }
-      /rows stored before it existed: / {
-        v = $0; sub(/.*rows stored before it existed: /, "", v); sub(/[ ;].*/, "", v)
-        if (index(row, ";" name "=") == 0) printf "--param %s=%s ", name, v
-      }'
+    "$bin/tune" params --op "$1" --json | python3 -c '
+import json, sys
+given = {kv.split("=")[0] for kv in sys.argv[1].split(";") if kv}
+for p in json.load(sys.stdin)["params"]:
+    v = p["missing"]
+    if v is not None and p["name"] not in given:
+        print("--param %s=%s" % (p["name"], str(v).lower() if isinstance(v, bool) else v), end=" ")' "$2"
   }
   # counters METRICS KERNEL_REGEX TUNE_ARGS...: the third launch of the matching kernel in a
   # pinned run (after verification and warm-up), clocks left alone (--clock-control none).

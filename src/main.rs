@@ -16,9 +16,14 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `tune params`: the op's parameters, read from its spec, on stdout.
-fn params(opts: &TuneOptions) -> cuda_autotune::error::Result<()> {
+fn params(opts: &TuneOptions, json: bool) -> cuda_autotune::error::Result<()> {
     let op = load_op(opts)?;
-    let text = cuda_autotune::spec::describe::params_text(&op);
+    let text = if json {
+        let doc = cuda_autotune::spec::describe::params_doc(&op);
+        serde_json::to_string_pretty(&doc).expect("plain data serializes") + "\n"
+    } else {
+        cuda_autotune::spec::describe::params_text(&op)
+    };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
@@ -51,7 +56,7 @@ fn main() -> ExitCode {
             Command::Report(args) => export::report(&args.options()).map(|()| true),
             Command::Check(args) => check::command(&args.options()),
             Command::Merge(args) => merge::command(&args.options()),
-            Command::Params(args) => params(&args.options()).map(|()| true),
+            Command::Params(args) => params(&args.options(), args.json).map(|()| true),
         };
         return match done {
             Ok(true) => ExitCode::SUCCESS,

@@ -100,7 +100,9 @@ Examples:
   tune params --op myop --templates my/templates
       the parameters of an op of your own templates folder
   tune params --spec examples/vector_add
-      the parameters of a spec of your own (a .toml or the folder holding it)";
+      the parameters of a spec of your own (a .toml or the folder holding it)
+  tune params --op sgemm --json
+      the same as JSON, e.g. for a script that completes a stored row's parameters";
 
 const MERGE_EXAMPLES: &str = "\
 Examples:
@@ -175,6 +177,10 @@ pub struct ParamsArgs {
     /// A spec of your own (.toml), or a folder holding one spec and its template.
     #[arg(long, value_name = "FILE|DIR")]
     pub spec: Option<PathBuf>,
+    /// The same facts as JSON, for scripts: op, summary, dims, dtypes, and per parameter its
+    /// values, accepts (null: any integer), missing (null: none) and help.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

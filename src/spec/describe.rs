@@ -5,6 +5,7 @@
 
 use crate::spec::expr::Value;
 use crate::spec::ops::{toml_to_value, Op};
+use serde::Serialize;
 
 /// Width the help text is wrapped to.
 const WIDTH: usize = 92;
@@ -75,6 +76,58 @@ pub fn params_text(op: &Op) -> String {
         s.push_str(&wrap(help));
     }
     s
+}
+
+/// What `tune params --json` prints: the same facts as [`params_text`], for scripts (a
+/// stored row's parameters completed with the values its older rows stand for, say).
+#[derive(Debug, Serialize)]
+pub struct ParamsDoc {
+    pub op: String,
+    pub summary: String,
+    pub dims: Vec<String>,
+    pub dtypes: Vec<String>,
+    pub default_dtype: String,
+    pub params: Vec<ParamDoc>,
+}
+
+/// One parameter of [`ParamsDoc`].
+#[derive(Debug, Serialize)]
+pub struct ParamDoc {
+    pub name: String,
+    /// The default sweep.
+    pub values: Vec<Value>,
+    /// What `--param` accepts: these words, or `None` for any integer.
+    pub accepts: Option<Vec<Value>>,
+    /// The value rows stored before the parameter existed stand for.
+    pub missing: Option<Value>,
+    pub help: String,
+}
+
+/// The facts `tune params --json` prints for `op`.
+pub fn params_doc(op: &Op) -> ParamsDoc {
+    let spec = &op.spec;
+    ParamsDoc {
+        op: spec.name.clone(),
+        summary: spec.summary.clone(),
+        dims: spec.dims.clone(),
+        dtypes: spec
+            .supported_dtypes()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        default_dtype: spec.default_dtype().to_string(),
+        params: spec
+            .params
+            .iter()
+            .map(|p| ParamDoc {
+                name: p.name.clone(),
+                values: p.default_values(),
+                accepts: p.is_text().then(|| p.accepted_values()),
+                missing: p.missing.as_ref().map(toml_to_value),
+                help: p.help.trim().to_string(),
+            })
+            .collect(),
+    }
 }
 
 /// `text` as lines of at most [`WIDTH`] characters (a longer word stays whole), each
@@ -148,6 +201,34 @@ mod tests {
             "{bounds}"
         );
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    }
+
+    /// The JSON form holds every parameter with the same facts as the text: VEC's sweep and
+    /// the value its older rows stand for, BOUNDS' accepted words, TILE_DIM any integer.
+    #[test]
+    fn the_json_form_gives_each_parameter_its_sweep_accepted_values_and_stored_value() {
+        let op = Op::load("transpose", None).unwrap();
+        let doc = serde_json::to_value(params_doc(&op)).unwrap();
+        assert_eq!(doc["op"], "transpose");
+        assert_eq!(doc["dims"], serde_json::json!(["ROWS", "COLS"]));
+        assert_eq!(doc["default_dtype"], "f32");
+        let params = doc["params"].as_array().unwrap();
+        assert_eq!(params.len(), op.spec.params.len());
+        let param = |name: &str| params.iter().find(|p| p["name"] == name).unwrap().clone();
+        let vec = param("VEC");
+        assert_eq!(vec["values"], serde_json::json!([1, 2, 4, 8]));
+        assert_eq!(vec["missing"], 1);
+        assert!(vec["accepts"].is_null(), "any integer: {vec}");
+        let bounds = param("BOUNDS");
+        assert_eq!(
+            bounds["accepts"],
+            serde_json::json!(["none", "always", "specialized", "edge"])
+        );
+        assert!(param("TILE_DIM")["missing"].is_null());
+        assert!(param("TILE_DIM")["help"]
+            .as_str()
+            .unwrap()
+            .contains("side of the tile"));
     }
 
     #[test]
