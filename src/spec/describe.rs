@@ -12,66 +12,59 @@ const WIDTH: usize = 92;
 /// Indent of the help text under its parameter.
 const INDENT: &str = "    ";
 
-/// The text `tune params` prints for `op`.
+/// The text `tune params` prints for `op`: [`params_doc`]'s facts, with the spec's origin and
+/// the size of the default sweep.
 pub fn params_text(op: &Op) -> String {
-    let spec = &op.spec;
+    let doc = params_doc(op);
     let mut s = String::new();
-    s.push_str(&format!("{}: {}\n", spec.name, spec.summary));
-    let dtypes: Vec<String> = spec
-        .supported_dtypes()
+    s.push_str(&format!("{}: {}\n", doc.op, doc.summary));
+    let dtypes: Vec<String> = doc
+        .dtypes
         .iter()
         .map(|d| {
-            let name = d.to_string();
-            if *d == spec.default_dtype() {
-                format!("{name} (default)")
+            if *d == doc.default_dtype {
+                format!("{d} (default)")
             } else {
-                name
+                d.clone()
             }
         })
         .collect();
     s.push_str(&format!(
         "spec {}\n--shape {}; --dtype {}\n",
         op.origin,
-        spec.dims.join("x"),
+        doc.dims.join("x"),
         dtypes.join(", ")
     ));
-    let points: usize = spec.params.iter().map(|p| p.values.len().max(1)).product();
+    let points: usize = doc.params.iter().map(|p| p.values.len().max(1)).product();
     s.push_str(&format!(
         "default sweep: {points} configurations before the constraints\n\
          --param NAME=v1,v2 replaces a parameter's values with others it accepts\n"
     ));
-    for p in &spec.params {
+    let list = |values: &[Value]| {
+        values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for p in &doc.params {
         s.push('\n');
         s.push_str(&p.name);
         s.push('\n');
-        let list = |values: &[Value]| {
-            values
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut facts = vec![format!("default sweep: {}", list(&p.default_values()))];
-        facts.push(
-            if p.is_text() && p.accepted_values() == p.default_values() {
-                "accepts: these words only".to_string()
-            } else if p.is_text() {
-                format!("accepts: {}", list(&p.accepted_values()))
-            } else {
-                "accepts: any integer".to_string()
-            },
-        );
+        let mut facts = vec![format!("default sweep: {}", list(&p.values))];
+        facts.push(match &p.accepts {
+            Some(words) if *words == p.values => "accepts: these words only".to_string(),
+            Some(words) => format!("accepts: {}", list(words)),
+            None => "accepts: any integer".to_string(),
+        });
         if let Some(missing) = &p.missing {
-            facts.push(format!(
-                "rows stored before it existed: {}",
-                toml_to_value(missing)
-            ));
+            facts.push(format!("rows stored before it existed: {missing}"));
         }
         s.push_str(&wrap(&facts.join("; ")));
-        let help = if p.help.trim().is_empty() {
+        let help = if p.help.is_empty() {
             "(the spec gives no help text)"
         } else {
-            p.help.trim()
+            &p.help
         };
         s.push_str(&wrap(help));
     }
