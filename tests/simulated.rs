@@ -511,6 +511,41 @@ fn a_model_search_spends_its_budget_over_several_rounds() {
     assert_eq!(fastest(&sim.csv(SHAPE)).label(), "X=5 Y=4 BROKEN=0");
 }
 
+/// A GPU the database holds no winner for (here the simulated GPU, whose folder holds only a
+/// row of another GPU) starts its search from the winner of another GPU of its compute
+/// capability: that configuration is measured even though a random search of 4 of the 48
+/// would not reach it. A row of another architecture seeds nothing.
+#[test]
+fn a_gpu_without_winners_starts_from_a_winner_of_its_architecture() {
+    let seeded = "X=6 Y=8 BROKEN=0";
+    let run = |cc: &str| {
+        let sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
+        sim.run(&strs(&larger_search("random"))).expect_code(0);
+        let mut row = sim.best().remove(0);
+        row.gpu = "NVIDIA H100 PCIe".into();
+        row.compute_capability = cc.into();
+        row.params = seeded.replace(' ', ";");
+        let fresh = Sim::new(json!({"baselines": {"copy": 0.04}}));
+        let db = fresh.out().join("best.csv");
+        std::fs::create_dir_all(fresh.out()).unwrap();
+        cuda_autotune::store::best::upsert_best(&db, row, false).unwrap();
+        let mut args = larger_search("random");
+        let at = args.iter().position(|a| a == "--budget").unwrap();
+        args[at + 1] = "4".into();
+        fresh.run(&strs(&args)).expect_code(0);
+        variants(&fresh.csv(SHAPE))
+            .filter(|r| r.status == Status::Ok)
+            .map(Record::label)
+            .collect::<Vec<_>>()
+    };
+    let hopper = run("9.0");
+    assert_eq!(hopper.len(), 4, "{hopper:?}");
+    assert!(hopper.iter().any(|l| l == seeded), "{hopper:?}");
+    let other = run("8.0");
+    assert_eq!(other.len(), 4, "{other:?}");
+    assert!(!other.iter().any(|l| l == seeded), "{other:?}");
+}
+
 /// A re-run at the same shape into the same folder times again only the last run's leaders
 /// (those within `CONFIRM_WITHIN` of its fastest, at most `CONFIRM_TOP`): every other
 /// configuration that run measured keeps its time in its reason, and those it never reached

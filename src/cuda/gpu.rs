@@ -105,6 +105,14 @@ impl DeviceInfo {
         )
     }
 
+    /// `9.0`: the compute capability as the CSVs' `compute_capability` column holds it.
+    pub fn cc_string(&self) -> String {
+        format!(
+            "{}.{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
+    }
+
     /// `13.0` from the driver's 13000: the CUDA version the driver supports (what the
     /// `driver` column of the CSVs holds), not its release number.
     pub fn driver_string(&self) -> String {

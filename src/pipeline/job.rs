@@ -117,7 +117,7 @@ fn run_info(
         shape: setup.shape.to_string(),
         dtype: op.dtype.name().to_string(),
         gpu: dev.name.clone(),
-        compute_capability: format!("{}.{}", dev.compute_capability.0, dev.compute_capability.1),
+        compute_capability: dev.cc_string(),
         cache: opts.bench.cache.as_str().to_string(),
         reps: opts.bench.reps,
         unit: unit.to_string(),

@@ -99,6 +99,45 @@ pub fn warm_start(
     seeds
 }
 
+/// The GPU whose stored winners seed a search on `gpu` (compute capability `cc`, as
+/// `9.0`): `gpu` itself when `rows` hold a winner of `op` in its element type measured on
+/// it; otherwise the GPU of the same compute capability with the most such winners (the
+/// first in `rows` on a tie); otherwise `gpu`, which then has none. `None` (no GPU: every
+/// GPU's rows count) stays `None`.
+///
+/// Why: the database names GPUs as the driver does, so an H100 PCIe or an H800 finds no row
+/// of its own and a search there would start from nothing, although the winners of a GPU of
+/// the same architecture are the best starts it has. They only seed the search: the tie rule
+/// keeps a stored winner of this GPU alone.
+pub fn seeding_gpu<'a>(
+    op: &Op,
+    gpu: Option<&'a str>,
+    cc: Option<&str>,
+    rows: impl IntoIterator<Item = &'a BestRow> + Clone,
+) -> Option<&'a str> {
+    let gpu = gpu?;
+    let mine = |r: &BestRow| r.op == op.name() && r.dtype == op.dtype.name();
+    if rows.clone().into_iter().any(|r| mine(r) && r.gpu == gpu) {
+        return Some(gpu);
+    }
+    let Some(cc) = cc else { return Some(gpu) };
+    let mut counts: Vec<(&'a str, usize)> = Vec::new();
+    for r in rows {
+        if mine(r) && r.compute_capability == cc {
+            match counts.iter_mut().find(|(g, _)| *g == r.gpu) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((r.gpu.as_str(), 1)),
+            }
+        }
+    }
+    // The most rows; on a tie, the first in `rows` (max_by_key keeps the last maximum).
+    counts
+        .iter()
+        .rev()
+        .max_by_key(|(_, n)| *n)
+        .map_or(Some(gpu), |(g, _)| Some(*g))
+}
+
 /// Whether stored row `r` is a winner of `op` in its element type, measured on `gpu` (on any
 /// GPU when there is none, as with `--compile-only`): the rows a search may start from.
 pub(super) fn stored_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
@@ -158,18 +197,27 @@ pub const WARM_START_NEAR: usize = 2;
 pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>> {
     let (op, shape, candidates, live) = (&setup.op, &setup.shape, &setup.candidates, &setup.live);
     let gpu = setup.device.as_ref().map(|d| d.name.as_str());
+    let cc = setup.device.as_ref().map(|d| d.cc_string());
     // Read only when a search will use it, and quietly: a damaged database is reported
     // where the run writes to it; here it only means fewer or no stored winners.
     let seeds = || {
         let mut stored = read_best_checked(&opts.out_dir.join("best.csv"))
             .map(|f| f.rows)
             .unwrap_or_default();
+        let shipped = if op.is_builtin() {
+            shipped_best()
+        } else {
+            Vec::new()
+        };
+        let seat =
+            seeding_gpu(op, gpu, cc.as_deref(), stored.iter().chain(&shipped)).map(str::to_owned);
+        // Whose winners seed the search; the last run read below is this GPU's own.
+        let seed_gpu = seat.as_deref();
         // Then the shipped winner of a built-in op at this very shape, when the folder has
         // none; at a shape with no row anywhere, the shipped winners of the few nearest
         // shapes ([`nearest_shipped`]).
         if op.is_builtin() {
             let here = shape.to_string();
-            let shipped = shipped_best();
             for row in &shipped {
                 if row.shape == here && !stored.iter().any(|s| s.key() == row.key()) {
                     stored.push(row.clone());
@@ -177,9 +225,9 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             }
             let own = stored
                 .iter()
-                .any(|r| r.shape == here && stored_for(r, op, gpu));
+                .any(|r| r.shape == here && stored_for(r, op, seed_gpu));
             if !own {
-                stored.extend(nearest_shipped(op, shape, gpu, &shipped));
+                stored.extend(nearest_shipped(op, shape, seed_gpu, &shipped));
             }
         }
         let last = gpu
@@ -211,7 +259,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
                             || r.error.starts_with(NOT_TIMED_AGAIN))
                 })
                 .count(),
-            winners: warm_start(op, shape, gpu, candidates, live, &stored),
+            winners: warm_start(op, shape, seed_gpu, candidates, live, &stored),
         }
     };
     Search::new(opts, op, shape, candidates, live, seeds)
@@ -670,6 +718,51 @@ mod tests {
         // Without a GPU (compile-only), rows of every GPU count.
         assert_eq!(shapes(None), ["520x390x930", "777x555x999", "511x513x515"]);
         assert!(nearest_shipped(&op, &shape, Some("NVIDIA A100-SXM4-80GB"), &rows).is_empty());
+    }
+
+    /// A GPU the database holds winners for seeds from its own; one it does not know starts
+    /// from the GPU of its compute capability with the most winners of the op in that
+    /// element type (the first on a tie), and one of another architecture from none.
+    #[test]
+    fn a_gpu_without_winners_is_seeded_by_its_architectures() {
+        let op = Op::load("sgemm", None).unwrap();
+        let template = read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
+        let (h100, h200) = ("NVIDIA H100 80GB HBM3", "NVIDIA H200");
+        let row = |gpu: &str, cc: &str, dtype: &str, shape: &str| BestRow {
+            op: "sgemm".into(),
+            shape: shape.into(),
+            dtype: dtype.into(),
+            gpu: gpu.into(),
+            compute_capability: cc.into(),
+            ..template.clone()
+        };
+        let rows = vec![
+            row(h200, "9.0", "f32", "1000x1000x1000"),
+            row(h100, "9.0", "f32", "1000x1000x1000"),
+            row(h100, "9.0", "f32", "4096x4096x4096"),
+            row("NVIDIA A100-SXM4-80GB", "8.0", "f32", "1000x1000x1000"),
+            row("NVIDIA L40S", "8.9", "f64", "1000x1000x1000"),
+        ];
+        let seat = |gpu: Option<&'static str>, cc: Option<&str>, rows: &[BestRow]| {
+            seeding_gpu(&op, gpu, cc, rows.iter()).map(str::to_owned)
+        };
+        assert_eq!(seat(Some(h200), Some("9.0"), &rows).as_deref(), Some(h200));
+        // An H100 PCIe: the H100's two rows outnumber the H200's one.
+        let pcie = "NVIDIA H100 PCIe";
+        assert_eq!(seat(Some(pcie), Some("9.0"), &rows).as_deref(), Some(h100));
+        // A tie goes to the GPU first in the rows.
+        assert_eq!(
+            seat(Some(pcie), Some("9.0"), &rows[..2]).as_deref(),
+            Some(h200)
+        );
+        // Another architecture (here with rows of another element type only): its own name,
+        // which holds no rows.
+        assert_eq!(
+            seat(Some("NVIDIA L40S"), Some("8.9"), &rows).as_deref(),
+            Some("NVIDIA L40S")
+        );
+        assert_eq!(seat(Some(pcie), None, &rows).as_deref(), Some(pcie));
+        assert_eq!(seat(None, Some("9.0"), &rows), None);
     }
 
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
