@@ -11,7 +11,7 @@ use cuda_autotune::spec::ops::Op;
 use cuda_autotune::spec::space::{enumerate, parse_override, Candidate};
 
 /// A 64x64 tile of 4x4 thread tiles copied by 4-byte cp.async (every shape as it is).
-const COPY4_TILE: [&str; 14] = [
+const COPY4_TILE: [&str; 15] = [
     "BM=64",
     "BN=64",
     "BK=16",
@@ -25,6 +25,7 @@ const COPY4_TILE: [&str; 14] = [
     "BOUNDS=edge",
     "REPACK=0",
     "WINDOWS=0",
+    "ORDER=snakek",
     "B_ELEMS=0",
 ];
 
@@ -94,6 +95,7 @@ fn the_partial_tile_fits_the_blocks_shared_memory() {
         "BOUNDS=specialized",
         "REPACK=0",
         "WINDOWS=0",
+        "ORDER=snakek",
         "B_ELEMS=0",
     ];
     let one = point("4096x4096x4096", &tile, &["SPLITK=1"]);

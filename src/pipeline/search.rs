@@ -768,7 +768,7 @@ mod tests {
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner
     /// (REPACK=0 WINDOWS=0, which needs aligned rows) stands for its tile with WINDOWS=1 (as
     /// near as REPACK=1; the tie goes to the later parameter); this shape's
-    /// row, stored with ORDER=snake and without CSTORE (both outside the default values),
+    /// row, stored with ORDER=row and without CSTORE (both outside the default values),
     /// stands for its tile with the defaults and comes first; rows of another op, another
     /// dtype, another GPU (when the GPU is known), without parameters, or too far from any
     /// live configuration give nothing.
@@ -797,7 +797,7 @@ mod tests {
                     OCCUPANCY=0;LOAD=async;BOUNDS=specialized";
         let cube = format!("{tile};REPACK=0;ORDER=snakek;CSTORE=scalar");
         let own = "BM=64;BN=32;BK=32;TM=8;TN=4;WARP_N=8;VEC=4;PAD=4;STAGES=2;GROUP_M=8;\
-                   OCCUPANCY=0;LOAD=async;BOUNDS=edge;REPACK=1;ORDER=snake";
+                   OCCUPANCY=0;LOAD=async;BOUNDS=edge;REPACK=1;ORDER=row";
         let rows = vec![
             row(
                 "transpose",

@@ -117,6 +117,11 @@ pub struct Constraint {
     pub expr: String,
     /// Shown for configurations the constraint removes; defaults to the expression.
     pub reason: Option<String>,
+    /// Parameters whose `--param` lifts the constraint. Set on a prune kept for speed, not
+    /// validity: it keeps the default sweep small, and a user who sweeps one of these
+    /// parameters by hand gets every value of it.
+    #[serde(default)]
+    pub lifted_by: Vec<String>,
 }
 
 impl Constraint {
@@ -524,6 +529,17 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             }
         }
     }
+    for (i, c) in spec.constraints.iter().enumerate() {
+        if let Some(name) = c
+            .lifted_by
+            .iter()
+            .find(|n| !spec.params.iter().any(|p| &p.name == *n))
+        {
+            return Err(err(format!(
+                "constraints[{i}].lifted_by: '{name}' is not a parameter of the op"
+            )));
+        }
+    }
     let buffer = |name: &str| spec.buffers.iter().find(|b| b.name == name);
     if spec
         .buffers
@@ -774,6 +790,14 @@ mod tests {
         let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
         assert!(
             e.contains("params.BOUNDS.safe: sometimes is not a value the parameter accepts"),
+            "{e}"
+        );
+        // A constraint can be lifted only by a parameter of the op.
+        let text = include_str!("../../templates/sgemm.toml")
+            .replace("lifted_by = [\"ORDER\"]", "lifted_by = [\"ORDR\"]");
+        let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("lifted_by: 'ORDR' is not a parameter of the op"),
             "{e}"
         );
         let spec = parse_spec(include_str!("../../templates/sgemm.toml"), "sgemm.toml").unwrap();

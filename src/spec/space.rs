@@ -398,6 +398,18 @@ pub fn enumerate_space(
     overrides: &[ParamOverride],
     keep_pruned: bool,
 ) -> Result<Space> {
+    // A prune kept for speed gives way where `--param` sweeps a parameter it names.
+    let lifted =
+        |c: &crate::spec::ops::Constraint| overrides.iter().any(|o| c.lifted_by.contains(&o.name));
+    let unlifted;
+    let op = if op.spec.constraints.iter().any(lifted) {
+        let mut o = op.clone();
+        o.spec.constraints.retain(|c| !lifted(c));
+        unlifted = o;
+        &unlifted
+    } else {
+        op
+    };
     let axes = std::sync::Arc::new(Axes::of(op, overrides)?);
     let total = axes.points();
     let base = base_vars(op, shape, limits);
@@ -1454,6 +1466,7 @@ mod tests {
                 pin("BOUNDS=specialized"),
                 pin("REPACK=0"),
                 pin("WINDOWS=0"),
+                pin("ORDER=snakek"),
                 pin("B_ELEMS=0"),
                 pin("SPLITK=1"),
             ]
@@ -1528,6 +1541,35 @@ mod tests {
             .any(|c| value(c, "TILE_DIM") == Value::Int(128) && c.pruned.is_none()));
     }
 
+    /// sgemm sweeps ORDER=snake with COPY4 tiles only (a prune for speed), unless the user
+    /// sweeps ORDER: then float4 tiles take it too.
+    #[test]
+    fn a_prune_for_speed_gives_way_to_a_param_of_what_it_names() {
+        let op = Op::load("sgemm", None).unwrap();
+        let at = Shape::parse("777x555x999", &op.spec.dims).unwrap();
+        let snake = |c: &Candidate| value(c, "ORDER") == Value::Str("snake".into());
+        let float4 = |c: &Candidate| value(c, "VEC") == Value::Int(4);
+        // A slice of the space (other parameters' --param leave the prune in place).
+        let slice = ["BM=64", "BN=64", "BK=8,16", "WARP_N=8"];
+        let live = |extra: &[&str]| {
+            let o: Vec<ParamOverride> = slice
+                .iter()
+                .chain(extra)
+                .map(|t| parse_override(&op, t).unwrap())
+                .collect();
+            enumerate_space(&op, &at, &DeviceLimits::SM90_DEFAULT, &o, false)
+                .unwrap()
+                .candidates
+        };
+        let default = live(&[]);
+        assert!(default.iter().any(|c| snake(c) && !float4(c)));
+        assert!(default.iter().any(|c| !snake(c) && float4(c)));
+        assert!(!default.iter().any(|c| snake(c) && float4(c)));
+        let swept = live(&["ORDER=snakek,snake"]);
+        assert!(swept.iter().any(|c| snake(c) && float4(c)));
+        assert!(swept.len() > default.len());
+    }
+
     #[test]
     fn bad_overrides_are_rejected() {
         let op = transpose();
@@ -1591,10 +1633,13 @@ mod tests {
     fn sgemm_point(shape: &str, params: &[&str]) -> Candidate {
         let op = Op::load("sgemm", None).unwrap();
         let dims = ["M", "N", "K"].map(String::from);
-        let o: Vec<_> = params
+        let mut o: Vec<_> = params
             .iter()
             .map(|t| parse_override(&op, t).unwrap())
             .collect();
+        if !o.iter().any(|p| p.name == "ORDER") {
+            o.push(parse_override(&op, "ORDER=snakek").unwrap());
+        }
         let shape = Shape::parse(shape, &dims).unwrap();
         let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
         assert_eq!(all.len(), 1);
