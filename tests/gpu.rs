@@ -797,6 +797,31 @@ fn ksplit_sgemm_variants_verify_on_every_load_path() {
     }
 }
 
+/// TAIL=1: sgemm_lead computes the tiles of the whole waves and sgemm splits each tile past
+/// them over a cluster whose blocks add up their partial tiles; a tile computed twice or not
+/// at all, a wrong tile index or a wrong share of k gives wrong sums. Grids of more than a
+/// wave (K kept small): tile multiples, and odd shapes (every load path: 4-byte copies, the
+/// repack's prologue before sgemm_lead, windows), every measured variant verified.
+#[test]
+fn tail_split_sgemm_variants_verify_on_every_load_path() {
+    if skip("tail_split_sgemm_variants_verify_on_every_load_path") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    for shape in ["2048x2048x256", "2047x2049x259", "2049x2051x256"] {
+        let o = random_sgemm_search(
+            shape,
+            &["TAIL=1", "BM=64,128", "BOUNDS=always,specialized,edge"],
+        );
+        assert!(
+            variants(&o)
+                .filter(|r| r.status == Status::Ok)
+                .all(|r| param(r, "TAIL") == "1"),
+            "{shape}: only TAIL=1 was asked for"
+        );
+    }
+}
+
 /// The warm start: a search measures the stored winner of another shape (in the --out
 /// folder's best.csv) before its own proposals. A first exhaustive run at one shape stores a
 /// winner; an anneal with a budget of one variant at another shape, over a space of a few

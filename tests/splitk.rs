@@ -1,7 +1,9 @@
 //! Split-K across blocks in the sgemm space (`SPLITK`): the SPLITK blocks that share a tile
 //! are grid z (one thread block cluster), each takes at least one slice of K, their partial
-//! tile fits the block's shared memory, and SPLITK=1 renders the kernel without split-K. No
-//! GPU needed (the kernels themselves are compiled by tests/compile_cover.rs).
+//! tile fits the block's shared memory, and SPLITK=1 renders the kernel without split-K. The
+//! split of the last wave only (`TAIL`): sgemm_lead's grid covers the whole waves and
+//! sgemm's the tiles past them, and TAIL=0 renders the kernel without it. No GPU needed (the
+//! kernels themselves are compiled by tests/compile_cover.rs).
 
 use cuda_autotune::model::limits::DeviceLimits;
 use cuda_autotune::model::shape::Shape;
@@ -133,4 +135,89 @@ fn split_k_one_renders_the_kernel_without_split_k() {
         .render(&point("333x512x777", &COPY4_TILE, &["SPLITK=4"]))
         .unwrap();
     assert!(aligned.contains("*reinterpret_cast<float4*>(C + r * NC + gc) = s;"));
+}
+
+/// A 64x128 tile of 8x8 thread tiles (128 threads) loaded as float4s by cp.async.
+const FLOAT4_TILE: [&str; 15] = [
+    "BM=64",
+    "BN=128",
+    "BK=16",
+    "TM=8",
+    "TN=8",
+    "WARP_N=4",
+    "VEC=4",
+    "PAD=4",
+    "STAGES=2",
+    "LOAD=async",
+    "BOUNDS=specialized",
+    "REPACK=0",
+    "WINDOWS=0",
+    "ORDER=snakek",
+    "B_ELEMS=0",
+];
+
+#[test]
+fn the_tiles_past_the_last_whole_wave_are_split_over_clusters() {
+    // 4096^3 in 64x128 tiles: 64 x 32 = 2048 tiles. 8x8 thread tiles with float4 cp.async
+    // hold an estimated 136 registers, so 3 blocks of 128 threads an SM: a wave is 396
+    // blocks on 132 SMs, 5 whole waves are 1980 tiles, and the 68 left over are split over
+    // clusters of 396 / 68 = 5 blocks.
+    let c = point("4096x4096x4096", &FLOAT4_TILE, &["SPLITK=1", "TAIL=1"]);
+    assert_eq!(c.pruned, None);
+    assert_eq!(c.var("WAVE"), Some(&Value::Int(396)));
+    assert_eq!(c.var("TAIL_SPLIT"), Some(&Value::Int(5)));
+    let launch = c.launch.unwrap();
+    assert_eq!((launch.grid, launch.block), ((68, 1, 5), (128, 1, 1)));
+    assert_eq!(c.prologue.len(), 1);
+    let (kernel, lead) = &c.prologue[0];
+    assert_eq!(kernel, "sgemm_lead");
+    assert_eq!((lead.grid, lead.block), ((1980, 1, 1), (128, 1, 1)));
+    // Its partial tile (64 rows of 128 + 4 floats) is more than the two stages of slices.
+    assert_eq!(c.var("SMEM_FLOATS"), Some(&Value::Int(64 * 132)));
+    assert_eq!(launch.shared, 0);
+    // TAIL=0: the whole grid in one launch.
+    let whole = point("4096x4096x4096", &FLOAT4_TILE, &["SPLITK=1", "TAIL=0"]);
+    assert_eq!(whole.launch.unwrap().grid, (32, 64, 1));
+    assert!(whole.prologue.is_empty());
+}
+
+#[test]
+fn a_tail_split_needs_a_wave_and_at_most_half_a_wave_left_over() {
+    let why = |shape: &str, extra: &[&str]| {
+        point(shape, &FLOAT4_TILE, extra)
+            .pruned
+            .map(|w| w.to_string())
+            .unwrap_or_default()
+    };
+    // 1024^3: 128 tiles, not a wave.
+    assert!(why("1024x1024x1024", &["SPLITK=1", "TAIL=1"]).contains("more than a wave"));
+    // 1408x4096: 22 x 32 = 704 tiles, 308 past the first wave: more than half a wave.
+    assert!(why("1408x4096x4096", &["SPLITK=1", "TAIL=1"]).contains("at most half a wave"));
+    // 4224x4096: 66 x 32 = 2112 tiles, 5 waves and 132 past them.
+    assert_eq!(why("4224x4096x4096", &["SPLITK=1", "TAIL=1"]), "");
+    // The split of every tile and of the last wave's do not combine.
+    assert!(why("4096x4096x4096", &["SPLITK=2", "TAIL=1"]).contains("one or the other"));
+}
+
+#[test]
+fn tail_zero_renders_the_kernel_without_the_split() {
+    let op = Op::load("sgemm", None).unwrap();
+    let renderer = Renderer::new(&op).unwrap();
+    let render = |tail: &str| {
+        renderer
+            .render(&point("4096x4096x4096", &FLOAT4_TILE, &["SPLITK=1", tail]))
+            .unwrap()
+    };
+    let zero = render("TAIL=0");
+    for split_only in ["TAIL", "SPLITK", "cluster", "sgemm_lead", "t0"] {
+        assert!(
+            !zero.contains(split_only),
+            "TAIL=0 source holds {split_only}"
+        );
+    }
+    let one = render("TAIL=1");
+    assert!(one.lines().next().unwrap().ends_with(" TAIL=1"));
+    assert!(one.contains("#define SPLITK 5\n"));
+    assert!(one.contains(") __cluster_dims__(1, 1, SPLITK)\nsgemm("));
+    assert!(one.contains("\nsgemm_lead("));
 }

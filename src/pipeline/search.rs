@@ -838,15 +838,16 @@ mod tests {
             texts(&seeds),
             [
                 // This shape's row first: its tile, ORDER, CSTORE, KSPLIT and B_ELEMS at the
-                // default values, SPLITK at the value of rows stored before it existed.
+                // default values, SPLITK and TAIL at the values of rows stored before they
+                // existed.
                 "BM=64 BN=32 BK=32 TM=8 TN=4 WARP_N=8 VEC=4 PAD=4 STAGES=2 GROUP_M=8 \
                  OCCUPANCY=0 LOAD=async BOUNDS=edge REPACK=1 WINDOWS=0 ORDER=snakek CSTORE=scalar KSPLIT=1 \
-                 B_ELEMS=0 SPLITK=1",
+                 B_ELEMS=0 SPLITK=1 TAIL=0",
                 // The 1024^3 winner's tile, windowed (not REPACK=1 nor VEC=1, also one
                 // parameter away).
                 "BM=32 BN=64 BK=32 TM=8 TN=4 WARP_N=16 VEC=4 PAD=0 STAGES=3 GROUP_M=8 \
                  OCCUPANCY=0 LOAD=async BOUNDS=specialized REPACK=0 WINDOWS=1 ORDER=snakek \
-                 CSTORE=scalar KSPLIT=1 B_ELEMS=0 SPLITK=1",
+                 CSTORE=scalar KSPLIT=1 B_ELEMS=0 SPLITK=1 TAIL=0",
             ]
         );
         // Without a GPU name every GPU's rows count: the A100 row's configuration joins.
