@@ -195,6 +195,8 @@ fn a_tail_split_needs_a_wave_and_at_most_half_a_wave_left_over() {
     assert!(why("1408x4096x4096", &["SPLITK=1", "TAIL=1"]).contains("at most half a wave"));
     // 4224x4096: 66 x 32 = 2112 tiles, 5 waves and 132 past them.
     assert_eq!(why("4224x4096x4096", &["SPLITK=1", "TAIL=1"]), "");
+    // A switch: 0 or 1.
+    assert!(why("4096x4096x4096", &["SPLITK=1", "TAIL=2"]).contains("0 (one launch) or 1"));
     // The split of every tile and of the last wave's do not combine.
     assert!(why("4096x4096x4096", &["SPLITK=2", "TAIL=1"]).contains("one or the other"));
 }
