@@ -52,11 +52,12 @@ fn compile_cover(
         for s in shapes {
             let shape = Shape::parse(s, &op.spec.dims).unwrap();
             // Valid points only: the pruned ones are skipped by the subtree, never listed.
-            let all = enumerate_space(&op, &shape, &DeviceLimits::SM90_DEFAULT, &overrides, false)
-                .unwrap()
-                .candidates;
+            let valid =
+                enumerate_space(&op, &shape, &DeviceLimits::SM90_DEFAULT, &overrides, false)
+                    .unwrap()
+                    .candidates;
             let before = points.len();
-            for c in all.into_iter().filter(|c| c.pruned.is_none()) {
+            for c in valid {
                 let mut row = vec![id(0, op.dtype.name().to_string()), id(1, s.to_string())];
                 row.extend(
                     c.config
