@@ -58,7 +58,7 @@ pub(super) fn build(opts: &TuneOptions, mut setup: Setup) -> Result<Built> {
     let mut prep = Prepared::with_pool(pool);
     let first_round = match &mut search {
         None => setup.live.clone(),
-        Some(s) => s.ask(),
+        Some(s) => s.ask(&setup.candidates),
     };
     prep.start(&env(opts, &setup, work_dir.path()), &first_round)?;
     let compile_s = t_compile.elapsed().as_secs_f64();
@@ -174,7 +174,10 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
                 (proposing, cut_short) = (false, true);
                 break;
             }
-            let next = search.as_mut().map(Search::ask).unwrap_or_default();
+            let next = search
+                .as_mut()
+                .map(|s| s.ask(&setup.candidates))
+                .unwrap_or_default();
             if next.is_empty() {
                 proposing = false;
                 break;

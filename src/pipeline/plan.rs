@@ -71,6 +71,9 @@ pub(super) struct Setup {
     pub prune_reasons: Vec<(String, usize)>,
     /// The live candidates (positions in `candidates`) this run owns: all, or a shard's share.
     pub live: Vec<usize>,
+    /// The parameters whose finishing values only the search's leaders try, with those
+    /// values ([`space::finishing`]).
+    pub finish: Vec<(String, Vec<crate::spec::expr::Value>)>,
     pub base: Vars,
     pub layout: BufferLayout,
     pub cache_dir: Option<PathBuf>,
@@ -261,6 +264,7 @@ pub(super) fn device(
     let compiler = compiler?;
     let cache_dir = compiler.cache_dir().map(Path::to_path_buf);
     let setup_s = t0.elapsed().as_secs_f64();
+    let finish = space::finishing(&op, &overrides);
     Ok(Setup {
         op,
         shape,
@@ -273,6 +277,7 @@ pub(super) fn device(
         candidates,
         prune_reasons,
         live,
+        finish,
         base,
         layout,
         cache_dir,

@@ -250,7 +250,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         }
         let s = built.search.as_mut().expect("a search until it is done");
         let t = Instant::now();
-        let next = next_round(s, &mut told, &ledger);
+        let next = next_round(s, &mut told, &ledger, &built.setup.candidates);
         built.outcome.phases.search_s += t.elapsed().as_secs_f64();
         if next.is_empty() {
             search_done = true;
@@ -311,7 +311,12 @@ fn tasks_of(
 /// Tells the search what the proposals [`Told::ready`] allows measured (in the order they
 /// were proposed; a source that did not compile is not told), then asks it for the next
 /// round, which joins the proposals; empty when its budget is spent.
-fn next_round(s: &mut Search, told: &mut Told, ledger: &Ledger) -> Vec<usize> {
+fn next_round(
+    s: &mut Search,
+    told: &mut Told,
+    ledger: &Ledger,
+    candidates: &[crate::spec::space::Candidate],
+) -> Vec<usize> {
     for (candidate, task) in told.take_ready() {
         let Some(id) = task else {
             continue;
@@ -324,7 +329,7 @@ fn next_round(s: &mut Search, told: &mut Told, ledger: &Ledger) -> Vec<usize> {
                 .map(|st| st.median_ms),
         );
     }
-    let next = s.ask();
+    let next = s.ask(candidates);
     told.proposed(&next);
     next
 }

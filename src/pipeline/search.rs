@@ -262,7 +262,142 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             winners: warm_start(op, shape, seed_gpu, candidates, live, &stored),
         }
     };
-    Search::new(opts, op, shape, candidates, live, seeds)
+    let finishing = Finishing::split(candidates, live, &setup.finish);
+    Search::new(opts, op, shape, candidates, live, finishing, seeds)
+}
+
+/// At most this many leaders of a search try the finishing values
+/// ([`crate::spec::ops::ParamSpec::finish`]): those within
+/// [`super::options::CONFIRM_WITHIN`] of the fastest, fastest first.
+pub const FINISH_TOP: usize = 4;
+
+/// The configurations a search tries on its leaders only: those with a finishing value
+/// ([`crate::spec::ops::ParamSpec::finish`]), grouped by the rest of their parameters, so
+/// that a leader finds its own.
+#[derive(Default)]
+pub(super) struct Finishing {
+    /// The live candidates the strategy searches (all the others are finishing ones).
+    searched: Vec<usize>,
+    /// Parameter slots whose finishing values are left to the leaders.
+    slots: Vec<usize>,
+    /// A configuration's digits with those slots blanked → its finishing candidates.
+    groups: HashMap<Vec<u16>, Vec<usize>>,
+    /// Finishing candidates already proposed (as seeds or on a leader).
+    asked: std::collections::HashSet<usize>,
+    /// What the search was told, (candidate, median ms), in the order it was told.
+    told: Vec<(usize, f64)>,
+    /// The finishing values, as `TAIL=1`.
+    text: String,
+    /// The leaders have had their finishing round.
+    done: bool,
+}
+
+impl Finishing {
+    /// Splits `live` into what the strategy searches and the finishing candidates of the
+    /// parameters `finish` names ([`super::plan::Setup::finish`]). Where every live
+    /// candidate has a finishing value, the strategy searches them all.
+    pub(super) fn split(
+        candidates: &[Candidate],
+        live: &[usize],
+        finish: &[(String, Vec<crate::spec::expr::Value>)],
+    ) -> Finishing {
+        let Some(axes) = live.first().map(|&i| candidates[i].config.axes()) else {
+            return Finishing::default();
+        };
+        // Per finishing parameter: its slot and the digits of its finishing values.
+        let marks: Vec<(usize, Vec<u16>)> = finish
+            .iter()
+            .filter_map(|(name, values)| {
+                let k = axes.names.iter().position(|n| n == name)?;
+                let digits = (0..axes.values[k].len())
+                    .filter(|&d| values.contains(&axes.values[k][d]))
+                    .map(|d| d as u16)
+                    .collect();
+                Some((k, digits))
+            })
+            .collect();
+        let mut f = Finishing {
+            slots: marks.iter().map(|(k, _)| *k).collect(),
+            text: finish
+                .iter()
+                .map(|(n, vs)| {
+                    let vs: Vec<String> = vs.iter().map(ToString::to_string).collect();
+                    format!("{n}={}", vs.join(","))
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            ..Finishing::default()
+        };
+        for &i in live {
+            let digits = candidates[i].config.digits();
+            if marks.iter().any(|(k, ds)| ds.contains(&digits[*k])) {
+                f.groups.entry(f.key(digits)).or_default().push(i);
+            } else {
+                f.searched.push(i);
+            }
+        }
+        if f.searched.is_empty() {
+            f.searched = live.to_vec();
+            f.groups.clear();
+        }
+        f
+    }
+
+    /// The configuration the strategy searches that `c`, a finishing candidate, finishes (its
+    /// own configuration without the finishing values), if it is live.
+    fn base_of(&self, candidates: &[Candidate], c: usize) -> Option<usize> {
+        let key = self.key(candidates[c].config.digits());
+        self.searched
+            .iter()
+            .copied()
+            .find(|&s| self.key(candidates[s].config.digits()) == key)
+    }
+
+    fn key(&self, digits: &[u16]) -> Vec<u16> {
+        let mut key = digits.to_vec();
+        for &k in &self.slots {
+            key[k] = u16::MAX;
+        }
+        key
+    }
+
+    /// The finishing candidates of the leaders told so far ([`FINISH_TOP`]) not yet proposed
+    /// nor carried from an earlier run (`earlier`), leaders fastest first; once a search, at
+    /// the first call with leaders to go by.
+    fn round(&mut self, candidates: &[Candidate], earlier: &HashMap<usize, String>) -> Vec<usize> {
+        if self.groups.is_empty() || self.done || self.told.is_empty() {
+            return Vec::new();
+        }
+        self.done = true;
+        let mut told = self.told.clone();
+        told.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let Some(&(_, fastest)) = told.first() else {
+            return Vec::new();
+        };
+        // A leader and its own finishing configurations are one group: one of the leaders.
+        let mut leaders: Vec<Vec<u16>> = Vec::new();
+        for &(c, _) in told
+            .iter()
+            .take_while(|(_, ms)| *ms <= fastest * (1.0 + super::options::CONFIRM_WITHIN))
+        {
+            let key = self.key(candidates[c].config.digits());
+            if !leaders.contains(&key) {
+                leaders.push(key);
+                if leaders.len() == FINISH_TOP {
+                    break;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for key in &leaders {
+            for &c in self.groups.get(key).into_iter().flatten() {
+                if !earlier.contains_key(&c) && self.asked.insert(c) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// What a search measures before its own proposals.
@@ -365,7 +500,7 @@ pub fn last_measured(
 /// the budget (variants, or seconds since the search started).
 pub(super) struct Search {
     strategy: Box<dyn crate::search::strategy::Strategy>,
-    /// Search points measured before the strategy's own proposals (the warm start).
+    /// Candidates measured before the strategy's own proposals (the warm start).
     first: std::collections::VecDeque<usize>,
     name: String,
     budget: Budget,
@@ -373,6 +508,10 @@ pub(super) struct Search {
     candidate_of: Vec<usize>,
     point_of: HashMap<usize, usize>,
     asked: usize,
+    /// What only the leaders try, and what the search was told.
+    finishing: Finishing,
+    /// Finishing candidates proposed on the leaders, past the budget.
+    finished: usize,
     /// Budget the last run at this shape spent on configurations this run does not measure
     /// again ([`Seeds::tried`]).
     carried: usize,
@@ -390,11 +529,13 @@ impl Search {
         shape: &Shape,
         candidates: &[Candidate],
         live: &[usize],
+        finishing: Finishing,
         seeds: impl FnOnce() -> Seeds,
     ) -> Result<Option<Search>> {
-        // The space is the live configurations this run owns (all, or a shard's share).
+        // The space is the live configurations this run owns (all, or a shard's share), less
+        // those only the leaders try.
         let (space, candidate_of) =
-            crate::search::space::SearchSpace::from_candidates(candidates, live)?;
+            crate::search::space::SearchSpace::from_candidates(candidates, &finishing.searched)?;
         let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
             ("auto", None) if live <= default_budget(AUTO_SEARCH) => return Ok(None),
@@ -432,20 +573,38 @@ impl Search {
             Budget::Variants(n) => n,
             Budget::Seconds(_) => default_budget(name),
         };
+        // A stored winner with a finishing value is followed by its own configuration without
+        // it, which the strategy learns from (it never hears of finishing candidates).
+        let winners: Vec<usize> = seeds
+            .winners
+            .iter()
+            .flat_map(|&c| {
+                let base = if point_of.contains_key(&c) {
+                    None
+                } else {
+                    finishing.base_of(candidates, c)
+                };
+                std::iter::once(c).chain(base)
+            })
+            .collect();
+        // A seed the strategy searches is taken from it; a finishing one is marked proposed.
+        let mut finishing = finishing;
+        let mut fresh = |c: &usize| match point_of.get(c) {
+            Some(&p) => strategy.take(p),
+            None => finishing.asked.insert(*c),
+        };
         let mut first: std::collections::VecDeque<usize> = seeds
             .replay
             .iter()
-            .filter_map(|c| point_of.get(c).copied())
-            .filter(|&p| strategy.take(p))
+            .filter(|c| fresh(c))
             .take(whole)
+            .copied()
             .collect();
         let replayed = first.len();
         first.extend(
-            seeds
-                .winners
+            winners
                 .iter()
-                .filter_map(|c| point_of.get(c).copied())
-                .filter(|&p| strategy.take(p))
+                .filter(|c| fresh(c))
                 .take(room.min(whole - replayed)),
         );
         let search = Search {
@@ -456,6 +615,8 @@ impl Search {
             candidate_of,
             point_of,
             asked: 0,
+            finishing,
+            finished: 0,
             carried: if replayed > 0 {
                 seeds.tried.saturating_sub(replayed)
             } else {
@@ -477,8 +638,16 @@ impl Search {
                 ", the last run's {r} leaders at this shape and {n} stored winner(s) first (--no-warm-start: a fresh search)"
             ),
         };
+        let leaders = if search.finishing.groups.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; its {FINISH_TOP} leaders also try {}",
+                search.finishing.text
+            )
+        };
         eprintln!(
-            "{} {shape}: {live} valid configurations; searching with {} ({}{warm}); \
+            "{} {shape}: {live} valid configurations; searching with {} ({}{warm}{leaders}); \
              --strategy exhaustive times them all",
             op.name(),
             search.name,
@@ -498,7 +667,13 @@ impl Search {
     /// A round is [`SEARCH_BATCH`] points, or more when the strategy's next proposals do not
     /// depend on measurements (the stored winners and a fixed first set): those compile
     /// together instead of in rounds that wait for the GPU.
-    pub(super) fn ask(&mut self) -> Vec<usize> {
+    ///
+    /// The round that spends the budget (or the strategy) also holds the finishing
+    /// candidates of the leaders measured by then ([`Finishing`]), so that they compile with
+    /// it rather than in a round of their own after it (which would add a compile of a
+    /// slow source to every run); a leader that only that round finds does not try them.
+    /// They are not counted against the budget.
+    pub(super) fn ask(&mut self, candidates: &[Candidate]) -> Vec<usize> {
         let left = match self.budget {
             Budget::Variants(b) => Some(b.saturating_sub(self.asked + self.carried)),
             Budget::Seconds(s) if self.started.elapsed().as_secs_f64() >= s => Some(0),
@@ -512,16 +687,19 @@ impl Search {
             SEARCH_BATCH.max(self.first.len() + self.strategy.unconditional())
         };
         let n = left.map_or(batch, |l| l.min(batch));
-        if n == 0 {
-            return Vec::new();
+        let mut round: Vec<usize> = (0..n).map_while(|_| self.first.pop_front()).collect();
+        if round.len() < n {
+            let points = self.strategy.ask(n - round.len());
+            round.extend(points.iter().map(|&p| self.candidate_of[p]));
         }
-        let mut points: Vec<usize> = (0..n).map_while(|_| self.first.pop_front()).collect();
-        if points.len() < n {
-            points.extend(self.strategy.ask(n - points.len()));
+        round.truncate(n);
+        self.asked += round.len();
+        if round.len() < n || left.is_some_and(|l| l <= n) {
+            let finishing = self.finishing.round(candidates, &self.earlier);
+            self.finished += finishing.len();
+            round.extend(finishing);
         }
-        points.truncate(n);
-        self.asked += points.len();
-        points.iter().map(|&p| self.candidate_of[p]).collect()
+        round
     }
 
     /// When a time budget runs out (`None` for a variant budget, or one too long to end).
@@ -535,6 +713,9 @@ impl Search {
     }
 
     pub(super) fn tell(&mut self, candidate: usize, cost: Option<f64>) {
+        if let Some(ms) = cost {
+            self.finishing.told.push((candidate, ms));
+        }
         if let Some(&p) = self.point_of.get(&candidate) {
             self.strategy.tell(p, cost);
         }
@@ -583,10 +764,17 @@ impl Search {
 
     /// What the search did; `done` is what happened to its proposals (measured, proposed).
     pub(super) fn summary(&self, done: &str) -> String {
+        let finished = match self.finished {
+            0 => String::new(),
+            n => format!(
+                "; {n} of them the leaders' finishing values ({})",
+                self.finishing.text
+            ),
+        };
         format!(
-            "{}: {} of {} valid configurations {done} ({}, {:.1} s)",
+            "{}: {} of {} valid configurations {done} ({}{finished}, {:.1} s)",
             self.name,
-            self.asked,
+            self.asked + self.finished,
             self.live,
             self.budget_text(),
             self.started.elapsed().as_secs_f64()
@@ -763,6 +951,143 @@ mod tests {
         );
         assert_eq!(seat(Some(pcie), None, &rows).as_deref(), Some(pcie));
         assert_eq!(seat(None, Some("9.0"), &rows), None);
+    }
+
+    /// TAIL=1 is a finishing value of sgemm: the model never proposes it, and the round that
+    /// spends the budget holds it, outside the budget, for the four leaders measured by then
+    /// (a configuration and its own TAIL=1 one count as one): each leader's own configuration
+    /// with TAIL=1. A stored winner with TAIL=1 brings its TAIL=0 configuration along.
+    /// `--param TAIL=0,1` makes it a value like any other.
+    #[test]
+    fn only_the_leaders_try_the_finishing_values() {
+        let op = Op::load("sgemm", None).unwrap();
+        let shape = Shape::parse("4096x4096x4096", &op.spec.dims).unwrap();
+        let candidates =
+            space::enumerate_space(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[], false)
+                .unwrap()
+                .candidates;
+        let live: Vec<usize> = (0..candidates.len()).collect();
+        let finish = space::finishing(&op, &[]);
+        assert_eq!(
+            finish,
+            [("TAIL".to_string(), vec![crate::spec::expr::Value::Int(1)])]
+        );
+        let tail = |c: usize| candidates[c].config.label().ends_with("TAIL=1");
+        let f = Finishing::split(&candidates, &live, &finish);
+        let grouped: usize = f.groups.values().map(Vec::len).sum();
+        assert!(
+            grouped > 1000,
+            "4096^3 has many configurations with TAIL=1: {grouped}"
+        );
+        assert_eq!(f.searched.len() + grouped, live.len());
+        assert!(f.searched.iter().all(|&c| !tail(c)));
+        // Swept by hand: no finishing values, one space.
+        let swept = space::parse_override(&op, "TAIL=0,1").unwrap();
+        assert!(space::finishing(&op, &[swept]).is_empty());
+
+        // A made-up cost that favours the configurations with a TAIL=1 one (so that leaders
+        // have one), and TAIL=1 2 % faster than its sibling.
+        let has_tail: std::collections::HashSet<usize> = f
+            .searched
+            .iter()
+            .copied()
+            .filter(|&c| f.groups.contains_key(&f.key(candidates[c].config.digits())))
+            .collect();
+        let sibling: HashMap<usize, usize> = has_tail
+            .iter()
+            .flat_map(|&c| {
+                let key = f.key(candidates[c].config.digits());
+                f.groups[&key].iter().map(move |&t| (t, c))
+            })
+            .collect();
+        let cost = |c: usize| {
+            let base = |c: usize| 1.0 + (c % 97) as f64 / 1000.0;
+            match (sibling.get(&c), has_tail.contains(&c)) {
+                (Some(&s), _) => 0.9 * base(s) * 0.98,
+                (None, true) => 0.9 * base(c),
+                (None, false) => base(c),
+            }
+        };
+        let opts = TuneOptions::default();
+        let mut search = Search::new(&opts, &op, &shape, &candidates, &live, f, Seeds::default)
+            .unwrap()
+            .expect("a search");
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        // The leaders when each round was asked for.
+        let mut leaders_then: Vec<Vec<Vec<u16>>> = Vec::new();
+        loop {
+            let mut ranked = rounds.concat();
+            ranked.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(a.cmp(&b)));
+            let mut leaders: Vec<Vec<u16>> = Vec::new();
+            for c in ranked {
+                let key = search.finishing.key(candidates[c].config.digits());
+                if !leaders.contains(&key) && leaders.len() < FINISH_TOP {
+                    leaders.push(key);
+                }
+            }
+            leaders_then.push(leaders);
+            let round = search.ask(&candidates);
+            if round.is_empty() {
+                break;
+            }
+            for &c in &round {
+                search.tell(c, Some(cost(c)));
+            }
+            rounds.push(round);
+            assert!(rounds.len() < 50, "the search ends");
+        }
+        let within: Vec<usize> = rounds.concat().into_iter().filter(|&c| !tail(c)).collect();
+        assert_eq!(within.len(), default_budget(AUTO_SEARCH));
+        let finished: Vec<usize> = rounds.concat().into_iter().filter(|&c| tail(c)).collect();
+        assert_eq!(search.finished, finished.len());
+        assert!(!finished.is_empty() && finished.len() <= FINISH_TOP);
+        // TAIL=1 only in the round that spends the budget; each is a measured leader's own.
+        let first_finish = rounds
+            .iter()
+            .position(|r| r.iter().any(|&c| tail(c)))
+            .unwrap();
+        let spent = rounds
+            .iter()
+            .scan(0, |n, r| {
+                *n += r.iter().filter(|&&c| !tail(c)).count();
+                Some(*n)
+            })
+            .position(|n| n == default_budget(AUTO_SEARCH))
+            .unwrap();
+        assert_eq!(first_finish, spent);
+        assert!(finished.iter().all(|c| rounds[spent].contains(c)));
+        let same_but_tail = |a: usize, b: usize| {
+            candidates[a].config.label().replace("TAIL=1", "TAIL=0") == candidates[b].config.label()
+        };
+        for &c in &finished {
+            assert!(within.iter().any(|&w| same_but_tail(c, w)));
+        }
+        // They are the TAIL=1 configurations of the leaders before that round.
+        let mut expected: Vec<usize> = leaders_then[spent]
+            .iter()
+            .flat_map(|key| search.finishing.groups[key].clone())
+            .collect();
+        expected.sort();
+        let mut got = finished.clone();
+        got.sort();
+        assert_eq!(got, expected);
+
+        // A stored winner with TAIL=1 is measured first, and its TAIL=0 configuration (which
+        // the model hears of) right after it.
+        let stored = finished[0];
+        let seeds = || Seeds {
+            winners: vec![stored],
+            ..Seeds::default()
+        };
+        let f = Finishing::split(&candidates, &live, &finish);
+        let mut search = Search::new(&opts, &op, &shape, &candidates, &live, f, seeds)
+            .unwrap()
+            .expect("a search");
+        let first = search.ask(&candidates);
+        assert_eq!(first[0], stored);
+        assert!(same_but_tail(stored, first[1]));
+        assert!(search.point_of.contains_key(&first[1]));
+        assert!(first[2..].iter().all(|&c| !tail(c)));
     }
 
     /// Stored sgemm winners as warm-start configurations at an odd shape: a 1024^3 winner

@@ -35,7 +35,11 @@ pub fn params_text(op: &Op) -> String {
         doc.dims.join("x"),
         dtypes.join(", ")
     ));
-    let points: usize = doc.params.iter().map(|p| p.values.len().max(1)).product();
+    let points: usize = doc
+        .params
+        .iter()
+        .map(|p| (p.values.len() + p.finish.len()).max(1))
+        .product();
     s.push_str(&format!(
         "default sweep: {points} configurations before the constraints\n\
          --param NAME=v1,v2 replaces a parameter's values with others it accepts\n"
@@ -52,6 +56,12 @@ pub fn params_text(op: &Op) -> String {
         s.push_str(&p.name);
         s.push('\n');
         let mut facts = vec![format!("default sweep: {}", list(&p.values))];
+        if !p.finish.is_empty() {
+            facts.push(format!(
+                "and on the search's leaders only: {}",
+                list(&p.finish)
+            ));
+        }
         facts.push(match &p.accepts {
             Some(words) if *words == p.values => "accepts: these words only".to_string(),
             Some(words) => format!("accepts: {}", list(words)),
@@ -89,6 +99,8 @@ pub struct ParamDoc {
     pub name: String,
     /// The default sweep.
     pub values: Vec<Value>,
+    /// Values of the default sweep that only a search's leaders try.
+    pub finish: Vec<Value>,
     /// What `--param` accepts: these words, or `None` for any integer.
     pub accepts: Option<Vec<Value>>,
     /// The value rows stored before the parameter existed stand for.
@@ -115,6 +127,7 @@ pub fn params_doc(op: &Op) -> ParamsDoc {
             .map(|p| ParamDoc {
                 name: p.name.clone(),
                 values: p.default_values(),
+                finish: p.finish_values(),
                 accepts: p.is_text().then(|| p.accepted_values()),
                 missing: p.missing.as_ref().map(toml_to_value),
                 help: p.help.trim().to_string(),

@@ -67,6 +67,13 @@ pub struct ParamSpec {
     /// word outside the defaults is still reachable with `--param`.
     #[serde(default)]
     pub choices: Vec<toml::Value>,
+    /// Values the default sweep holds but a search tries only on its leaders: each leader
+    /// also runs with these in place of its own value. For a choice that costs more to compile
+    /// than it gains on most configurations (a two-kernel source), but that can lift the best
+    /// few: swept with the rest it would slow every run. `--param` on the parameter sweeps the
+    /// values it names like any others.
+    #[serde(default)]
+    pub finish: Vec<toml::Value>,
     /// The value that configurations recorded before this parameter existed had (a best.csv
     /// row without it still names exactly one configuration); `None` for the op's original
     /// parameters, which every row names.
@@ -87,10 +94,25 @@ impl ParamSpec {
         self.values.iter().map(toml_to_value).collect()
     }
 
-    /// Every accepted value: `choices` when given, else the defaults.
+    /// The values tried on a search's leaders only ([`ParamSpec::finish`]), typed.
+    pub fn finish_values(&self) -> Vec<Value> {
+        self.finish.iter().map(toml_to_value).collect()
+    }
+
+    /// What a run enumerates without `--param` on it: the default values, then the finishing
+    /// ones.
+    pub fn sweep_values(&self) -> Vec<Value> {
+        self.values
+            .iter()
+            .chain(&self.finish)
+            .map(toml_to_value)
+            .collect()
+    }
+
+    /// Every accepted value: `choices` when given, else the default sweep.
     pub fn accepted_values(&self) -> Vec<Value> {
         if self.choices.is_empty() {
-            self.default_values()
+            self.sweep_values()
         } else {
             self.choices.iter().map(toml_to_value).collect()
         }
@@ -519,6 +541,20 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     for p in &spec.params {
         if p.values.is_empty() {
             return Err(err(format!("params.{}: values is empty", p.name)));
+        }
+        let values = p.default_values();
+        for f in p.finish_values() {
+            if values.contains(&f) || !p.accepted_values().contains(&f) {
+                return Err(err(format!(
+                    "params.{}.finish: {f} is {}",
+                    p.name,
+                    if values.contains(&f) {
+                        "in values already (finish lists the values tried on the leaders only)"
+                    } else {
+                        "not a value the parameter accepts"
+                    }
+                )));
+            }
         }
         if let Some(safe) = p.safe.as_ref().map(toml_to_value) {
             if !p.accepted_values().contains(&safe) {

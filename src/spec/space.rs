@@ -22,7 +22,8 @@ pub struct Axes {
 }
 
 impl Axes {
-    /// The op's parameters with their default values, or the last `--param` override's.
+    /// The op's parameters with their default sweep (finishing values included), or the last
+    /// `--param` override's values.
     fn of(op: &Op, overrides: &[ParamOverride]) -> Result<Axes> {
         let mut axes = Axes {
             names: Vec::new(),
@@ -35,7 +36,7 @@ impl Axes {
                 .rev()
                 .find(|o| o.name == p.name)
                 .map(|o| o.values.clone())
-                .unwrap_or_else(|| p.default_values());
+                .unwrap_or_else(|| p.sweep_values());
             if values.len() > usize::from(u16::MAX) {
                 return Err(Error::Usage(format!(
                     "{}: {} values; a parameter takes at most {}",
@@ -204,6 +205,18 @@ impl Candidate {
 pub struct ParamOverride {
     pub name: String,
     pub values: Vec<Value>,
+}
+
+/// The parameters whose finishing values ([`crate::spec::ops::ParamSpec::finish`]) a run
+/// tries on its search's leaders only, with those values: every parameter that has some,
+/// unless `--param` sweeps it.
+pub fn finishing(op: &Op, overrides: &[ParamOverride]) -> Vec<(String, Vec<Value>)> {
+    op.spec
+        .params
+        .iter()
+        .filter(|p| !p.finish.is_empty() && !overrides.iter().any(|o| o.name == p.name))
+        .map(|p| (p.name.clone(), p.finish_values()))
+        .collect()
 }
 
 /// Parses one `--param` argument against the op's parameters.
