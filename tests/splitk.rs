@@ -32,11 +32,12 @@ const COPY4_TILE: [&str; 15] = [
 ];
 
 /// The one sgemm point at `shape` that `tile` and `extra` (together pinning every parameter
-/// with more than one default value) leave.
+/// with more than one default value; TAIL is 0 unless they give it) leave.
 fn point(shape: &str, tile: &[&str], extra: &[&str]) -> Candidate {
     let op = Op::load("sgemm", None).unwrap();
-    let pins: Vec<_> = tile
+    let pins: Vec<_> = ["TAIL=0"]
         .iter()
+        .chain(tile)
         .chain(extra)
         .map(|t| parse_override(&op, t).unwrap())
         .collect();

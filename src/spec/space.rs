@@ -1482,6 +1482,7 @@ mod tests {
                 pin("ORDER=snakek"),
                 pin("B_ELEMS=0"),
                 pin("SPLITK=1"),
+                pin("TAIL=0"),
             ]
         };
         let one = |limits: &DeviceLimits, stages: &str| {
@@ -1642,7 +1643,7 @@ mod tests {
         assert!(live.iter().any(|c| c.launch.unwrap().grid.2 > 1));
     }
     /// The one sgemm point at `shape` that `params` (every parameter with more than one
-    /// default value pinned) leave.
+    /// default value pinned; ORDER and TAIL are snakek and 0 unless given) leave.
     fn sgemm_point(shape: &str, params: &[&str]) -> Candidate {
         let op = Op::load("sgemm", None).unwrap();
         let dims = ["M", "N", "K"].map(String::from);
@@ -1650,8 +1651,10 @@ mod tests {
             .iter()
             .map(|t| parse_override(&op, t).unwrap())
             .collect();
-        if !o.iter().any(|p| p.name == "ORDER") {
-            o.push(parse_override(&op, "ORDER=snakek").unwrap());
+        for (name, pin) in [("ORDER", "ORDER=snakek"), ("TAIL", "TAIL=0")] {
+            if !o.iter().any(|p| p.name == name) {
+                o.push(parse_override(&op, pin).unwrap());
+            }
         }
         let shape = Shape::parse(shape, &dims).unwrap();
         let mut all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
