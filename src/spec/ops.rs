@@ -828,6 +828,24 @@ mod tests {
             e.contains("params.BOUNDS.safe: sometimes is not a value the parameter accepts"),
             "{e}"
         );
+        // A finishing value is one the parameter accepts and not one of its default values.
+        let text = include_str!("../../templates/sgemm.toml");
+        let e = parse_spec(&text.replace("finish = [1]", "finish = [0]"), "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("params.TAIL.finish: 0 is in values already"),
+            "{e}"
+        );
+        let text = text.replace(
+            "values = [\"scalar\"]",
+            "values = [\"scalar\"]\nfinish = [\"wide\"]",
+        );
+        let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("params.CSTORE.finish: wide is not a value the parameter accepts"),
+            "{e}"
+        );
         // A constraint can be lifted only by a parameter of the op.
         let text = include_str!("../../templates/sgemm.toml")
             .replace("lifted_by = [\"ORDER\"]", "lifted_by = [\"ORDR\"]");
