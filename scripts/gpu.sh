@@ -84,6 +84,7 @@ sgemm         gpu     four_byte_async_sgemm_variants_verify_at_any_shape
 sgemm         gpu     sgemm_variants_past_48_kb_of_shared_memory_verify
 sgemm         gpu     ksplit_sgemm_variants_verify_on_every_load_path
 sgemm         gpu     tail_split_sgemm_variants_verify_on_every_load_path
+sgemm         gpu     the_search_leaders_try_the_tail_split_and_it_verifies
 pipeline      gpu     a_search_measures_the_stored_winners_first
 pipeline      gpu     resume_reuses_the_journal_and_measures_only_what_is_missing
 pipeline      gpu     ctrl_c_writes_what_was_measured_and_resume_finishes

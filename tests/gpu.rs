@@ -822,6 +822,70 @@ fn tail_split_sgemm_variants_verify_on_every_load_path() {
     }
 }
 
+/// TAIL=1 is a finishing value: the default search's leaders try it, outside the budget,
+/// each a measured leader's own configuration, and every one verifies. The tile is pinned
+/// where every configuration has a TAIL=1 one (2560x5120 in 64x128 tiles: 1600 tiles, 16
+/// past the whole waves at two, three or four blocks an SM); no stored winner takes part.
+#[test]
+fn the_search_leaders_try_the_tail_split_and_it_verifies() {
+    if skip("the_search_leaders_try_the_tail_split_and_it_verifies") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("2560x5120x256", out.path());
+    opts.op = "sgemm".into();
+    opts.params = ["BM=64", "BN=128", "BK=16", "TM=8", "TN=8", "SPLITK=1"]
+        .map(String::from)
+        .to_vec();
+    opts.budget = Some(cuda_autotune::search::budget::Budget::Variants(24));
+    opts.warm_start = false;
+    let o = tune(&opts).unwrap();
+    let measured: Vec<&Record> = variants(&o)
+        .filter(|r| !matches!(r.status, Status::Pruned | Status::Skipped))
+        .collect();
+    let failed: Vec<String> = measured
+        .iter()
+        .filter(|r| r.status != Status::Ok)
+        .map(|r| format!("{} {}: {}", r.name, r.label(), r.error))
+        .collect();
+    assert!(failed.is_empty(), "failures:\n{}", failed.join("\n"));
+    let split: Vec<&&Record> = measured
+        .iter()
+        .filter(|r| param(r, "TAIL") == "1")
+        .collect();
+    assert!(
+        (1..=4).contains(&split.len()),
+        "{} with TAIL=1",
+        split.len()
+    );
+    assert_eq!(measured.len(), 24 + split.len());
+    let without_tail = |r: &Record| -> Vec<(String, String)> {
+        r.params
+            .iter()
+            .filter(|(k, _)| k != "TAIL")
+            .cloned()
+            .collect()
+    };
+    for t in &split {
+        assert!(
+            measured
+                .iter()
+                .any(|r| param(r, "TAIL") == "0" && without_tail(r) == without_tail(t)),
+            "{}: not a measured configuration's own",
+            t.label()
+        );
+    }
+    let search = o.search.as_deref().unwrap_or("");
+    assert!(
+        search.contains(&format!(
+            "{} of them the leaders' finishing values (TAIL=1)",
+            split.len()
+        )),
+        "{search}"
+    );
+}
+
 /// The warm start: a search measures the stored winner of another shape (in the --out
 /// folder's best.csv) before its own proposals. A first exhaustive run at one shape stores a
 /// winner; an anneal with a budget of one variant at another shape, over a space of a few
