@@ -660,6 +660,16 @@ struct Memo {
     /// The same for constraint `i` failing: the slots of constraints up to `i`, and of every
     /// define that may be undefined somewhere (see [`Memo::fill_defines`]).
     constraint_decided_by: Vec<usize>,
+    /// The defines, then the constraints (as one index: define `k` is `k`, constraint `i`
+    /// is the number of defines plus `i`) that read slot `s` or a later one, for each `s`:
+    /// those whose value may differ from the last judged point's when the odometer turned
+    /// slot `s` (and reset the later ones) since.
+    reading_from: Vec<Vec<usize>>,
+    /// The lowest slot the odometer turned since the last judged point.
+    turned_from: usize,
+    /// The first define or constraint (one index, as above) that failed at the last judged
+    /// point; their count where it passed them all.
+    last_failed: usize,
 }
 
 impl Memo {
@@ -696,7 +706,7 @@ impl Memo {
             let inputs = reads(expr, &defines);
             defines.push((name.clone(), Memoized::new(expr, inputs, axes)));
         }
-        let constraints = op
+        let constraints: Vec<Memoized<Point<bool>>> = op
             .spec
             .constraints
             .iter()
@@ -722,6 +732,18 @@ impl Memo {
         slots.dedup();
         // Evaluated at a point with every variable set: the expressions' own names are moot.
         let launches = Memoized::new("[launch]", (slots, None), axes);
+        let decided_by: Vec<usize> = defines
+            .iter()
+            .map(|(_, d)| d.decided_by())
+            .chain(constraints.iter().map(Memoized::decided_by))
+            .collect();
+        let reading_from = (0..axes.names.len())
+            .map(|s| {
+                (0..decided_by.len())
+                    .filter(|&i| decided_by[i] > s)
+                    .collect()
+            })
+            .collect();
         Ok(Memo {
             defines,
             constraints,
@@ -735,6 +757,9 @@ impl Memo {
                 .collect(),
             define_decided_by: Vec::new(),
             constraint_decided_by: Vec::new(),
+            reading_from,
+            turned_from: 0,
+            last_failed: 0,
         })
     }
 
@@ -820,6 +845,7 @@ impl Memo {
     /// Follows slots `from` onwards jumping to their last values (the last point of the
     /// subtree that fixes the slots before `from`).
     fn jump_to_last(&mut self, axes: &Axes, digits: &mut [usize], from: usize) {
+        self.turned_from = self.turned_from.min(from);
         for (slot, digit) in digits.iter_mut().enumerate().skip(from) {
             let last = axes.values[slot].len() - 1;
             let by = (last - *digit) as isize;
@@ -836,11 +862,20 @@ impl Memo {
 
     /// Follows the odometer's turn of `slot` in every table's index.
     fn step(&mut self, slot: usize) {
-        for (_, d) in &mut self.defines {
-            d.step(slot);
-        }
-        for c in &mut self.constraints {
-            c.step(slot);
+        self.turned_from = self.turned_from.min(slot);
+        // Only the tables that read `slot` or a later one move (`turn` is 0 for the rest).
+        let Memo {
+            defines,
+            constraints,
+            reading_from,
+            ..
+        } = self;
+        let n = defines.len();
+        for &i in &reading_from[slot] {
+            match i.checked_sub(n) {
+                None => defines[i].1.step(slot),
+                Some(c) => constraints[c].step(slot),
+            }
         }
         self.launches.step(slot);
     }
@@ -860,6 +895,11 @@ impl Memo {
     /// does the first that is undefined there (a division by zero: `--param TILE_DIM=0`),
     /// with the reason, and how many leading slots decide it (every point that agrees with
     /// this one on those is pruned for the same reason).
+    ///
+    /// Incrementally: those before the last judged point's first failure that read none of
+    /// the slots turned since passed there and pass here (same table entries), so only the
+    /// others before it are judged, then everything from it on. Most turns are of the last
+    /// slots, which few expressions read.
     fn judge(
         &mut self,
         op: &Op,
@@ -867,7 +907,42 @@ impl Memo {
         axes: &Axes,
         digits: &[usize],
     ) -> Result<Option<(std::sync::Arc<str>, usize)>> {
-        for k in 0..self.defines.len() {
+        let turned = std::mem::replace(&mut self.turned_from, usize::MAX);
+        let before = self.last_failed;
+        let changed = self.reading_from.get(turned).map_or(0, Vec::len);
+        for n in 0..changed {
+            let i = self.reading_from[turned][n];
+            if i >= before {
+                break;
+            }
+            if let Some(failed) = self.check(op, base, axes, digits, i)? {
+                self.last_failed = i;
+                return Ok(Some(failed));
+            }
+        }
+        let all = self.defines.len() + self.constraints.len();
+        for i in before.min(all)..all {
+            if let Some(failed) = self.check(op, base, axes, digits, i)? {
+                self.last_failed = i;
+                return Ok(Some(failed));
+            }
+        }
+        self.last_failed = all;
+        Ok(None)
+    }
+
+    /// Define or constraint `i` (one index: the defines first) at the point `digits`, its
+    /// table entry filled: the prune reason and the slots that decide it where it fails or
+    /// is undefined.
+    fn check(
+        &mut self,
+        op: &Op,
+        base: &Vars,
+        axes: &Axes,
+        digits: &[usize],
+        i: usize,
+    ) -> Result<Option<(std::sync::Arc<str>, usize)>> {
+        if let Some(k) = (i < self.defines.len()).then_some(i) {
             let at = self.defines[k].1.pos;
             debug_assert_eq!(at, self.defines[k].1.at(digits));
             if self.defines[k].1.table[at].is_none() {
@@ -877,30 +952,30 @@ impl Memo {
             if let Some(Err(reason)) = &self.defines[k].1.table[at] {
                 return Ok(Some((reason.clone(), self.define_decided_by[k])));
             }
+            return Ok(None);
         }
-        for (i, spec) in op.spec.constraints.iter().enumerate() {
-            let at = self.constraints[i].pos;
-            debug_assert_eq!(at, self.constraints[i].at(digits));
-            let ok = match &self.constraints[i].table[at] {
-                Some(ok) => ok.clone(),
-                None => {
-                    let vars = self.vars_before(base, axes, digits, Which::Constraint(i));
-                    let site = Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr)));
-                    let ok = vars.eval_bool_here(&spec.expr, &site);
-                    self.scratch = Some(vars);
-                    let ok = ok?.map_err(|why| format!("constraint '{}' {why}", spec.expr).into());
-                    self.constraints[i].table[at] = Some(ok.clone());
-                    ok
-                }
-            };
-            let decided_by = self.constraint_decided_by[i];
-            match ok {
-                Ok(true) => {}
-                Ok(false) => return Ok(Some((self.reasons[i].clone(), decided_by))),
-                Err(reason) => return Ok(Some((reason, decided_by))),
+        let i = i - self.defines.len();
+        let spec = &op.spec.constraints[i];
+        let at = self.constraints[i].pos;
+        debug_assert_eq!(at, self.constraints[i].at(digits));
+        let ok = match &self.constraints[i].table[at] {
+            Some(ok) => ok.clone(),
+            None => {
+                let vars = self.vars_before(base, axes, digits, Which::Constraint(i));
+                let site = Lazy(|| format!("{} constraints[{i}]", op.at(&spec.expr)));
+                let ok = vars.eval_bool_here(&spec.expr, &site);
+                self.scratch = Some(vars);
+                let ok = ok?.map_err(|why| format!("constraint '{}' {why}", spec.expr).into());
+                self.constraints[i].table[at] = Some(ok.clone());
+                ok
             }
-        }
-        Ok(None)
+        };
+        let decided_by = self.constraint_decided_by[i];
+        Ok(match ok {
+            Ok(true) => None,
+            Ok(false) => Some((self.reasons[i].clone(), decided_by)),
+            Err(reason) => Some((reason, decided_by)),
+        })
     }
 
     /// Define `k` evaluated at `digits` (the defines it names at their table positions): its
@@ -1113,6 +1188,22 @@ mod tests {
         let fast = enumerate(op, &sh, &DeviceLimits::SM90_DEFAULT, &o).unwrap();
         let slow = one_by_one(op, &sh, &o);
         assert_eq!(fast.len(), slow.len());
+        // Without the pruned points, whole pruned subtrees are skipped: the same valid points
+        // and the same counts of pruned ones.
+        let quick = enumerate_space(op, &sh, &DeviceLimits::SM90_DEFAULT, &o, false).unwrap();
+        let valid: Vec<usize> = slow
+            .iter()
+            .filter(|c| c.pruned.is_none())
+            .map(|c| c.index)
+            .collect();
+        let quick_valid: Vec<usize> = quick.candidates.iter().map(|c| c.index).collect();
+        assert_eq!(quick_valid, valid, "{} {shape}", op.name());
+        assert_eq!(
+            quick.prune_reasons,
+            prune_summary(&slow),
+            "{} {shape}",
+            op.name()
+        );
         for (f, s) in fast.iter().zip(&slow) {
             let at = format!("{} {shape} {}", op.name(), s.config.label());
             assert_eq!(f.index, s.index, "{at}");
@@ -1147,6 +1238,16 @@ mod tests {
             let slice = ["BM=64,128", "BN=64", "BK=16", "WARP_N=8", "STAGES=2,3"];
             assert_same_space(&sgemm, shape, &slice);
         }
+        // The split of the last wave, valid at some points: the last slot turns both ways.
+        let slice = [
+            "BM=64,128",
+            "BN=128",
+            "BK=16",
+            "WARP_N=8",
+            "STAGES=2,3",
+            "TAIL=0,1",
+        ];
+        assert_same_space(&sgemm, "4096x4096x4096", &slice);
     }
 
     fn transpose() -> Op {
