@@ -235,6 +235,34 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("side of the tile"));
+        assert_eq!(param("VEC")["finish"], serde_json::json!([]));
+    }
+
+    /// A finishing value is shown apart from the default sweep, in both forms, and counts in
+    /// the sweep's size: sgemm's TAIL sweeps 0, and its search's leaders try 1.
+    #[test]
+    fn finishing_values_are_shown_apart_from_the_default_sweep() {
+        let op = Op::load("sgemm", None).unwrap();
+        let doc = serde_json::to_value(params_doc(&op)).unwrap();
+        let tail = doc["params"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "TAIL")
+            .unwrap()
+            .clone();
+        assert_eq!(tail["values"], serde_json::json!([0]));
+        assert_eq!(tail["finish"], serde_json::json!([1]));
+        let text = params_text(&op);
+        assert!(
+            text.contains("default sweep: 0; and on the search's leaders only: 1;"),
+            "{text}"
+        );
+        // The points enumeration visits at every shape: TAIL's two values double them.
+        assert!(
+            text.contains("default sweep: 5308416 configurations"),
+            "{text}"
+        );
     }
 
     #[test]
