@@ -262,8 +262,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             winners: warm_start(op, shape, seed_gpu, candidates, live, &stored),
         }
     };
-    let finishing = Finishing::split(candidates, live, &setup.finish);
-    Search::new(opts, op, shape, candidates, live, finishing, seeds)
+    Search::new(opts, op, shape, candidates, live, &setup.finish, seeds)
 }
 
 /// At most this many leaders of a search try the finishing values
@@ -529,20 +528,21 @@ impl Search {
         shape: &Shape,
         candidates: &[Candidate],
         live: &[usize],
-        finishing: Finishing,
+        finish: &[(String, Vec<crate::spec::expr::Value>)],
         seeds: impl FnOnce() -> Seeds,
     ) -> Result<Option<Search>> {
-        // The space is the live configurations this run owns (all, or a shard's share), less
-        // those only the leaders try.
-        let (space, candidate_of) =
-            crate::search::space::SearchSpace::from_candidates(candidates, &finishing.searched)?;
-        let live = live.len();
         let name = match (opts.strategy.as_str(), opts.budget) {
-            ("auto", None) if live <= default_budget(AUTO_SEARCH) => return Ok(None),
+            ("auto", None) if live.len() <= default_budget(AUTO_SEARCH) => return Ok(None),
             ("auto", _) => AUTO_SEARCH,
             ("exhaustive", None) => return Ok(None),
             (other, _) => other,
         };
+        // The space is the live configurations this run owns (all, or a shard's share), less
+        // those only the leaders try; built only where a search runs.
+        let mut finishing = Finishing::split(candidates, live, finish);
+        let (space, candidate_of) =
+            crate::search::space::SearchSpace::from_candidates(candidates, &finishing.searched)?;
+        let live = live.len();
         let budget = opts
             .budget
             .unwrap_or(Budget::Variants(default_budget(name)));
@@ -588,7 +588,6 @@ impl Search {
             })
             .collect();
         // A seed the strategy searches is taken from it; a finishing one is marked proposed.
-        let mut finishing = finishing;
         let mut fresh = |c: &usize| match point_of.get(c) {
             Some(&p) => strategy.take(p),
             None => finishing.asked.insert(*c),
@@ -1009,9 +1008,17 @@ mod tests {
             }
         };
         let opts = TuneOptions::default();
-        let mut search = Search::new(&opts, &op, &shape, &candidates, &live, f, Seeds::default)
-            .unwrap()
-            .expect("a search");
+        let mut search = Search::new(
+            &opts,
+            &op,
+            &shape,
+            &candidates,
+            &live,
+            &finish,
+            Seeds::default,
+        )
+        .unwrap()
+        .expect("a search");
         let mut rounds: Vec<Vec<usize>> = Vec::new();
         // The leaders when each round was asked for.
         let mut leaders_then: Vec<Vec<Vec<u16>>> = Vec::new();
@@ -1079,8 +1086,7 @@ mod tests {
             winners: vec![stored],
             ..Seeds::default()
         };
-        let f = Finishing::split(&candidates, &live, &finish);
-        let mut search = Search::new(&opts, &op, &shape, &candidates, &live, f, seeds)
+        let mut search = Search::new(&opts, &op, &shape, &candidates, &live, &finish, seeds)
             .unwrap()
             .expect("a search");
         let first = search.ask(&candidates);

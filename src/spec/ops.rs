@@ -544,17 +544,14 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         }
         let values = p.default_values();
         for f in p.finish_values() {
-            if values.contains(&f) || !p.accepted_values().contains(&f) {
-                return Err(err(format!(
-                    "params.{}.finish: {f} is {}",
-                    p.name,
-                    if values.contains(&f) {
-                        "in values already (finish lists the values tried on the leaders only)"
-                    } else {
-                        "not a value the parameter accepts"
-                    }
-                )));
-            }
+            let why = if values.contains(&f) {
+                "in values already (finish lists the values tried on the leaders only)"
+            } else if !p.accepted_values().contains(&f) {
+                "not a value the parameter accepts"
+            } else {
+                continue;
+            };
+            return Err(err(format!("params.{}.finish: {f} is {why}", p.name)));
         }
         if let Some(safe) = p.safe.as_ref().map(toml_to_value) {
             if !p.accepted_values().contains(&safe) {

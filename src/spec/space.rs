@@ -942,7 +942,8 @@ impl Memo {
         digits: &[usize],
         i: usize,
     ) -> Result<Option<(std::sync::Arc<str>, usize)>> {
-        if let Some(k) = (i < self.defines.len()).then_some(i) {
+        if i < self.defines.len() {
+            let k = i;
             let at = self.defines[k].1.pos;
             debug_assert_eq!(at, self.defines[k].1.at(digits));
             if self.defines[k].1.table[at].is_none() {
