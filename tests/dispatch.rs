@@ -206,7 +206,7 @@ fn safe_defaults_come_from_the_spec_and_serve_every_shape() {
     assert_eq!(
         params_text(&safe_default("transpose", "f32", None).unwrap()),
         "TILE_DIM=32;BLOCK_ROWS=8;PAD=1;UNROLL=on;BOUNDS=always;VEC=1;TILES_PER_BLOCK=1;\
-         ASPECT=square;CACHE=default;RUNS=tile;OCCUPANCY=0;READ=elem;LAYOUT=tile;STAGE=none"
+         ASPECT=square;CACHE=default;RUNS=tile;OCCUPANCY=0;READ=elem;LAYOUT=tile;STAGE=none;BLOCK_ORDER=rows"
     );
     assert!(safe_default("transpose", "f8", None).is_err());
 }

@@ -237,6 +237,9 @@ fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
             "READ=chunk",
             "BOUNDS=always,edge",
             "CACHE=default",
+            // The block order moves whole tiles, not what a tile reads: the RUNS=chunk test
+            // below verifies both orders.
+            "BLOCK_ORDER=columns",
         ],
         200,
         ("READ", "chunk"),
@@ -247,7 +250,8 @@ fn chunk_read_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
 /// that hold them, runs of out gathered a chunk at a time from sector boundaries, heads and
 /// tails element by element): every variant verifies bit for bit at the odd shapes in every
 /// element type, and where only the rows of `in` are odd (rows of `out` whole sectors, so
-/// every run starts at its tile's first row).
+/// every run starts at its tile's first row), in both block orders (the edge tiles, which
+/// check bounds, are found from the tile a block takes, not from its place in the grid).
 #[test]
 fn chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype() {
     if skip("chunk_runs_transpose_variants_verify_at_odd_shapes_in_every_dtype") {
@@ -282,7 +286,7 @@ fn slab_transpose_variants_verify_at_short_sides_in_every_dtype() {
 
 /// A matrix with more groups of tile rows than grid.y may hold (65535): the rest go to
 /// grid.z, one group a block. Every run layout, with one and (but RUNS=chunk) two tiles a
-/// block, verifies.
+/// block, in both block orders, verifies.
 #[test]
 fn tall_matrices_past_65535_tile_rows_verify() {
     if skip("tall_matrices_past_65535_tile_rows_verify") {
@@ -301,16 +305,23 @@ fn tall_matrices_past_65535_tile_rows_verify() {
         "ASPECT=square",
         "TILES_PER_BLOCK=1,2",
         "OCCUPANCY=0",
+        "BLOCK_ORDER=rows,columns",
     ]
     .map(String::from)
     .to_vec();
     let o = tune(&opts).unwrap();
     assert_none_failed(&o, "4200001x3");
     let ok: Vec<&Record> = variants(&o).filter(|r| r.status == Status::Ok).collect();
-    for runs in ["tile", "sector", "chunk"] {
+    for (name, value) in [
+        ("RUNS", "tile"),
+        ("RUNS", "sector"),
+        ("RUNS", "chunk"),
+        ("BLOCK_ORDER", "rows"),
+        ("BLOCK_ORDER", "columns"),
+    ] {
         assert!(
-            ok.iter().any(|r| param(r, "RUNS") == runs),
-            "no RUNS={runs} variant verified"
+            ok.iter().any(|r| param(r, name) == value),
+            "no {name}={value} variant verified"
         );
     }
     assert!(ok.len() >= 20, "only {} verified", ok.len());
@@ -961,6 +972,7 @@ fn resume_reuses_the_journal_and_measures_only_what_is_missing() {
         "TILES_PER_BLOCK=1".into(),
         "ASPECT=square".into(),
         "CACHE=default".into(),
+        "BLOCK_ORDER=rows".into(),
     ];
     let first = tune(&opts).unwrap();
     let journal = first.journal_path.clone().unwrap();

@@ -5,6 +5,7 @@
 use super::options::TuneOptions;
 use super::plan::Setup;
 use crate::error::Result;
+use crate::model::dtype::Dtype;
 use crate::model::shape::Shape;
 use crate::search::budget::{Budget, DEFAULT_BUDGET};
 use crate::spec::ops::Op;
@@ -56,8 +57,8 @@ pub fn warm_start(
     stored: &[BestRow],
 ) -> Vec<usize> {
     let here = shape.to_string();
-    let mut rows: Vec<&BestRow> = stored.iter().filter(|r| stored_for(r, op, gpu)).collect();
-    rows.sort_by_key(|r| r.shape != here);
+    let mut rows: Vec<&BestRow> = stored.iter().filter(|r| seeds_for(r, op, gpu)).collect();
+    rows.sort_by_key(|r| (r.shape != here, r.dtype != op.dtype.name()));
     let mut seeds = Vec::new();
     for r in rows {
         let given = parse_params(&r.params);
@@ -144,13 +145,28 @@ pub(super) fn stored_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
     r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
 }
 
+/// Whether stored row `r` may seed a search of `op` on `gpu`: a winner of `op` measured there
+/// (on any GPU without one) in its element type or in another of the same size.
+///
+/// Why: a kernel's memory traffic, vector widths and shared-memory layout depend on the
+/// element's size, not its kind, so a bf16 search starts from f16 winners where bf16 has none
+/// of its own (a transpose moves the same bits either way). Seeds are only starts: each is
+/// measured, and the tie rule keeps a stored winner of this very type alone.
+pub(super) fn seeds_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
+    r.op == op.name()
+        && Dtype::parse(&r.dtype).is_some_and(|d| d.bytes() == op.dtype.bytes())
+        && gpu.is_none_or(|g| r.gpu == g)
+}
+
 /// How many shipped winners of other shapes seed a search at a shape with no row of its own
 /// ([`nearest_shipped`]).
 pub const NEAR_SHAPES: usize = 3;
 
-/// The shipped winners of `op` (same element type, this GPU or any without one) at the
+/// The shipped winners of `op` (this GPU or any without one, [`seeds_for`]) at the
 /// [`NEAR_SHAPES`] shapes nearest to `shape`, nearest first: distance is the sum over the
-/// dimensions of |ln(a / b)|, so 517x389x931 is near 511x513x515 and far from 4096^3.
+/// dimensions of |ln(a / b)|, so 517x389x931 is near 511x513x515 and far from 4096^3. Rows of
+/// another element type of the same size count from this very shape on, after this type's
+/// own at the same distance.
 ///
 /// Why: at a new shape the search otherwise starts from nothing, and at small odd sgemm
 /// shapes the all-pairs set rarely meets the tile and split that fill the SMs; a neighbour's
@@ -176,12 +192,13 @@ pub fn nearest_shipped(
     };
     let mut near: Vec<(f64, &BestRow)> = shipped
         .iter()
-        .filter(|r| stored_for(r, op, gpu))
+        .filter(|r| seeds_for(r, op, gpu))
         .filter_map(|r| distance(r).map(|d| (d, r)))
-        .filter(|(d, _)| *d > 0.0)
+        .filter(|(d, r)| *d > 0.0 || r.dtype != op.dtype.name())
         .collect();
     // Stable: equally near rows keep the file's order.
-    near.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let other = |r: &BestRow| r.dtype != op.dtype.name();
+    near.sort_by(|a, b| a.0.total_cmp(&b.0).then(other(a.1).cmp(&other(b.1))));
     near.into_iter()
         .take(NEAR_SHAPES)
         .map(|(_, r)| r.clone())
@@ -905,6 +922,76 @@ mod tests {
         // Without a GPU (compile-only), rows of every GPU count.
         assert_eq!(shapes(None), ["520x390x930", "777x555x999", "511x513x515"]);
         assert!(nearest_shipped(&op, &shape, Some("NVIDIA A100-SXM4-80GB"), &rows).is_empty());
+    }
+
+    /// A bf16 search with no row of its own starts from the f16 winners too (the same bytes
+    /// to move): nearest first, the very shape's f16 row before the nearest bf16 one, and a
+    /// bf16 row before an f16 one as near; rows of other sizes (f32, f64) never.
+    #[test]
+    fn an_element_type_without_a_row_is_seeded_by_one_of_the_same_size() {
+        let op = Op::load("transpose", None)
+            .unwrap()
+            .with_dtype(Some("bf16"))
+            .unwrap();
+        let shape = Shape::parse("8191x8191", &op.spec.dims).unwrap();
+        let template = read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
+        let h200 = "NVIDIA H200";
+        let row = |shape: &str, dtype: &str, params: &str| BestRow {
+            op: "transpose".into(),
+            shape: shape.into(),
+            dtype: dtype.into(),
+            gpu: h200.into(),
+            params: params.into(),
+            ..template.clone()
+        };
+        let chunk = "TILE_DIM=64;BLOCK_ROWS=2;BOUNDS=edge;VEC=1;ASPECT=wide;CACHE=l2_256;\
+                     RUNS=chunk;BLOCK_ORDER=columns";
+        let rows = vec![
+            row("8191x8191", "f32", chunk),
+            row(
+                "8192x8192",
+                "bf16",
+                "TILE_DIM=64;BLOCK_ROWS=16;VEC=4;ASPECT=tall",
+            ),
+            row(
+                "8192x8192",
+                "f16",
+                "TILE_DIM=64;BLOCK_ROWS=32;VEC=4;ASPECT=tall",
+            ),
+            row("8191x8191", "f16", chunk),
+            row("8191x8191", "f64", chunk),
+            row("1000x1000", "f16", "TILE_DIM=32;BLOCK_ROWS=8;VEC=4"),
+        ];
+        let near: Vec<(String, String)> = nearest_shipped(&op, &shape, Some(h200), &rows)
+            .into_iter()
+            .map(|r| (r.shape, r.dtype))
+            .collect();
+        let pair = |s: &str, d: &str| (s.to_string(), d.to_string());
+        assert_eq!(
+            near,
+            [
+                pair("8191x8191", "f16"),
+                pair("8192x8192", "bf16"),
+                pair("8192x8192", "f16")
+            ]
+        );
+        // The f16 row's configuration is live in bf16 and is the first seed.
+        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let live: Vec<usize> = candidates
+            .iter()
+            .filter(|c| c.pruned.is_none())
+            .map(|c| c.index)
+            .collect();
+        let seeds = warm_start(&op, &shape, Some(h200), &candidates, &live, &rows[3..4]);
+        assert_eq!(seeds.len(), 1);
+        let label = candidates[seeds[0]].config.label();
+        assert!(
+            label.contains("RUNS=chunk") && label.contains("BLOCK_ORDER=columns"),
+            "{label}"
+        );
+        // An f32 or f64 row seeds nothing.
+        assert!(warm_start(&op, &shape, Some(h200), &candidates, &live, &rows[..1]).is_empty());
+        assert!(warm_start(&op, &shape, Some(h200), &candidates, &live, &rows[4..5]).is_empty());
     }
 
     /// A GPU the database holds winners for seeds from its own; one it does not know starts

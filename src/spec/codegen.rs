@@ -125,7 +125,7 @@ mod tests {
             .unwrap();
         assert!(c.config.label().ends_with(
             "VEC=1 TILES_PER_BLOCK=1 ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem \
-             LAYOUT=tile STAGE=none"
+             LAYOUT=tile STAGE=none BLOCK_ORDER=rows"
         ));
         let src = r.render(c).unwrap();
         assert!(src.contains("#define TILE_W 32") && src.contains("#define TILE_H 32"));

@@ -1386,8 +1386,9 @@ mod tests {
             (rows * elem) % 32 != 0 || (cols * elem) % 16 != 0,
             "{what}: RUNS=chunk where rows are not whole sectors or chunks"
         );
-        // Keep the compile work of CI bounded.
-        assert!(live.len() <= 8192, "{what}: {} live", live.len());
+        // Keep an exhaustive sweep (and the exhaustive compile of `scripts/test.sh --all`)
+        // bounded.
+        assert!(live.len() <= 10_000, "{what}: {} live", live.len());
     }
 
     #[test]
@@ -1401,7 +1402,7 @@ mod tests {
                 let all = enumerate(&op, &sh, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
                 assert_eq!(
                     all.len(),
-                    3 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 3,
+                    3 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 3 * 2,
                     "{dtype} {s}: default points"
                 );
                 let live: Vec<&Candidate> = all.iter().filter(|c| c.pruned.is_none()).collect();
@@ -1463,7 +1464,8 @@ mod tests {
         assert_eq!(
             c.config.label(),
             "TILE_DIM=32 BLOCK_ROWS=8 PAD=1 UNROLL=on BOUNDS=always VEC=1 TILES_PER_BLOCK=1 \
-             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem LAYOUT=tile STAGE=none"
+             ASPECT=square CACHE=default RUNS=tile OCCUPANCY=0 READ=elem LAYOUT=tile STAGE=none \
+             BLOCK_ORDER=rows"
         );
         assert_eq!(c.launch.unwrap().block, (32, 8, 1));
         assert_eq!(c.launch.unwrap().grid, (32, 32, 1));
@@ -1484,6 +1486,7 @@ mod tests {
                 "READ=elem",
                 "LAYOUT=tile",
                 "STAGE=none",
+                "BLOCK_ORDER=rows",
             ]
             .iter()
             .chain(extra)
@@ -1642,7 +1645,7 @@ mod tests {
         let o = parse_override(&op, "TILE_DIM=32,128").unwrap();
         assert_eq!(o.values, vec![Value::Int(32), Value::Int(128)]);
         let all = enumerate(&op, &shape("1024x1024"), &DeviceLimits::SM90_DEFAULT, &[o]).unwrap();
-        assert_eq!(all.len(), 2 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 3);
+        assert_eq!(all.len(), 2 * 6 * 4 * 4 * 2 * 3 * 2 * 3 * 2 * 2 * 2 * 3 * 2);
         // TILE_DIM=128 needs 128*128*4 bytes or more > 48 KiB in f32: always pruned.
         assert!(all
             .iter()
