@@ -156,7 +156,7 @@ sweep=(--op transpose --shapes "$work/shapes.txt" --strategy exhaustive
     --param TILE_DIM=32,64 --param BLOCK_ROWS=8,16 --param PAD=1 --param UNROLL=on
     --param BOUNDS=always,specialized --param VEC=1,4 --param TILES_PER_BLOCK=1
     --param ASPECT=square --param CACHE=default --param RUNS=tile --param OCCUPANCY=0
-    --param READ=elem --param LAYOUT=tile --param STAGE=none)
+    --param READ=elem --param LAYOUT=tile --param STAGE=none --param BLOCK_ORDER=rows)
 cpus=$(nproc)
 prebuild_tasks=4
 prebuild_cpus=$((cpus / prebuild_tasks > 0 ? cpus / prebuild_tasks : 1))

@@ -45,7 +45,8 @@
 #                                        with each run's winner, % of roof and tie set
 #   bash scripts/gpu.sh profile          GPU machine: Nsight Compute counters (clocks left as
 #                                        they are) behind the gaps of docs/benchmarks.md: the
-#                                        stored 8191x8191 f32, 4x1000000 bf16 and 999999x7 f16
+#                                        stored 8191x8191 f32 and f16 (and their tiles in the
+#                                        row order), 4x1000000 bf16 and 999999x7 f16
 #                                        transpose winners against copy_vec4 (DRAM bytes and
 #                                        throughput, L2 sectors), and the default
 #                                        999x777x555 sgemm winner and the stored 4096^3 one against
@@ -493,8 +494,10 @@ for p in json.load(sys.stdin)["params"]:
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" | head -1)
     # stored OP SHAPE DTYPE: this GPU's stored winner (the first row of any GPU where it has none).
     stored() { { grep "^$1,$2,$3,$gpu," results/best.csv; grep "^$1,$2,$3," results/best.csv; } | head -1 | cut -d, -f6; }
-    # A large odd-stride transpose and two narrow ones (launch-sized: 8 and 14 MB).
-    for item in 8191x8191:f32 4x1000000:bf16 999999x7:f16; do
+    # Large odd-stride transposes in a 4- and a 2-byte type, and two narrow ones
+    # (launch-sized: 8 and 14 MB). A stored tile taken down its columns (BLOCK_ORDER=columns)
+    # is profiled in the row order too: the same tile, the other order.
+    for item in 8191x8191:f32 8191x8191:f16 4x1000000:bf16 999999x7:f16; do
       IFS=: read -r shape dtype <<< "$item"
       params=$(stored transpose "$shape" "$dtype")
       for kernel in transpose copy_vec4; do
@@ -502,6 +505,12 @@ for p in json.load(sys.stdin)["params"]:
         # shellcheck disable=SC2046
         counters "$mem" "^$kernel\$" --op transpose --shape "$shape" --dtype "$dtype" $(pin_row transpose "$params")
       done
+      if [[ $params == *BLOCK_ORDER=columns* ]]; then
+        echo "== transpose $shape $dtype, kernel transpose, BLOCK_ORDER=rows"
+        # shellcheck disable=SC2046
+        counters "$mem" "^transpose\$" --op transpose --shape "$shape" --dtype "$dtype" \
+          $(pin_row transpose "${params/BLOCK_ORDER=columns/BLOCK_ORDER=rows}")
+      fi
     done
     run=$(CUDA_AUTOTUNE_CACHE=$CUDA_AUTOTUNE_CACHE "$bin/tune" --op sgemm --shape 999x777x555 --out "$(mktemp -d)" 2>/dev/null)
     echo "$run" | grep -m1 '^Best'

@@ -187,8 +187,9 @@ fn sgemm_cover_compiles_at_every_edge_shape() {
 fn transpose_chunk_read_cover_compiles_in_every_dtype() {
     let chunk = ["VEC=1", "RUNS=sector", "READ=chunk"];
     let (_, runnable) = compile_cover("transpose", &DTYPES, &["999x1001"], &chunk);
-    // Every sector-aligned tile of the default sweep, both OCCUPANCY and both CACHE values.
-    assert_eq!(runnable, 1936);
+    // Every sector-aligned tile of the default sweep, both OCCUPANCY, CACHE and BLOCK_ORDER
+    // values.
+    assert_eq!(runnable, 3872);
 }
 
 /// KSPLIT (groups of warps splitting each slice's k steps, partial tiles summed through shared

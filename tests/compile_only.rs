@@ -475,7 +475,7 @@ fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_und
         stdout.contains("Results: results/transpose_8191x8191_sm-90-compile-only.csv"),
         "{stdout}"
     );
-    assert_eq!(records.len(), 4584, "a row for every valid configuration");
+    assert_eq!(records.len(), 9168, "a row for every valid configuration");
     let line = summary_agrees_with_csv(&stdout, &records);
     assert!(
         line.contains("in ") && stdout.contains("(budget 3 s,"),

@@ -26,7 +26,7 @@ const EXAMPLES: &str = "\
 Examples:
   tune --op transpose --shape 1000x1000
       tune the default transpose space for a 1000x1000 float matrix (a model search over
-      80 of its 2520 valid configurations; --strategy exhaustive times them all)
+      80 of its 5040 valid configurations; --strategy exhaustive times them all)
   tune --op transpose --shape 8192x8192 --param TILE_DIM=32,64 --param BOUNDS=none,edge
       narrow the space; --param replaces a parameter's default values
   tune --op transpose --shape 4096x4096 --cache warm --reps 100
