@@ -457,50 +457,63 @@ fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
 
 /// `profile` pins each stored winner whole: every parameter of the op gets one value (those a
 /// row predates at the value such rows stand for), so the profiled launch is the stored
-/// configuration's, never another variant of a sweep the pins left open. A stand-in `ncu`
-/// prints the command it was given; `tune` is the real binary (`tune params` lists the
-/// values), and a stand-in `nvidia-smi` names an H100.
+/// configuration's, never another variant of a sweep the pins left open. A stored tile that
+/// walks its columns (`BLOCK_ORDER=columns`, the H200's 8191² rows) is profiled in the row
+/// order too, pinned the same way. A stand-in `ncu` prints the command it was given; `tune` is
+/// the real binary (`tune params` lists the values), and a stand-in `nvidia-smi` names the GPU.
 #[test]
 fn the_profile_pins_every_parameter_of_a_stored_winner() {
     use std::collections::BTreeSet;
-    let t = tmp();
-    let bin = t.path().join("bin");
-    let tools = t.path().join("tools");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::create_dir_all(&tools).unwrap();
-    std::os::unix::fs::symlink(common::tune_exe(), bin.join("tune")).unwrap();
-    let smi = "case \"$*\" in *driver_version*) echo 'NVIDIA H100 80GB HBM3, 580.0' ;; \
-               *) echo 'NVIDIA H100 80GB HBM3' ;; esac";
-    for (name, body) in [("nvidia-smi", smi), ("ncu", "echo \"  stand_in ($*)\"")] {
-        executable(&tools.join(name), &format!("#!/usr/bin/env bash\n{body}\n"));
-    }
-    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
-    let run = gpu_sh(
-        &bin,
-        &t.path().join("out"),
-        &["profile"],
-        &[("PATH", &path)],
-    );
-    let stdout = text(&run.stdout);
-    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
-    let mut pinned_runs = 0;
-    for line in stdout.lines().filter(|l| l.starts_with("  stand_in (")) {
-        let args: Vec<&str> = line.split_whitespace().collect();
-        let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
-        // 999x777x555 pins the winner of a default run, which needs a GPU.
-        if after("--shape") == "999x777x555" {
-            continue;
+    // Four transposes and 4096^3, each against its baseline; on the H200 also its two 8191^2
+    // tiles in the row order. 8191^2 runs pinned to the row order: on the H100 all four (its
+    // stored tiles predate BLOCK_ORDER), on the H200 only those two.
+    for (gpu, runs, rows_order) in [("NVIDIA H100 80GB HBM3", 10, 4), ("NVIDIA H200", 12, 2)] {
+        let t = tmp();
+        let bin = t.path().join("bin");
+        let tools = t.path().join("tools");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&tools).unwrap();
+        std::os::unix::fs::symlink(common::tune_exe(), bin.join("tune")).unwrap();
+        let smi = format!(
+            "case \"$*\" in *driver_version*) echo '{gpu}, 580.0' ;; *) echo '{gpu}' ;; esac"
+        );
+        for (name, body) in [
+            ("nvidia-smi", smi.as_str()),
+            ("ncu", "echo \"  stand_in ($*)\""),
+        ] {
+            executable(&tools.join(name), &format!("#!/usr/bin/env bash\n{body}\n"));
         }
-        let op = cuda_autotune::spec::ops::Op::load(after("--op"), None).unwrap();
-        let want: BTreeSet<&str> = op.spec.params.iter().map(|p| p.name.as_str()).collect();
-        let pinned: BTreeSet<&str> = args
-            .windows(2)
-            .filter(|w| w[0] == "--param")
-            .map(|w| w[1].split('=').next().unwrap())
-            .collect();
-        assert_eq!(pinned, want, "{line}");
-        pinned_runs += 1;
+        let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
+        let run = gpu_sh(
+            &bin,
+            &t.path().join("out"),
+            &["profile"],
+            &[("PATH", &path)],
+        );
+        let stdout = text(&run.stdout);
+        assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+        let (mut pinned_runs, mut in_rows_order) = (0, 0);
+        for line in stdout.lines().filter(|l| l.starts_with("  stand_in (")) {
+            let args: Vec<&str> = line.split_whitespace().collect();
+            let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+            // 999x777x555 pins the winner of a default run, which needs a GPU.
+            if after("--shape") == "999x777x555" {
+                continue;
+            }
+            let op = cuda_autotune::spec::ops::Op::load(after("--op"), None).unwrap();
+            let want: BTreeSet<&str> = op.spec.params.iter().map(|p| p.name.as_str()).collect();
+            let pinned: BTreeSet<&str> = args
+                .windows(2)
+                .filter(|w| w[0] == "--param")
+                .map(|w| w[1].split('=').next().unwrap())
+                .collect();
+            assert_eq!(pinned, want, "{gpu}: {line}");
+            pinned_runs += 1;
+            if after("--shape") == "8191x8191" && line.contains("--param BLOCK_ORDER=rows") {
+                in_rows_order += 1;
+            }
+        }
+        assert_eq!(pinned_runs, runs, "{gpu}: {stdout}");
+        assert_eq!(in_rows_order, rows_order, "{gpu}: {stdout}");
     }
-    // Three transposes and 4096^3, each against its baseline.
-    assert_eq!(pinned_runs, 8, "{stdout}");
 }

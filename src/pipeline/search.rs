@@ -806,6 +806,15 @@ mod tests {
     use crate::store::best::read_best;
     use std::path::Path;
 
+    /// The default space of `op` at `shape` on an sm_90 device, and its live candidates.
+    fn default_space(op: &Op, shape: &Shape) -> (Vec<Candidate>, Vec<usize>) {
+        let candidates = space::enumerate(op, shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let live = (0..candidates.len())
+            .filter(|&at| candidates[at].pruned.is_none())
+            .collect();
+        (candidates, live)
+    }
+
     /// A re-run's replay: the last run's measured configurations, fastest first, by their
     /// parameters (whatever their position); failed rows, baselines and configurations that
     /// are not live here give nothing.
@@ -813,10 +822,7 @@ mod tests {
     fn the_last_runs_leaders_come_fastest_first_and_the_rest_keep_their_time() {
         let op = Op::load("transpose", None).unwrap();
         let shape = Shape::parse("1000x1000", &op.spec.dims).unwrap();
-        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
-        let live: Vec<usize> = (0..candidates.len())
-            .filter(|&at| candidates[at].pruned.is_none())
-            .collect();
+        let (candidates, live) = default_space(&op, &shape);
         let row = |at: usize, status: Status, ms: Option<f64>| {
             let mut r = super::super::build::shown_record(&candidates[at], "");
             r.status = status;
@@ -976,12 +982,7 @@ mod tests {
             ]
         );
         // The f16 row's configuration is live in bf16 and is the first seed.
-        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
-        let live: Vec<usize> = candidates
-            .iter()
-            .filter(|c| c.pruned.is_none())
-            .map(|c| c.index)
-            .collect();
+        let (candidates, live) = default_space(&op, &shape);
         let seeds = warm_start(&op, &shape, Some(h200), &candidates, &live, &rows[3..4]);
         assert_eq!(seeds.len(), 1);
         let label = candidates[seeds[0]].config.label();
@@ -1194,12 +1195,7 @@ mod tests {
     fn warm_start_maps_stored_winners_to_the_nearest_live_configurations() {
         let op = Op::load("sgemm", None).unwrap();
         let shape = Shape::parse("1023x1025x1027", &op.spec.dims).unwrap();
-        let candidates = space::enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
-        let live: Vec<usize> = candidates
-            .iter()
-            .filter(|c| c.pruned.is_none())
-            .map(|c| c.index)
-            .collect();
+        let (candidates, live) = default_space(&op, &shape);
         // Any stored row as a template for the columns the warm start does not read.
         let template = read_best(Path::new("tests/fixtures/runs/best.csv")).unwrap()[0].clone();
         let h100 = "NVIDIA H100 80GB HBM3";
