@@ -5,7 +5,7 @@
 # where there is no GPU) prints `SKIPPED <name>: <why>` and is counted as skipped, not passed.
 #
 #   bash scripts/test.sh         CI: an all-pairs covering set of every default space
-#   bash scripts/test.sh --all   also every default variant of every op (about an hour on two
+#   bash scripts/test.sh --all   also every default variant of every op (over an hour on two
 #                                cores): for a release or a template change
 set -euo pipefail
 cd "$(dirname "$0")/.."
