@@ -134,6 +134,24 @@ mod tests {
         assert!(src.contains("_Pragma(\"unroll\")"));
         assert!(src.contains("#define EVEN_TILES true"));
         assert!(src.contains("const bool edge"));
+        // The row order takes the tile column from blockIdx.x; its twin in the column order
+        // (the same configuration but BLOCK_ORDER) numbers the blocks down the columns and
+        // says so in its header.
+        assert!(src.contains("const long long tile_col = blockIdx.x;"));
+        assert!(!src.contains("BLOCK_ORDER"));
+        let label = c
+            .config
+            .label()
+            .replace("BLOCK_ORDER=rows", "BLOCK_ORDER=columns");
+        let twin = all.iter().find(|t| t.config.label() == label).unwrap();
+        let columns = r.render(twin).unwrap();
+        assert!(columns.contains("const long long tile_col = launched / groups;"));
+        assert!(columns
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(" BLOCK_ORDER=columns"));
+        assert!(!columns.contains("tile_col = blockIdx.x"));
         let baseline = r.render_baselines(&op).unwrap().unwrap();
         assert!(baseline.contains("transpose_no_bank_conflicts"));
     }
