@@ -68,8 +68,9 @@ fn main() -> ExitCode {
         };
     }
     let cli = cli.tune;
-    // First Ctrl-C: finish the variant in flight, write what was measured, say how to resume.
-    // Second Ctrl-C: stop at once (the journal still holds every finished variant).
+    // First Ctrl-C (or SIGTERM, SIGHUP): finish the variant in flight, write what was
+    // measured, say how to resume. Second: stop at once (the journal still holds every
+    // finished variant).
     let _ = ctrlc::set_handler(|| {
         if interrupt::interrupted() {
             std::process::exit(130);

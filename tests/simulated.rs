@@ -31,7 +31,8 @@ use tempfile::TempDir;
 
 mod common;
 use common::{
-    count_before, interrupt_after_first_cubin, interrupt_when, repo, text, tmp, tune_exe,
+    count_before, interrupt_after_first_cubin, interrupt_when, repo, signal_when, text, tmp,
+    tune_exe,
 };
 
 /// The shape every single-shape run tunes.
@@ -1330,7 +1331,7 @@ fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
     for r in variants(&records).filter(|r| r.status != Status::Ok) {
         assert_eq!(
             (r.status, r.error.as_str()),
-            (Status::NotRun, "interrupted (Ctrl-C)"),
+            (Status::NotRun, "interrupted (Ctrl-C or SIGTERM)"),
             "{}",
             r.label()
         );
@@ -1365,6 +1366,53 @@ fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
     ids.dedup();
     assert_eq!(ids.len(), 13);
     assert_eq!(sim.best().len(), 1);
+}
+
+/// SIGTERM (a Slurm time limit, a Kubernetes pod stop, `timeout`) stops a run as Ctrl-C
+/// does: exit code 130, what was measured written to the CSV with the reason for the rest,
+/// best.csv left alone, the resume command printed.
+#[test]
+fn sigterm_stops_a_run_as_ctrl_c_does() {
+    let sim = Sim::new(json!({
+        "base_ms": 0.4,
+        "baselines": {"copy": 0.4},
+        "noise_pct": 2,
+        "launch_us": 20000
+    }));
+    let args = [
+        "--shape",
+        SHAPE,
+        "--reps",
+        "5",
+        "--warmup",
+        "1",
+        "--confirm-rounds",
+        "0",
+    ];
+    let mut child = sim.spawn(&args);
+    signal_when(
+        &mut child,
+        Duration::from_secs(60),
+        "two results",
+        "TERM",
+        journaled(&sim, 2),
+    );
+    let ran = finish(child);
+    ran.expect_code(130);
+    assert!(
+        ran.stderr
+            .contains("interrupted: partial results written; resume with: tune "),
+        "{}",
+        ran.stderr
+    );
+    let records = sim.csv(SHAPE);
+    let ok = count(&records, Status::Ok);
+    assert_eq!(ok + 1, sim.journal(SHAPE).len(), "every journaled result");
+    assert!((1..12).contains(&ok), "{ok} of 12 measured before the stop");
+    assert!(variants(&records)
+        .filter(|r| r.status != Status::Ok)
+        .all(|r| r.status == Status::NotRun && r.error == "interrupted (Ctrl-C or SIGTERM)"));
+    assert!(!sim.out().join("best.csv").exists(), "best.csv left alone");
 }
 
 /// Ctrl-C while the sources compile (64 of them, into a fresh cubin cache), before any GPU
@@ -1422,7 +1470,7 @@ fn ctrl_c_while_compiling_keeps_the_result_in_flight() {
     for r in variants(&records) {
         assert_eq!(
             (r.status, r.error.as_str()),
-            (Status::NotRun, "interrupted (Ctrl-C)"),
+            (Status::NotRun, "interrupted (Ctrl-C or SIGTERM)"),
             "{}",
             r.label()
         );

@@ -716,7 +716,7 @@ fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> R
             rec.status = Status::Failed;
             rec.set_error(e.clone());
         }
-        None => not_compiled(&mut rec, build, "interrupted (Ctrl-C)"),
+        None => not_compiled(&mut rec, build, crate::isolate::interrupt::STOPPED),
         Some(Ok(_)) => {
             rec.status = Status::Ok;
             rec.error.clear();

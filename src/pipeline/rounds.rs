@@ -477,7 +477,7 @@ pub(super) fn settle(m: Measured) -> Measured {
     // source the stop kept from compiling) the stop too.
     let why = match (&m.fatal, outcome.interrupted) {
         (Some(e), _) => Some(e.to_string()),
-        (None, true) => Some("interrupted (Ctrl-C)".to_string()),
+        (None, true) => Some(crate::isolate::interrupt::STOPPED.to_string()),
         (None, false) => None,
     };
     if let Some(why) = why {

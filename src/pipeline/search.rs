@@ -767,14 +767,14 @@ impl Search {
         )
     }
 
-    /// Why a configuration is not in a compile-only run that Ctrl-C stopped before the search
-    /// was spent.
+    /// Why a configuration is not in a compile-only run that a stop (Ctrl-C, SIGTERM) ended
+    /// before the search was spent.
     pub(super) fn interrupted_reason(&self) -> String {
         format!(
-            "not proposed: --strategy {} ({}) had not proposed it when the run was \
-             interrupted (Ctrl-C)",
+            "not proposed: --strategy {} ({}) had not proposed it when the run was {}",
             self.name,
-            self.budget_text()
+            self.budget_text(),
+            crate::isolate::interrupt::STOPPED
         )
     }
 

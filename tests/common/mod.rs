@@ -205,6 +205,17 @@ pub fn interrupt_when(
     child: &mut std::process::Child,
     limit: std::time::Duration,
     what: &str,
+    ready: impl FnMut() -> bool,
+) -> std::time::Instant {
+    signal_when(child, limit, what, "INT", ready)
+}
+
+/// As [`interrupt_when`], with the signal `signal` (`kill -<signal>`: INT, TERM, HUP).
+pub fn signal_when(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+    signal: &str,
     mut ready: impl FnMut() -> bool,
 ) -> std::time::Instant {
     let started = std::time::Instant::now();
@@ -218,7 +229,7 @@ pub fn interrupt_when(
     }
     let signalled = std::time::Instant::now();
     let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
