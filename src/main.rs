@@ -76,7 +76,10 @@ fn main() -> ExitCode {
             std::process::exit(130);
         }
         interrupt::request_stop();
-        eprintln!("\ninterrupted: stopping after the variant in flight (Ctrl-C again to quit now)");
+        eprintln!(
+            "\ninterrupted: stopping after the variant in flight (a second Ctrl-C or SIGTERM \
+             quits now)"
+        );
     });
     let run = cli.sweep_options(std::env::args().skip(1).collect());
     match run.and_then(|opts| sweep::sweep(&opts)) {
