@@ -1280,12 +1280,23 @@ fn journaled(sim: &Sim, n: usize) -> impl FnMut() -> bool + '_ {
     move || sim.journal(SHAPE).len() >= n
 }
 
-/// Ctrl-C once results stream in: exit code 130, the CSV keeps every journaled result and
-/// says why the rest did not run, best.csv is left alone and the resume command is printed.
-/// `--resume` then reuses every journaled result (the same times, not measured again) and
-/// measures only the rest.
-#[test]
-fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
+/// The arguments of the runs the stop tests interrupt once results stream in.
+const STOPPED_ARGS: [&str; 8] = [
+    "--shape",
+    SHAPE,
+    "--reps",
+    "5",
+    "--warmup",
+    "1",
+    "--confirm-rounds",
+    "0",
+];
+
+/// A run of [`STOPPED_ARGS`] sent `signal` (`kill -<signal>`) once two results are journaled,
+/// and what every stop must leave: exit code 130, the resume command printed, the CSV with
+/// every journaled result and the reason for the rest, best.csv left alone. Returns the
+/// simulated machine and the CSV's records.
+fn stopped_after_two_results(signal: &str) -> (Sim, Vec<Record>) {
     // Launches of 0.4 ms and more, longer than a batch: each timed sample is one launch.
     let sim = Sim::new(json!({
         "base_ms": 0.4,
@@ -1293,22 +1304,13 @@ fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
         "noise_pct": 2,
         "launch_us": 20000
     }));
-    let args = [
-        "--shape",
-        SHAPE,
-        "--reps",
-        "5",
-        "--warmup",
-        "1",
-        "--confirm-rounds",
-        "0",
-    ];
-    let mut child = sim.spawn(&args);
+    let mut child = sim.spawn(&STOPPED_ARGS);
     // The copy and a first variant (each 6 launches of 20 ms).
-    interrupt_when(
+    signal_when(
         &mut child,
         Duration::from_secs(60),
         "two results",
+        signal,
         journaled(&sim, 2),
     );
     let ran = finish(child);
@@ -1316,33 +1318,48 @@ fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
     assert!(
         ran.stderr
             .contains("interrupted: partial results written; resume with: tune "),
-        "{}",
+        "{signal}: {}",
         ran.stderr
     );
-    let entries = sim.journal(SHAPE);
     let records = sim.csv(SHAPE);
     let ok = count(&records, Status::Ok);
     assert_eq!(
         ok + 1,
-        entries.len(),
-        "every journaled result is in the CSV"
+        sim.journal(SHAPE).len(),
+        "{signal}: every journaled result is in the CSV"
     );
-    assert!((1..12).contains(&ok), "{ok} of 12 measured before the stop");
+    assert!(
+        (1..12).contains(&ok),
+        "{signal}: {ok} of 12 measured before the stop"
+    );
     for r in variants(&records).filter(|r| r.status != Status::Ok) {
         assert_eq!(
             (r.status, r.error.as_str()),
             (Status::NotRun, "interrupted (Ctrl-C or SIGTERM)"),
-            "{}",
+            "{signal}: {}",
             r.label()
         );
     }
-    assert!(!sim.out().join("best.csv").exists(), "best.csv left alone");
+    assert!(
+        !sim.out().join("best.csv").exists(),
+        "{signal}: best.csv left alone"
+    );
+    (sim, records)
+}
+
+/// Ctrl-C once results stream in stops the run ([`stopped_after_two_results`]); `--resume`
+/// then reuses every journaled result (the same times, not measured again) and measures only
+/// the rest.
+#[test]
+fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
+    let (sim, records) = stopped_after_two_results("INT");
+    let entries = sim.journal(SHAPE);
     let first: Vec<(String, f64)> = variants(&records)
         .filter(|r| r.status == Status::Ok)
         .map(|r| (r.label(), median(r)))
         .collect();
 
-    let mut again: Vec<&str> = args.to_vec();
+    let mut again: Vec<&str> = STOPPED_ARGS.to_vec();
     again.push("--resume");
     let ran = sim.run(&again);
     ran.expect_code(0);
@@ -1369,50 +1386,10 @@ fn ctrl_c_keeps_what_was_measured_and_resume_finishes_it() {
 }
 
 /// SIGTERM (a Slurm time limit, a Kubernetes pod stop, `timeout`) stops a run as Ctrl-C
-/// does: exit code 130, what was measured written to the CSV with the reason for the rest,
-/// best.csv left alone, the resume command printed.
+/// does ([`stopped_after_two_results`]).
 #[test]
 fn sigterm_stops_a_run_as_ctrl_c_does() {
-    let sim = Sim::new(json!({
-        "base_ms": 0.4,
-        "baselines": {"copy": 0.4},
-        "noise_pct": 2,
-        "launch_us": 20000
-    }));
-    let args = [
-        "--shape",
-        SHAPE,
-        "--reps",
-        "5",
-        "--warmup",
-        "1",
-        "--confirm-rounds",
-        "0",
-    ];
-    let mut child = sim.spawn(&args);
-    signal_when(
-        &mut child,
-        Duration::from_secs(60),
-        "two results",
-        "TERM",
-        journaled(&sim, 2),
-    );
-    let ran = finish(child);
-    ran.expect_code(130);
-    assert!(
-        ran.stderr
-            .contains("interrupted: partial results written; resume with: tune "),
-        "{}",
-        ran.stderr
-    );
-    let records = sim.csv(SHAPE);
-    let ok = count(&records, Status::Ok);
-    assert_eq!(ok + 1, sim.journal(SHAPE).len(), "every journaled result");
-    assert!((1..12).contains(&ok), "{ok} of 12 measured before the stop");
-    assert!(variants(&records)
-        .filter(|r| r.status != Status::Ok)
-        .all(|r| r.status == Status::NotRun && r.error == "interrupted (Ctrl-C or SIGTERM)"));
-    assert!(!sim.out().join("best.csv").exists(), "best.csv left alone");
+    stopped_after_two_results("TERM");
 }
 
 /// Ctrl-C while the sources compile (64 of them, into a fresh cubin cache), before any GPU

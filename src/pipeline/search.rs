@@ -300,7 +300,8 @@ pub(super) struct Finishing {
     groups: HashMap<Vec<u16>, Vec<usize>>,
     /// Finishing candidates already proposed (as seeds or on a leader).
     asked: std::collections::HashSet<usize>,
-    /// What the search was told, (candidate, median ms), in the order it was told.
+    /// What the search was told before the finishing round, (candidate, median ms), in the
+    /// order it was told.
     told: Vec<(usize, f64)>,
     /// The finishing values, as `TAIL=1`.
     text: String,
@@ -369,6 +370,14 @@ impl Finishing {
             .find(|&s| self.key(candidates[s].config.digits()) == key)
     }
 
+    /// Hears a measured candidate; kept only while a finishing round is still to come (none
+    /// is in a space without finishing values, the common case).
+    fn tell(&mut self, candidate: usize, ms: f64) {
+        if !self.groups.is_empty() && !self.done {
+            self.told.push((candidate, ms));
+        }
+    }
+
     fn key(&self, digits: &[u16]) -> Vec<u16> {
         let mut key = digits.to_vec();
         for &k in &self.slots {
@@ -385,7 +394,7 @@ impl Finishing {
             return Vec::new();
         }
         self.done = true;
-        let mut told = self.told.clone();
+        let mut told = std::mem::take(&mut self.told);
         told.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         let Some(&(_, fastest)) = told.first() else {
             return Vec::new();
@@ -730,7 +739,7 @@ impl Search {
 
     pub(super) fn tell(&mut self, candidate: usize, cost: Option<f64>) {
         if let Some(ms) = cost {
-            self.finishing.told.push((candidate, ms));
+            self.finishing.tell(candidate, ms);
         }
         if let Some(&p) = self.point_of.get(&candidate) {
             self.strategy.tell(p, cost);
