@@ -32,7 +32,8 @@ pub(super) struct Built {
     pub work_dir: tempfile::TempDir,
     /// The sources so far; the first round's are compiling.
     pub prep: Prepared,
-    /// The first round's candidates, in the order they were proposed.
+    /// The first round's candidates, in the order the search hears them
+    /// ([`BuildEnv::heard_order`]).
     pub first_round: Vec<usize>,
     pub outcome: TuneOutcome,
 }
@@ -58,7 +59,7 @@ pub(super) fn build(opts: &TuneOptions, mut setup: Setup) -> Result<Built> {
     let mut prep = Prepared::with_pool(pool);
     let first_round = match &mut search {
         None => setup.live.clone(),
-        Some(s) => s.ask(&setup.candidates),
+        Some(s) => env(opts, &setup, work_dir.path()).heard_order(s.ask(&setup.candidates))?,
     };
     prep.start(&env(opts, &setup, work_dir.path()), &first_round)?;
     let compile_s = t_compile.elapsed().as_secs_f64();
@@ -81,6 +82,7 @@ pub(super) fn env<'a>(opts: &'a TuneOptions, setup: &'a Setup, dir: &'a Path) ->
         compiler: &setup.compiler,
         opts,
         op: &setup.op,
+        base: &setup.base,
         dir,
         cache: setup.cache_dir.as_deref(),
     }
@@ -344,13 +346,42 @@ pub(super) struct Build {
 
 /// What building a round needs, bundled so rounds after the first build the same way.
 pub(super) struct BuildEnv<'a> {
-    candidates: &'a [Candidate],
+    pub(super) candidates: &'a [Candidate],
     renderer: &'a Renderer,
     compiler: &'a Compiler,
     opts: &'a TuneOptions,
     op: &'a Op,
+    /// The shape's and the device's variables, for the spec's `compile_cost`.
+    base: &'a crate::spec::expr::Vars,
     dir: &'a Path,
     cache: Option<&'a Path>,
+}
+
+impl BuildEnv<'_> {
+    /// A search round in the order the search is to hear it, and its sources compile in:
+    /// the costliest compiles last (stable, so equal costs keep the proposal order). The
+    /// next round is asked for while the last few of a round still compile
+    /// ([`super::rounds`]): these are then the sources that take several times the rest,
+    /// rather than whichever the search happened to propose last. Which results the search
+    /// has heard when it is asked again depends on the spec alone, never on compile times,
+    /// so a command still proposes the same configurations every time.
+    pub(super) fn heard_order(&self, round: Vec<usize>) -> Result<Vec<usize>> {
+        if self.op.spec.compile_cost.is_none() {
+            return Ok(round);
+        }
+        let costs = round
+            .iter()
+            .map(|&c| self.candidates[c].compile_cost(self.op, self.base))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(cheapest_first(round, &costs))
+    }
+}
+
+/// `round` sorted by `costs` (one each), cheapest first; equal costs keep their order.
+fn cheapest_first(round: Vec<usize>, costs: &[i64]) -> Vec<usize> {
+    let mut costed: Vec<(i64, usize)> = costs.iter().copied().zip(round).collect();
+    costed.sort_by_key(|&(cost, _)| cost);
+    costed.into_iter().map(|(_, c)| c).collect()
 }
 
 /// Every source rendered so far in this run (identical sources share one compile), what
@@ -724,4 +755,16 @@ fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> R
     }
     rec.compile_ms = Some(build.compile_ms);
     rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cheapest_first;
+
+    #[test]
+    fn the_costliest_compiles_are_heard_last_and_ties_keep_their_order() {
+        let round = vec![10, 11, 12, 13, 14, 15];
+        let costs = [64, 1024, 8, 64, 256, 8];
+        assert_eq!(cheapest_first(round, &costs), vec![12, 15, 10, 13, 14, 11]);
+    }
 }

@@ -187,7 +187,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
     // while the rest compiles; in this process each job opens a context, so a round runs
     // once all of it has compiled.
     let stream = gpus.exe.is_some();
-    // What the search hears, and when, is fixed by the order it proposed in (see [`Told`]),
+    // What the search hears, and when, is fixed by the order of its rounds (see [`Told`]),
     // not by the order sources finish compiling.
     let mut told = Told::new(&built.first_round);
     // Set once the search proposes nothing more (its budget is spent).
@@ -250,8 +250,15 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         }
         let s = built.search.as_mut().expect("a search until it is done");
         let t = Instant::now();
-        let next = next_round(s, &mut told, &ledger, &built.setup.candidates);
+        let next = next_round(s, &mut told, &ledger, &env);
         built.outcome.phases.search_s += t.elapsed().as_secs_f64();
+        let next = match next {
+            Ok(next) => next,
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        };
         if next.is_empty() {
             search_done = true;
             continue;
@@ -308,15 +315,16 @@ fn tasks_of(
         .collect()
 }
 
-/// Tells the search what the proposals [`Told::ready`] allows measured (in the order they
-/// were proposed; a source that did not compile is not told), then asks it for the next
-/// round, which joins the proposals; empty when its budget is spent.
+/// Tells the search what the proposals [`Told::ready`] allows measured (in the order it
+/// hears them; a source that did not compile is not told), then asks it for the next round,
+/// which joins the proposals in the order the search is to hear them
+/// ([`super::build::BuildEnv::heard_order`]); empty when its budget is spent.
 fn next_round(
     s: &mut Search,
     told: &mut Told,
     ledger: &Ledger,
-    candidates: &[crate::spec::space::Candidate],
-) -> Vec<usize> {
+    env: &super::build::BuildEnv,
+) -> Result<Vec<usize>> {
     for (candidate, task) in told.take_ready() {
         let Some(id) = task else {
             continue;
@@ -329,9 +337,9 @@ fn next_round(
                 .map(|st| st.median_ms),
         );
     }
-    let next = s.ask(candidates);
+    let next = env.heard_order(s.ask(env.candidates))?;
     told.proposed(&next);
-    next
+    Ok(next)
 }
 
 /// The search's proposals not yet told to it, and what became of each that finished.
@@ -339,11 +347,12 @@ fn next_round(
 /// The next round may be asked for while a few sources of the latest still compile (a round
 /// would otherwise wait for its slowest compile), but which results the search has heard by
 /// then must not depend on which sources happened to finish first: that would make two runs
-/// of the same command propose different configurations. So the search hears the proposals in
-/// the order it made them, and is asked again once all of them but the latest round's last
-/// [`STRAGGLERS`] have finished; those are told before the round after.
+/// of the same command propose different configurations. So the search hears each round in a
+/// fixed order (proposal order, the spec's costliest compiles last:
+/// [`super::build::BuildEnv::heard_order`]), and is asked again once all of it but the
+/// latest round's last [`STRAGGLERS`] have finished; those are told before the round after.
 struct Told {
-    /// Proposed and not yet told, in proposal order.
+    /// Proposed and not yet told, in the order the search hears them.
     untold: std::collections::VecDeque<usize>,
     /// Size of the latest round proposed.
     latest: usize,
@@ -376,7 +385,7 @@ impl Told {
             .then_some(n)
     }
 
-    /// The proposals [`Told::ready`] allows, in proposal order, each with its task id (`None`:
+    /// The proposals [`Told::ready`] allows, in the order heard, each with its task id (`None`:
     /// it had no task); they are told from here on, and forgotten here. None while one of
     /// them is unfinished.
     fn take_ready(&mut self) -> Vec<(usize, Option<usize>)> {
@@ -387,7 +396,7 @@ impl Told {
             .collect()
     }
 
-    /// A new round, proposed in this order.
+    /// A new round, to be heard in this order.
     fn proposed(&mut self, round: &[usize]) {
         self.untold.extend(round);
         self.latest = round.len();

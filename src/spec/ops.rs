@@ -266,6 +266,12 @@ pub struct OpSpec {
     #[serde(default)]
     pub constraints: Vec<Constraint>,
     pub launch: Launch,
+    /// An integer expression, at each configuration, that grows with how long NVRTC takes to
+    /// compile it (any unit: only the order matters). A search hears each round's costliest
+    /// compiles last, so that the next round, asked for while a round's last few sources
+    /// still compile, does not wait for the few that take ten times the rest.
+    #[serde(default)]
+    pub compile_cost: Option<String>,
     #[serde(default)]
     pub prologue: Vec<Prologue>,
     pub buffers: Vec<BufferSpec>,
