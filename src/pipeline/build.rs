@@ -34,7 +34,7 @@ pub(super) struct Built {
     pub prep: Prepared,
     /// The first round's candidates, in the order the search hears them
     /// ([`BuildEnv::heard_order`]).
-    pub first_round: Vec<usize>,
+    pub first_round: Round,
     pub outcome: TuneOutcome,
 }
 
@@ -58,10 +58,13 @@ pub(super) fn build(opts: &TuneOptions, mut setup: Setup) -> Result<Built> {
         })?;
     let mut prep = Prepared::with_pool(pool);
     let first_round = match &mut search {
-        None => setup.live.clone(),
+        None => Round {
+            order: setup.live.clone(),
+            heavy: 0,
+        },
         Some(s) => env(opts, &setup, work_dir.path()).heard_order(s.ask(&setup.candidates))?,
     };
-    prep.start(&env(opts, &setup, work_dir.path()), &first_round)?;
+    prep.start(&env(opts, &setup, work_dir.path()), &first_round.order)?;
     let compile_s = t_compile.elapsed().as_secs_f64();
     let outcome = start_outcome(opts, &setup, &prep, compile_s);
     Ok(Built {
@@ -359,29 +362,56 @@ pub(super) struct BuildEnv<'a> {
 
 impl BuildEnv<'_> {
     /// A search round in the order the search is to hear it, and its sources compile in:
-    /// the costliest compiles last (stable, so equal costs keep the proposal order). The
-    /// next round is asked for while the last few of a round still compile
-    /// ([`super::rounds`]): these are then the sources that take several times the rest,
-    /// rather than whichever the search happened to propose last. Which results the search
-    /// has heard when it is asked again depends on the spec alone, never on compile times,
-    /// so a command still proposes the same configurations every time.
-    pub(super) fn heard_order(&self, round: Vec<usize>) -> Result<Vec<usize>> {
+    /// the costliest compiles last (stable, so equal costs keep the proposal order), with
+    /// the number of its heavy ones ([`heavy`]). The next round is asked for while the last
+    /// few of a round still compile ([`super::rounds`]): the heavy ones and at least a few
+    /// more, rather than whichever the search happened to propose last. Which results the
+    /// search has heard when it is asked again depends on the spec alone, never on compile
+    /// times, so a command still proposes the same configurations every time.
+    pub(super) fn heard_order(&self, round: Vec<usize>) -> Result<Round> {
         if self.op.spec.compile_cost.is_none() {
-            return Ok(round);
+            return Ok(Round {
+                order: round,
+                heavy: 0,
+            });
         }
-        let costs = round
-            .iter()
-            .map(|&c| self.candidates[c].compile_cost(self.op, self.base))
+        let mut costed = round
+            .into_iter()
+            .map(|c| Ok((self.candidates[c].compile_cost(self.op, self.base)?, c)))
             .collect::<Result<Vec<_>>>()?;
-        Ok(cheapest_first(round, &costs))
+        costed.sort_by_key(|&(cost, _)| cost);
+        let costs: Vec<i64> = costed.iter().map(|&(cost, _)| cost).collect();
+        Ok(Round {
+            order: costed.into_iter().map(|(_, c)| c).collect(),
+            heavy: heavy(&costs),
+        })
     }
 }
 
-/// `round` sorted by `costs` (one each), cheapest first; equal costs keep their order.
-fn cheapest_first(round: Vec<usize>, costs: &[i64]) -> Vec<usize> {
-    let mut costed: Vec<(i64, usize)> = costs.iter().copied().zip(round).collect();
-    costed.sort_by_key(|&(cost, _)| cost);
-    costed.into_iter().map(|(_, c)| c).collect()
+/// A search round, in the order the search hears it.
+pub(super) struct Round {
+    pub order: Vec<usize>,
+    /// How many of its last are heavy compiles ([`heavy`]).
+    pub heavy: usize,
+}
+
+/// A compile this many times the round's median cost or more is heavy: the search may be
+/// asked for the next round while it still compiles. The transposes NVRTC takes 2-15 s on
+/// cost 16-64 times a typical configuration, and the automatic compile time limit stops them
+/// at 15 times the median compile.
+pub const HEAVY: i64 = 8;
+
+/// How many of `costs` (sorted, cheapest first) are heavy: at least [`HEAVY`] times their
+/// median, so fewer than half of them (the search fits the next round on the rest).
+fn heavy(costs: &[i64]) -> usize {
+    let Some(&median) = costs.get(costs.len() / 2) else {
+        return 0;
+    };
+    costs
+        .iter()
+        .rev()
+        .take_while(|&&c| median > 0 && c >= HEAVY * median)
+        .count()
 }
 
 /// Every source rendered so far in this run (identical sources share one compile), what
@@ -759,12 +789,17 @@ fn compile_only_record(c: &Candidate, build: Option<&Build>, skipped: &str) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::cheapest_first;
+    use super::heavy;
 
     #[test]
-    fn the_costliest_compiles_are_heard_last_and_ties_keep_their_order() {
-        let round = vec![10, 11, 12, 13, 14, 15];
-        let costs = [64, 1024, 8, 64, 256, 8];
-        assert_eq!(cheapest_first(round, &costs), vec![12, 15, 10, 13, 14, 11]);
+    fn compiles_of_eight_times_the_median_cost_are_heavy() {
+        assert_eq!(heavy(&[]), 0);
+        assert_eq!(heavy(&[8, 8, 16, 32, 64, 64, 512, 1024]), 2);
+        assert_eq!(heavy(&[8, 16, 16, 100]), 0);
+        assert_eq!(heavy(&[1, 1, 1, 1, 1, 64, 64, 64, 64]), 4);
+        // Half the round at the top cost: the median is that cost, nothing is heavy.
+        assert_eq!(heavy(&[1, 1, 1, 64, 64, 64]), 0);
+        // Costs of 0 (no expression, or undefined at the point) make nothing heavy.
+        assert_eq!(heavy(&[0, 0, 0, 5]), 0);
     }
 }

@@ -4,7 +4,7 @@
 //! [`settle`] flags and re-times what was measured while the GPU throttled and marks what
 //! never ran.
 
-use super::build::{env, Built};
+use super::build::{env, Built, Round};
 use super::job::{Ledger, Staged};
 use super::options::TuneOptions;
 use super::outcome::{Remeasured, TuneOutcome};
@@ -339,7 +339,7 @@ fn next_round(
     }
     let next = env.heard_order(s.ask(env.candidates))?;
     told.proposed(&next);
-    Ok(next)
+    Ok(next.order)
 }
 
 /// The search's proposals not yet told to it, and what became of each that finished.
@@ -350,34 +350,32 @@ fn next_round(
 /// of the same command propose different configurations. So the search hears each round in a
 /// fixed order (proposal order, the spec's costliest compiles last:
 /// [`super::build::BuildEnv::heard_order`]), and is asked again once all of it but the
-/// latest round's last [`STRAGGLERS`] have finished; those are told before the round after.
+/// latest round's last [`STRAGGLERS`] (or its heavy compiles, where they are more) have
+/// finished; those are told before the round after.
 struct Told {
     /// Proposed and not yet told, in the order the search hears them.
     untold: std::collections::VecDeque<usize>,
-    /// Size of the latest round proposed.
-    latest: usize,
+    /// How many of the latest round's last may still compile when the search is asked.
+    excused: usize,
     /// Untold candidates whose source finished: their task id, or `None` where there was no
     /// task to run (it did not render or compile).
     done: HashMap<usize, Option<usize>>,
 }
 
 impl Told {
-    fn new(first_round: &[usize]) -> Told {
+    fn new(first_round: &Round) -> Told {
         Told {
-            untold: first_round.iter().copied().collect(),
-            latest: first_round.len(),
+            untold: first_round.order.iter().copied().collect(),
+            excused: excused(first_round),
             done: HashMap::new(),
         }
     }
 
     /// How many of the untold proposals (from the first) the search hears now, when it may
-    /// be asked again: all but the latest round's last [`STRAGGLERS`], once those before them
+    /// be asked again: all but the latest round's excused last ones, once those before them
     /// have all finished. `None` while one of them is still compiling.
     fn ready(&self) -> Option<usize> {
-        let n = self
-            .untold
-            .len()
-            .saturating_sub(STRAGGLERS.min(self.latest));
+        let n = self.untold.len().saturating_sub(self.excused);
         self.untold
             .iter()
             .take(n)
@@ -396,10 +394,10 @@ impl Told {
             .collect()
     }
 
-    /// A new round, to be heard in this order.
-    fn proposed(&mut self, round: &[usize]) {
-        self.untold.extend(round);
-        self.latest = round.len();
+    /// A new round, to be heard in its order.
+    fn proposed(&mut self, round: &Round) {
+        self.untold.extend(&round.order);
+        self.excused = excused(round);
     }
 }
 
@@ -499,6 +497,12 @@ pub(super) fn settle(m: Measured) -> Measured {
     m
 }
 
+/// How many of `round`'s last proposals may still compile when the search is asked again: its
+/// heavy compiles or [`STRAGGLERS`], whichever are more.
+fn excused(round: &Round) -> usize {
+    round.heavy.max(STRAGGLERS).min(round.order.len())
+}
+
 /// How many of a search round's proposals, the last in proposal order, may still be compiling
 /// when the next round is asked for (the GPU has measured the rest; see [`Told`]): compiles at
 /// the end of a round then overlap the next. Few, because the search fits the next round
@@ -591,9 +595,17 @@ fn remeasure_throttled(
 mod tests {
     use super::*;
 
-    /// A round of `n` proposals (candidates `from..from + n`) whose finished ones are `done`.
+    /// A round of the candidates `range`, none of them heavy.
+    fn round(range: std::ops::Range<usize>) -> Round {
+        Round {
+            order: range.collect(),
+            heavy: 0,
+        }
+    }
+
+    /// A first round of the candidates `first`, whose finished ones are `done`.
     fn told(first: std::ops::Range<usize>, done: &[usize]) -> Told {
-        let mut t = Told::new(&first.collect::<Vec<_>>());
+        let mut t = Told::new(&round(first));
         for &c in done {
             t.done.insert(c, Some(c));
         }
@@ -629,7 +641,7 @@ mod tests {
         // The next round: N..N + M. Its head is not enough while the last round's tail is
         // unfinished; once it finishes, the tail and the head are heard, in proposal order,
         // a tail source that had no task (it did not compile) without one.
-        t.proposed(&(N..N + M).collect::<Vec<_>>());
+        t.proposed(&round(N..N + M));
         for c in N..N + M {
             t.done.insert(c, Some(c));
         }
@@ -646,6 +658,23 @@ mod tests {
         assert_eq!(heard, want);
         // The round's own tail waits for the next ask.
         assert_eq!(t.untold, (N + M - STRAGGLERS..N + M).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_rounds_heavy_compiles_may_all_be_pending_when_they_outnumber_the_stragglers() {
+        let heavy = STRAGGLERS + 3;
+        let first = Round {
+            heavy,
+            ..round(0..N + heavy)
+        };
+        let mut t = Told::new(&first);
+        for c in 0..N {
+            t.done.insert(c, Some(c));
+        }
+        assert_eq!(t.ready(), Some(N));
+        // One more heavy one than finished: the search still hears the same N.
+        t.done.insert(N + 1, Some(N + 1));
+        assert_eq!(t.ready(), Some(N));
     }
 
     #[test]
