@@ -432,19 +432,21 @@ repeat)
   {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
     echo
-    echo "| command | runs | distinct winners | runs with the most frequent winner | % of roof | tie set |"
-    echo "|---|---|---|---|---|---|"
+    echo "| command | runs | distinct winners | runs with the most frequent winner | % of roof | tie set | wall s |"
+    echo "|---|---|---|---|---|---|---|"
     for args in "${commands[@]}"; do
       one=$(mktemp)
       for _ in $(seq 1 "$n"); do
         cache=$(mktemp -d); dir=$(mktemp -d)
+        t0=$(date +%s%N)
         # shellcheck disable=SC2086
         text=$(CUDA_AUTOTUNE_CACHE=$cache "$bin/tune" $args --out "$dir" 2>>"$OUT/repeat-stderr.log")
-        printf '== tune %s\n%s\n' "$args" "$text" >> "$OUT/repeat.log"
+        ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+        printf '== tune %s\n%s\nwall_ms %s\n' "$args" "$text" "$ms" >> "$OUT/repeat.log"
         best=$(echo "$text" | grep -m1 '^Best:')
         tied=$(echo "$text" | grep -m1 '^Confidence:' | grep -oE 'tied with [0-9]+' | grep -oE '[0-9]+')
-        # winner|percent|others tied
-        echo "$(echo "$best" | sed 's/^Best: //; s/  .*//')|$(echo "$best" | grep -oE '[0-9.]+% of' | head -1 | cut -d% -f1)|${tied:-0}" >> "$one"
+        # winner|percent|others tied|wall seconds
+        echo "$(echo "$best" | sed 's/^Best: //; s/  .*//')|$(echo "$best" | grep -oE '[0-9.]+% of' | head -1 | cut -d% -f1)|${tied:-0}|$((ms / 1000)).$(printf %01d $((ms % 1000 / 100)))" >> "$one"
         rm -rf "$cache" "$dir"
       done
       winners=$(cut -d'|' -f1 "$one" | sort | uniq -c | sort -rn)
@@ -452,7 +454,8 @@ repeat)
       most=$(echo "$winners" | head -1 | awk '{print $1}')
       pct=$(cut -d'|' -f2 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
       ties=$(cut -d'|' -f3 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
-      echo "| \`$args\` | $n | $distinct | $most | $pct % | $ties others |"
+      wall=$(cut -d'|' -f4 "$one" | sort -n | sed -n '1p;$p' | paste -sd- -)
+      echo "| \`$args\` | $n | $distinct | $most | $pct % | $ties others | $wall |"
       rm -f "$one"
     done
   } | tee "$OUT/repeat.md"

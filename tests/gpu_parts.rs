@@ -449,6 +449,19 @@ fn the_tuning_modes_leave_only_their_tables_and_logs_in_out() {
             .contains("| 99.0% of copy |"),
         "the roof table has the stand-in's rows"
     );
+    // repeat: one row a command, the winners counted and the wall time's range last.
+    let repeat = text(&std::fs::read(t.path().join("out-repeat/repeat.md")).unwrap());
+    let row = repeat
+        .lines()
+        .find(|l| l.starts_with("| `--op transpose --shape 8x8` |"))
+        .unwrap_or_else(|| panic!("no row for the command: {repeat}"));
+    let cells: Vec<&str> = row.trim().trim_matches('|').split(" | ").collect();
+    assert_eq!(cells.len(), 7, "{row}");
+    assert_eq!(cells[1..3], ["2", "1"], "{row}");
+    assert!(
+        cells[6].trim().split('-').all(|s| s.parse::<f64>().is_ok()),
+        "{row}"
+    );
     assert_eq!(
         std::fs::read(t.path().join("out-retune/best.csv")).unwrap(),
         std::fs::read(repo("results/best.csv")).unwrap()
