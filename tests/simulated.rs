@@ -8,7 +8,8 @@
 //! ranking against the roof and persisting (run CSV, best.csv), settling (throttled results
 //! flagged or re-timed), confirmation (ties, the tie rule, a clear margin), failures (each
 //! costs its own record; in-process a fault ends the run), Ctrl-C and `--resume`, time
-//! budgets, the compile time limit, and sweeps over shapes and simulated GPUs.
+//! budgets, the compile time limit, heavy compiles heard last, and sweeps over shapes and
+//! simulated GPUs.
 //!
 //! No test needs a GPU; they need NVRTC (the kernels are compiled for real) and fail, saying
 //! what to do, when it cannot be loaded: run them through scripts/test.sh, or with
@@ -1647,6 +1648,85 @@ fn a_source_past_the_compile_limit_costs_only_its_own_record() {
         took < Duration::from_secs(30),
         "stopped at the limit: {took:?}"
     );
+}
+
+/// A search hears each round's heavy compiles (the spec's `compile_cost`) last, and is asked for
+/// the next round while they still compile: what it proposes must still not depend on how long
+/// they took. The fixture's X=6 sources take NVRTC about ten times the others and are the
+/// fastest kernels; the same search run again, every source then read from the cubin cache,
+/// measures exactly the same configurations (compiling none) and picks the same winner.
+#[test]
+fn a_search_proposes_the_same_however_long_its_heavy_compiles_take() {
+    let dir = tmp();
+    let spec = std::fs::read_to_string(repo("tests/fixtures/sim/sim.toml")).unwrap();
+    let args_line = "args = [\"out\", \"in\", \"ROWS\", \"COLS\"]\n";
+    let spec = spec.replacen(
+        args_line,
+        &format!("{args_line}compile_cost = \"if(X == 6, 100, 1)\"\n"),
+        1,
+    );
+    assert!(
+        spec.contains("compile_cost"),
+        "the fixture's spec changed shape"
+    );
+    std::fs::write(dir.path().join("sim.toml"), spec).unwrap();
+    let template = std::fs::read_to_string(repo("tests/fixtures/sim/sim.cu.tera")).unwrap();
+    // 60 dependent sines written out: about a second of NVRTC, ten times the plain kernel.
+    let slow = "{% if X == 6 %}    float acc = (float)x;\n{% for i in range(end=60) %}    acc = sinf(acc * 1.0001f + {{ i }}.0f);\n{% endfor %}    if (acc == 12345.f) out[0] = acc;\n{% endif %}";
+    let template = template.replace(
+        "    if (x < cols && y < rows)",
+        &format!("{slow}    if (x < cols && y < rows)"),
+    );
+    assert!(
+        template.contains("X == 6"),
+        "the fixture's template changed shape"
+    );
+    std::fs::write(dir.path().join("sim.cu.tera"), template).unwrap();
+
+    let model = json!({
+        "baselines": {"copy": 0.04},
+        "rules": [{"when": "X=6", "factor": 0.6}, {"when": "Y=3", "factor": 0.8}],
+    });
+    // Both runs share a cubin cache of their own, empty before the first.
+    let cache = dir.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let runs: Vec<Sim> = (0..2)
+        .map(|_| {
+            let mut sim = Sim::new(model.clone());
+            sim.templates = dir.path().to_path_buf();
+            sim.cache = cache.clone();
+            sim
+        })
+        .collect();
+    let measured = |sim: &Sim| -> Vec<String> {
+        let mut ok: Vec<String> = variants(&sim.csv(SHAPE))
+            .filter(|r| r.status == Status::Ok)
+            .map(|r| r.label())
+            .collect();
+        ok.sort();
+        ok
+    };
+    let args = larger_search("model");
+    let first = runs[0].run(&strs(&args));
+    first.expect_code(0);
+    let again = runs[1].run(&strs(&args));
+    again.expect_code(0);
+    assert_eq!(measured(&runs[0]), measured(&runs[1]));
+    assert_eq!(measured(&runs[0]).len(), LARGER_BUDGET);
+    assert!(
+        measured(&runs[0]).iter().any(|l| l.starts_with("X=6 ")),
+        "the heavy configurations were measured"
+    );
+    let time = again.line("Time: ");
+    assert!(
+        time.contains(&format!(
+            "{LARGER_BUDGET} unique sources, {LARGER_BUDGET} from cache"
+        )),
+        "{time}"
+    );
+    let winner = |sim: &Sim| sim.best()[0].params.clone();
+    assert_eq!(winner(&runs[0]), winner(&runs[1]));
+    assert!(winner(&runs[0]).starts_with("X=6;"), "{}", winner(&runs[0]));
 }
 
 // ---------------------------------------------------------------------------------------
