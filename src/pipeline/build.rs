@@ -399,7 +399,7 @@ pub(super) struct Round {
 /// asked for the next round while it still compiles. The transposes NVRTC takes 2-15 s on
 /// cost 16-64 times a typical configuration, and the automatic compile time limit stops them
 /// at 15 times the median compile.
-pub const HEAVY: i64 = 8;
+const HEAVY: i64 = 8;
 
 /// How many of `costs` (sorted, cheapest first) are heavy: at least [`HEAVY`] times their
 /// median, so fewer than half of them (the search fits the next round on the rest).

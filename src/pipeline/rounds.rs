@@ -503,12 +503,13 @@ fn excused(round: &Round) -> usize {
     round.heavy.max(STRAGGLERS).min(round.order.len())
 }
 
-/// How many of a search round's proposals, the last in proposal order, may still be compiling
+/// How many of a search round's proposals, the last in the order heard, may still be compiling
 /// when the next round is asked for (the GPU has measured the rest; see [`Told`]): compiles at
 /// the end of a round then overlap the next. Few, because the search fits the next round
 /// without them: a first model round fitted without the last several results of the all-pairs
 /// round can miss the fastest region for good, though more stragglers would spare each round
-/// the wait for a slow source.
+/// the wait for a slow source. A round's heavy compiles, by the spec's `compile_cost`, are
+/// excused however many they are ([`excused`]): the spec says they are the slow ones.
 pub const STRAGGLERS: usize = 4;
 
 // The search hears at least the first proposals of each round before the next is asked.
@@ -672,7 +673,7 @@ mod tests {
             t.done.insert(c, Some(c));
         }
         assert_eq!(t.ready(), Some(N));
-        // One more heavy one than finished: the search still hears the same N.
+        // A heavy one finished too: the search still hears the same N.
         t.done.insert(N + 1, Some(N + 1));
         assert_eq!(t.ready(), Some(N));
     }
