@@ -489,11 +489,12 @@ for p in json.load(sys.stdin)["params"]:
     timeout 120 "$ncu" --clock-control none --target-processes all -k "regex:$kernel" \
       --launch-skip 2 --launch-count 1 --metrics "$metrics" \
       "$bin/tune" "$@" --confirm-rounds 0 --reps 5 --out "$(mktemp -d)" 2>&1 |
-      grep -E '^ +[a-z_]+ \(|^ +(gpu|dram|lts|launch|sm)__'
+      grep -E '^ +[a-z_]+ \(|^ +(gpu|dram|lts|launch|sm|smsp)__'
   }
   {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/Device: /'
-    mem=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum
+    # Memory traffic, and how busy the SMs are meanwhile (registers, warps resident, issue).
+    mem=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" | head -1)
     # stored OP SHAPE DTYPE: this GPU's stored winner (the first row of any GPU where it has none).
     stored() { { grep "^$1,$2,$3,$gpu," results/best.csv; grep "^$1,$2,$3," results/best.csv; } | head -1 | cut -d, -f6; }
