@@ -1577,35 +1577,46 @@ fn a_time_budget_stops_the_search_and_says_so() {
     );
 }
 
+/// A folder holding the fixture op with its spec edited by `spec`, and `sines` dependent
+/// sines written out in its kernel where the Tera condition `when` holds: sources NVRTC takes
+/// longer over, the more sines the longer.
+fn slow_fixture(spec: impl FnOnce(String) -> String, when: &str, sines: usize) -> TempDir {
+    let dir = tmp();
+    let original = std::fs::read_to_string(repo("tests/fixtures/sim/sim.toml")).unwrap();
+    let edited = spec(original.clone());
+    assert_ne!(edited, original, "the fixture's spec changed shape");
+    std::fs::write(dir.path().join("sim.toml"), edited).unwrap();
+    let template = std::fs::read_to_string(repo("tests/fixtures/sim/sim.cu.tera")).unwrap();
+    let slow = format!(
+        "{{% if {when} %}}    float acc = (float)x;\n{{% for i in range(end={sines}) %}}    acc = sinf(acc * 1.0001f + {{{{ i }}}}.0f);\n{{% endfor %}}    if (acc == 12345.f) out[0] = acc;\n{{% endif %}}"
+    );
+    let at = "    if (x < cols && y < rows)";
+    assert!(
+        template.contains(at),
+        "the fixture's template changed shape"
+    );
+    let template = template.replace(at, &format!("{slow}{at}"));
+    std::fs::write(dir.path().join("sim.cu.tera"), template).unwrap();
+    dir
+}
+
 /// A source NVRTC takes far longer over than `--compile-timeout` allows is stopped at the
 /// limit and recorded as not compiled; the rest of the space is measured as usual. The slow
 /// source is a variant of the sim fixture (in a templates folder written here) whose kernel
 /// computes 200 dependent sines, written out, when SLOW=1.
 #[test]
 fn a_source_past_the_compile_limit_costs_only_its_own_record() {
-    let dir = tmp();
-    let spec = std::fs::read_to_string(repo("tests/fixtures/sim/sim.toml")).unwrap();
-    let spec = spec.replace(
-        "[[params]]\nname = \"BROKEN\"",
-        "[[params]]\nname = \"SLOW\"\nvalues = [0, 1]\nhelp = \"1: a source NVRTC takes seconds over\"\n\n[[params]]\nname = \"BROKEN\"",
+    // 200 dependent sines: about a minute of NVRTC on a 2-core machine.
+    let dir = slow_fixture(
+        |spec| {
+            spec.replace(
+                "[[params]]\nname = \"BROKEN\"",
+                "[[params]]\nname = \"SLOW\"\nvalues = [0, 1]\nhelp = \"1: a source NVRTC takes seconds over\"\n\n[[params]]\nname = \"BROKEN\"",
+            )
+        },
+        "SLOW == 1",
+        200,
     );
-    assert!(
-        spec.contains("name = \"SLOW\""),
-        "the fixture's spec changed shape"
-    );
-    std::fs::write(dir.path().join("sim.toml"), spec).unwrap();
-    let template = std::fs::read_to_string(repo("tests/fixtures/sim/sim.cu.tera")).unwrap();
-    // 200 dependent sines written out: about a minute of NVRTC on a 2-core machine.
-    let slow = "{% if SLOW == 1 %}    float acc = (float)x;\n{% for i in range(end=200) %}    acc = sinf(acc * 1.0001f + {{ i }}.0f);\n{% endfor %}    if (acc == 12345.f) out[0] = acc;\n{% endif %}";
-    let template = template.replace(
-        "    if (x < cols && y < rows)",
-        &format!("{slow}    if (x < cols && y < rows)"),
-    );
-    assert!(
-        template.contains("SLOW == 1"),
-        "the fixture's template changed shape"
-    );
-    std::fs::write(dir.path().join("sim.cu.tera"), template).unwrap();
 
     let mut sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
     sim.templates = dir.path().to_path_buf();
@@ -1657,31 +1668,19 @@ fn a_source_past_the_compile_limit_costs_only_its_own_record() {
 /// measures exactly the same configurations (compiling none) and picks the same winner.
 #[test]
 fn a_search_proposes_the_same_however_long_its_heavy_compiles_take() {
-    let dir = tmp();
-    let spec = std::fs::read_to_string(repo("tests/fixtures/sim/sim.toml")).unwrap();
-    let args_line = "args = [\"out\", \"in\", \"ROWS\", \"COLS\"]\n";
-    let spec = spec.replacen(
-        args_line,
-        &format!("{args_line}compile_cost = \"if(X == 6, 100, 1)\"\n"),
-        1,
+    // 60 dependent sines: about a second of NVRTC, ten times the plain kernel.
+    let dir = slow_fixture(
+        |spec| {
+            let args_line = "args = [\"out\", \"in\", \"ROWS\", \"COLS\"]\n";
+            spec.replacen(
+                args_line,
+                &format!("{args_line}compile_cost = \"if(X == 6, 100, 1)\"\n"),
+                1,
+            )
+        },
+        "X == 6",
+        60,
     );
-    assert!(
-        spec.contains("compile_cost"),
-        "the fixture's spec changed shape"
-    );
-    std::fs::write(dir.path().join("sim.toml"), spec).unwrap();
-    let template = std::fs::read_to_string(repo("tests/fixtures/sim/sim.cu.tera")).unwrap();
-    // 60 dependent sines written out: about a second of NVRTC, ten times the plain kernel.
-    let slow = "{% if X == 6 %}    float acc = (float)x;\n{% for i in range(end=60) %}    acc = sinf(acc * 1.0001f + {{ i }}.0f);\n{% endfor %}    if (acc == 12345.f) out[0] = acc;\n{% endif %}";
-    let template = template.replace(
-        "    if (x < cols && y < rows)",
-        &format!("{slow}    if (x < cols && y < rows)"),
-    );
-    assert!(
-        template.contains("X == 6"),
-        "the fixture's template changed shape"
-    );
-    std::fs::write(dir.path().join("sim.cu.tera"), template).unwrap();
 
     let model = json!({
         "baselines": {"copy": 0.04},
