@@ -57,14 +57,15 @@ pub(super) fn build(opts: &TuneOptions, mut setup: Setup) -> Result<Built> {
             )
         })?;
     let mut prep = Prepared::with_pool(pool);
+    let first_env = env(opts, &setup, work_dir.path());
     let first_round = match &mut search {
         None => Round {
             order: setup.live.clone(),
             heavy: 0,
         },
-        Some(s) => env(opts, &setup, work_dir.path()).heard_order(s.ask(&setup.candidates))?,
+        Some(s) => first_env.heard_order(s.ask(&setup.candidates))?,
     };
-    prep.start(&env(opts, &setup, work_dir.path()), &first_round.order)?;
+    prep.start(&first_env, &first_round.order)?;
     let compile_s = t_compile.elapsed().as_secs_f64();
     let outcome = start_outcome(opts, &setup, &prep, compile_s);
     Ok(Built {

@@ -139,10 +139,11 @@ pub fn seeding_gpu<'a>(
         .map_or(Some(gpu), |(g, _)| Some(*g))
 }
 
-/// Whether stored row `r` is a winner of `op` in its element type, measured on `gpu` (on any
-/// GPU when there is none, as with `--compile-only`): the rows a search may start from.
+/// Whether stored row `r` is a winner of `op` in its very element type, measured on `gpu` (on
+/// any GPU when there is none, as with `--compile-only`): a seed ([`seeds_for`]) of this
+/// type, which the tie rule may keep.
 pub(super) fn stored_for(r: &BestRow, op: &Op, gpu: Option<&str>) -> bool {
-    r.op == op.name() && r.dtype == op.dtype.name() && gpu.is_none_or(|g| r.gpu == g)
+    seeds_for(r, op, gpu) && r.dtype == op.dtype.name()
 }
 
 /// Whether stored row `r` may seed a search of `op` on `gpu`: a winner of `op` measured there
