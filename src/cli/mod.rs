@@ -248,7 +248,7 @@ pub struct BestArgs {
     /// GPU name to match (default: any; with several, every match is printed).
     #[arg(long)]
     pub gpu: Option<String>,
-    /// Element type to match: f32, f64 or f16 (default: any; every match is printed).
+    /// Element type to match: f32, f64, f16 or bf16 (default: any; every match is printed).
     #[arg(long, value_name = "TYPE")]
     pub dtype: Option<String>,
     /// The tuning database.
@@ -334,8 +334,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "FILE")]
     pub shapes: Option<PathBuf>,
 
-    /// Element type of the data: f32, f64 or f16 (default: the op's). Ops list the types
-    /// their templates support (transpose: all three; matmul, sgemm: f32), e.g. --dtype f64.
+    /// Element type of the data: f32, f64, f16 or bf16 (default: the op's). Ops list the types
+    /// their templates support (transpose: all four; matmul, sgemm: f32), e.g. --dtype bf16.
     #[arg(long, value_name = "TYPE")]
     pub dtype: Option<String>,
 
