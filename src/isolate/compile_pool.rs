@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::{mpsc, Arc, Mutex};
 
 use super::interrupt::interrupted;
@@ -397,15 +397,9 @@ fn limit_now(
 }
 
 fn spawn_worker(exe: &Path, args: &[String; 2]) -> std::io::Result<Child> {
-    use std::os::unix::process::CommandExt;
-    Command::new(exe)
+    super::worker_command(exe)
         .arg(COMPILE_WORKER_ARG)
         .args(args)
-        .envs(crate::cuda::compile::NVRTC_ENV)
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .spawn()
 }
 
@@ -531,6 +525,7 @@ fn failed(log: String) -> CompileReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::{Command, Stdio};
     use std::time::Duration;
 
     /// The automatic limit waits until more than half of the compiles started (and at least

@@ -14,3 +14,20 @@ pub mod session;
 #[cfg(feature = "simulated")]
 pub mod simulated;
 pub mod worker;
+
+/// A worker process of this executable, as both kinds start (the caller adds the arguments):
+/// NVRTC's environment, a process group of its own (the terminal's Ctrl-C reaches only the
+/// parent, which ends its workers: [`interrupt`]), requests on stdin, replies on stdout,
+/// messages to the user's stderr.
+fn worker_command(exe: &std::path::Path) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut command = std::process::Command::new(exe);
+    command
+        .envs(crate::cuda::compile::NVRTC_ENV)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    command
+}

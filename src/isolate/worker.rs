@@ -14,7 +14,7 @@ use crate::cuda::gpu::{preload_blas, DeviceInfo};
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -87,14 +87,8 @@ impl GpuWorker {
 
     /// Starts `exe __gpu-worker DEVICE` without waiting for it ([`Starting::ready`] does).
     pub fn spawn(exe: &Path, device: usize) -> Result<Starting> {
-        use std::os::unix::process::CommandExt;
-        let mut child = Command::new(exe)
+        let mut child = super::worker_command(exe)
             .args([GPU_WORKER_ARG, &device.to_string()])
-            .envs(crate::cuda::compile::NVRTC_ENV)
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| Error::io("cannot start worker", exe, e))?;
         let stdout = child.stdout.take().expect("piped");

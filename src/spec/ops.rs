@@ -317,6 +317,24 @@ pub struct Op {
 }
 
 impl Op {
+    /// An op of its parts, in the spec's default element type.
+    fn assemble(
+        spec: OpSpec,
+        template: String,
+        baseline_template: Option<String>,
+        origin: String,
+        spec_text: String,
+    ) -> Op {
+        Op {
+            dtype: spec.default_dtype(),
+            spec,
+            template,
+            baseline_template,
+            origin,
+            spec_text,
+        }
+    }
+
     /// Loads a user-written op from its spec file (or a folder holding one `.toml`). The
     /// template is the spec's `template`, relative to the spec's folder, unless `template`
     /// names another file.
@@ -359,18 +377,11 @@ impl Op {
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| dir.join(&spec.template)),
         )?;
-        let baseline_template = match &spec.baseline_source {
+        let baseline = match &spec.baseline_source {
             Some(src) => Some(read(&dir.join(&src.template))?),
             None => None,
         };
-        Ok(Op {
-            dtype: spec.default_dtype(),
-            spec,
-            template,
-            baseline_template,
-            origin,
-            spec_text,
-        })
+        Ok(Op::assemble(spec, template, baseline, origin, spec_text))
     }
 
     /// `file:line` of the first line of the spec that contains `needle` (an expression), or
@@ -430,18 +441,11 @@ impl Op {
         let spec = parse_spec(&spec_text, &origin)?;
         let template = read(&spec.template)?.ok_or_else(|| missing(&spec.template))?;
         let template = not_empty(template, &spec.template)?;
-        let baseline_template = match &spec.baseline_source {
+        let baseline = match &spec.baseline_source {
             Some(src) => Some(read(&src.template)?.ok_or_else(|| missing(&src.template))?),
             None => None,
         };
-        Ok(Op {
-            dtype: spec.default_dtype(),
-            spec,
-            template,
-            baseline_template,
-            origin,
-            spec_text,
-        })
+        Ok(Op::assemble(spec, template, baseline, origin, spec_text))
     }
 
     pub fn name(&self) -> &str {
