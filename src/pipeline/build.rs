@@ -397,7 +397,7 @@ pub(super) struct Round {
 }
 
 /// A compile this many times the round's median cost or more is heavy: the search may be
-/// asked for the next round while it still compiles. The transposes NVRTC takes 2-15 s on
+/// asked for the next round while it still compiles. The transposes NVRTC takes 2-8 s on
 /// cost 16-64 times a typical configuration, and the automatic compile time limit stops them
 /// at 15 times the median compile.
 const HEAVY: i64 = 8;

@@ -1281,7 +1281,7 @@ mod tests {
             .collect()
     }
 
-    /// NVRTC takes 2-15 s on the realigning VEC=4 and VEC=8 tiles at odd strides with few
+    /// NVRTC takes 2-8 s on the realigning VEC=4 and VEC=8 tiles at odd strides with few
     /// rows of threads over a 64-row tile, and about 0.1 s on VEC=1 tiles of 4 rows or fewer
     /// a thread: the spec's compile cost must rank the first far above the second, so that
     /// a search hears of them last.
