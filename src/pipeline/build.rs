@@ -396,14 +396,10 @@ pub(super) struct Round {
     pub heavy: usize,
 }
 
-/// A compile this many times the round's median cost or more is heavy: the search may be
-/// asked for the next round while it still compiles. The transposes NVRTC takes 2-8 s on
-/// cost 16-64 times a typical configuration, and the automatic compile time limit stops them
-/// at 15 times the median compile.
-const HEAVY: i64 = 8;
-
-/// How many of `costs` (sorted, cheapest first) are heavy: at least [`HEAVY`] times their
-/// median, so fewer than half of them (the search fits the next round on the rest).
+/// How many of `costs` (sorted, cheapest first) are heavy
+/// ([`crate::search::space::heavy`] among the round's median): fewer than half of them (the
+/// search fits the next round on the rest), and the search may be asked for the next round
+/// while they still compile.
 fn heavy(costs: &[i64]) -> usize {
     let Some(&median) = costs.get(costs.len() / 2) else {
         return 0;
@@ -411,7 +407,7 @@ fn heavy(costs: &[i64]) -> usize {
     costs
         .iter()
         .rev()
-        .take_while(|&&c| median > 0 && c >= HEAVY * median)
+        .take_while(|&&c| crate::search::space::heavy(c, median))
         .count()
 }
 

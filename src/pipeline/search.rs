@@ -280,7 +280,16 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
             winners: warm_start(op, shape, seed_gpu, candidates, live, &stored),
         }
     };
-    Search::new(opts, op, shape, candidates, live, &setup.finish, seeds)
+    Search::new(
+        opts,
+        op,
+        shape,
+        candidates,
+        live,
+        &setup.finish,
+        &setup.base,
+        seeds,
+    )
 }
 
 /// At most this many leaders of a search try the finishing values
@@ -548,7 +557,9 @@ pub(super) struct Search {
 }
 
 impl Search {
-    /// `None` when every live configuration is to be measured.
+    /// `None` when every live configuration is to be measured. `base` is what the spec's
+    /// `compile_cost` is evaluated in, so that the strategy knows each point's cost.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         opts: &TuneOptions,
         op: &Op,
@@ -556,6 +567,7 @@ impl Search {
         candidates: &[Candidate],
         live: &[usize],
         finish: &[(String, Vec<crate::spec::expr::Value>)],
+        base: &crate::spec::expr::Vars,
         seeds: impl FnOnce() -> Seeds,
     ) -> Result<Option<Search>> {
         let name = match (opts.strategy.as_str(), opts.budget) {
@@ -567,8 +579,14 @@ impl Search {
         // The space is the live configurations this run owns (all, or a shard's share), less
         // those only the leaders try; built only where a search runs.
         let mut finishing = Finishing::split(candidates, live, finish);
-        let (space, candidate_of) =
+        let (mut space, candidate_of) =
             crate::search::space::SearchSpace::from_candidates(candidates, &finishing.searched)?;
+        if op.spec.compile_cost.is_some() {
+            space.costs = candidate_of
+                .iter()
+                .map(|&c| candidates[c].compile_cost(op, base))
+                .collect::<Result<_>>()?;
+        }
         let live = live.len();
         let budget = opts
             .budget
@@ -1113,6 +1131,7 @@ mod tests {
             &candidates,
             &live,
             &finish,
+            &crate::spec::expr::Vars::new(),
             Seeds::default,
         )
         .unwrap()
@@ -1184,9 +1203,19 @@ mod tests {
             winners: vec![stored],
             ..Seeds::default()
         };
-        let mut search = Search::new(&opts, &op, &shape, &candidates, &live, &finish, seeds)
-            .unwrap()
-            .expect("a search");
+        let vars = crate::spec::expr::Vars::new();
+        let mut search = Search::new(
+            &opts,
+            &op,
+            &shape,
+            &candidates,
+            &live,
+            &finish,
+            &vars,
+            seeds,
+        )
+        .unwrap()
+        .expect("a search");
         let first = search.ask(&candidates);
         assert_eq!(first[0], stored);
         assert!(same_but_tail(stored, first[1]));

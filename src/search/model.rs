@@ -5,8 +5,10 @@
 //! ones. The first proposals are an all-pairs covering set of the space
 //! ([`crate::spec::cover::pairwise_rows`]): every value of every parameter, and every pair of
 //! values that occurs together, measured once (in one round: it needs no measurement, so it
-//! compiles together). Then each round fits the log of the measured times with kernel ridge
-//! regression and proposes, for half the round, the one-parameter neighbours of the fastest
+//! compiles together). Where the space knows each point's compile cost, the set leaves out
+//! the heavy compiles: the whole round would wait for a source NVRTC takes seconds over.
+//! Then each round fits the log of the measured times with kernel ridge regression and
+//! proposes, for half the round, the one-parameter neighbours of the fastest
 //! point so far that the model ranks best, and for the rest the unmeasured points with the
 //! lowest prediction anywhere.
 //!
@@ -46,6 +48,8 @@ const LAMBDA: f64 = 1.0;
 
 pub(super) struct Model {
     points: Vec<Vec<usize>>,
+    /// The points' compile costs (empty: unknown), to keep the cover off heavy compiles.
+    costs: Vec<i64>,
     /// Values per parameter, for the cover's (parameter, value) ids.
     counts: Vec<usize>,
     /// Points of the cover at most (half the budget).
@@ -66,6 +70,7 @@ impl Model {
     pub(super) fn new(space: &SearchSpace, horizon: usize) -> Model {
         Model {
             points: space.points.clone(),
+            costs: space.costs.clone(),
             counts: space.values.iter().map(Vec::len).collect(),
             cap: (horizon / 2).max(1),
             cover: std::cell::OnceCell::new(),
@@ -75,9 +80,23 @@ impl Model {
         }
     }
 
-    /// The all-pairs cover of the points, at most `cap` of them.
+    /// The all-pairs cover of the points, at most `cap` of them. Heavy compiles
+    /// ([`super::space::heavy`] among the space's median cost) are left out, and with them
+    /// the pairs of values only they hold: the cover is proposed whatever the model
+    /// predicts, and one source NVRTC takes seconds over holds up the whole first round
+    /// (the model may still propose such a point later, as any other).
     fn cover(&self) -> &std::collections::VecDeque<usize> {
         self.cover.get_or_init(|| {
+            let eligible: Vec<usize> = if self.costs.len() == self.points.len() {
+                let mut sorted = self.costs.clone();
+                sorted.sort_unstable();
+                let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+                (0..self.points.len())
+                    .filter(|&p| !super::space::heavy(self.costs[p], median))
+                    .collect()
+            } else {
+                (0..self.points.len()).collect()
+            };
             // One id per (parameter, value): parameter k's values are offset by the counts
             // before it.
             let offset: Vec<u32> = self
@@ -89,14 +108,20 @@ impl Model {
                     Some(at)
                 })
                 .collect();
-            let rows: Vec<Vec<u32>> = self
-                .points
+            let rows: Vec<Vec<u32>> = eligible
                 .iter()
-                .map(|p| p.iter().zip(&offset).map(|(&v, &o)| o + v as u32).collect())
+                .map(|&p| {
+                    self.points[p]
+                        .iter()
+                        .zip(&offset)
+                        .map(|(&v, &o)| o + v as u32)
+                        .collect()
+                })
                 .collect();
             crate::spec::cover::pairwise_rows(&rows)
                 .into_iter()
                 .take(self.cap)
+                .map(|k| eligible[k])
                 .collect()
         })
     }
@@ -316,6 +341,7 @@ mod tests {
                 .map(|_| (0..k).map(|v| v.to_string()).collect())
                 .collect(),
             points,
+            costs: Vec::new(),
         }
     }
 
@@ -410,5 +436,63 @@ mod tests {
         let all: HashSet<usize> = a.iter().chain(&b).copied().collect();
         assert_eq!(all.len(), 9);
         assert!(s.first_rank(0).is_none());
+    }
+
+    /// The cover leaves out heavy compiles (8 times the space's median cost or more) and
+    /// the pairs only they hold, and covers every pair the others hold; the heavy points
+    /// are still proposed later, by the model.
+    #[test]
+    fn the_cover_keeps_off_heavy_compiles() {
+        let mut space = product(3, 4);
+        // P0 = 3 together with P1 = 3 compiles 10 times as long as the rest.
+        let heavy = |q: &[usize]| q[0] == 3 && q[1] == 3;
+        space.costs = space
+            .points
+            .iter()
+            .map(|q| if heavy(q) { 10 } else { 1 })
+            .collect();
+        let s = Model::new(&space, 200);
+        let cover: Vec<usize> = s.cover().iter().copied().collect();
+        assert!(cover.iter().all(|&p| !heavy(&space.points[p])));
+        let pairs = |q: &[usize]| {
+            let mut out = Vec::new();
+            for a in 0..q.len() {
+                for b in a + 1..q.len() {
+                    out.push((a, q[a], b, q[b]));
+                }
+            }
+            out
+        };
+        let covered: HashSet<_> = cover
+            .iter()
+            .flat_map(|&p| pairs(&space.points[p]))
+            .collect();
+        for q in space.points.iter().filter(|q| !heavy(q)) {
+            for pair in pairs(q) {
+                assert!(covered.contains(&pair), "{pair:?} not covered");
+            }
+        }
+        // Without costs the same space's cover holds the pair (3, 3) of P0 and P1.
+        space.costs.clear();
+        let plain = Model::new(&space, 200);
+        assert!(plain.cover().iter().any(|&p| heavy(&space.points[p])));
+        // The heavy points stay in the space: a search that runs on proposes them too.
+        let mut s = Model::new(
+            &{
+                let mut sp = space.clone();
+                sp.costs = sp
+                    .points
+                    .iter()
+                    .map(|q| if heavy(q) { 10 } else { 1 })
+                    .collect();
+                sp
+            },
+            200,
+        );
+        let got = drive(&mut s, 64, 8, |pts| {
+            pts.iter().map(|&p| Some(1.0 + p as f64)).collect()
+        });
+        assert_eq!(got.len(), 64);
+        assert!(got.iter().any(|(p, _)| heavy(&space.points[*p])));
     }
 }

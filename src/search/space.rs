@@ -14,6 +14,20 @@ pub struct SearchSpace {
     pub values: Vec<Vec<String>>,
     /// Each live configuration: for each parameter, an index into `values`.
     pub points: Vec<Vec<usize>>,
+    /// Each point's compile cost (the spec's `compile_cost`), or empty where the spec has
+    /// none: a strategy may keep its unconditional proposals off the [`heavy`] compiles.
+    pub costs: Vec<i64>,
+}
+
+/// A compile this many times the median cost or more is heavy: the transposes NVRTC takes
+/// seconds on cost 16-64 times a typical configuration, and the automatic compile time limit
+/// stops a source at 15 times the median compile.
+pub const HEAVY: i64 = 8;
+
+/// Whether `cost` is a heavy compile among costs of median `median` ([`HEAVY`] times it or
+/// more).
+pub fn heavy(cost: i64, median: i64) -> bool {
+    median > 0 && cost >= HEAVY * median
 }
 
 impl SearchSpace {
@@ -67,6 +81,7 @@ impl SearchSpace {
             names,
             values,
             points,
+            costs: Vec::new(),
         })
     }
 
@@ -124,6 +139,7 @@ impl SearchSpace {
             names: axes.names.clone(),
             values,
             points,
+            costs: Vec::new(),
         };
         Ok((space, live.to_vec()))
     }
