@@ -1124,18 +1124,22 @@ mod tests {
             }
         };
         let opts = TuneOptions::default();
-        let mut search = Search::new(
-            &opts,
-            &op,
-            &shape,
-            &candidates,
-            &live,
-            &finish,
-            &crate::spec::expr::Vars::new(),
-            Seeds::default,
-        )
-        .unwrap()
-        .expect("a search");
+        let vars = crate::spec::expr::Vars::new();
+        let start = |seeds: Seeds| {
+            Search::new(
+                &opts,
+                &op,
+                &shape,
+                &candidates,
+                &live,
+                &finish,
+                &vars,
+                || seeds,
+            )
+            .unwrap()
+            .expect("a search")
+        };
+        let mut search = start(Seeds::default());
         let mut rounds: Vec<Vec<usize>> = Vec::new();
         // The leaders when each round was asked for.
         let mut leaders_then: Vec<Vec<Vec<u16>>> = Vec::new();
@@ -1199,23 +1203,10 @@ mod tests {
         // A stored winner with TAIL=1 is measured first, and its TAIL=0 configuration (which
         // the model hears of) right after it.
         let stored = finished[0];
-        let seeds = || Seeds {
+        let mut search = start(Seeds {
             winners: vec![stored],
             ..Seeds::default()
-        };
-        let vars = crate::spec::expr::Vars::new();
-        let mut search = Search::new(
-            &opts,
-            &op,
-            &shape,
-            &candidates,
-            &live,
-            &finish,
-            &vars,
-            seeds,
-        )
-        .unwrap()
-        .expect("a search");
+        });
         let first = search.ask(&candidates);
         assert_eq!(first[0], stored);
         assert!(same_but_tail(stored, first[1]));
