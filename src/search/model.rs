@@ -446,11 +446,12 @@ mod tests {
         let mut space = product(3, 4);
         // P0 = 3 together with P1 = 3 compiles 10 times as long as the rest.
         let heavy = |q: &[usize]| q[0] == 3 && q[1] == 3;
-        space.costs = space
+        let costs: Vec<i64> = space
             .points
             .iter()
             .map(|q| if heavy(q) { 10 } else { 1 })
             .collect();
+        space.costs = costs.clone();
         let s = Model::new(&space, 200);
         let cover: Vec<usize> = s.cover().iter().copied().collect();
         assert!(cover.iter().all(|&p| !heavy(&space.points[p])));
@@ -477,18 +478,8 @@ mod tests {
         let plain = Model::new(&space, 200);
         assert!(plain.cover().iter().any(|&p| heavy(&space.points[p])));
         // The heavy points stay in the space: a search that runs on proposes them too.
-        let mut s = Model::new(
-            &{
-                let mut sp = space.clone();
-                sp.costs = sp
-                    .points
-                    .iter()
-                    .map(|q| if heavy(q) { 10 } else { 1 })
-                    .collect();
-                sp
-            },
-            200,
-        );
+        space.costs = costs;
+        let mut s = Model::new(&space, 200);
         let got = drive(&mut s, 64, 8, |pts| {
             pts.iter().map(|&p| Some(1.0 + p as f64)).collect()
         });
