@@ -422,7 +422,7 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
         crate::model::domain::non_negative(margin)
             .map_err(|why| Error::Usage(format!("--margin {why}")))?;
     }
-    crate::model::domain::at_least_one(opts.reps)
+    crate::model::domain::timed_launches(opts.reps)
         .map_err(|why| Error::Usage(format!("--reps {why}")))?;
     crate::model::domain::at_least_one(opts.rounds)
         .map_err(|why| Error::Usage(format!("--rounds {why}")))?;

@@ -58,6 +58,19 @@ pub enum Error {
     Usage(String),
 }
 
+// The exit codes of `tune`, each written once: the binary and the sweep return these.
+
+/// Success.
+pub const EXIT_OK: u8 = 0;
+/// The environment or the GPU failed, or the run ended without an answer (nothing verified,
+/// a compile-only run with compiles that failed, a `tune check` that failed).
+pub const EXIT_FAILED: u8 = 1;
+/// Input the user can fix: arguments, and the files they name.
+pub const EXIT_USAGE: u8 = 2;
+/// Stopped by Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, as shells report it): partial results
+/// are written.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
 impl Error {
     /// Exit code for the binary: 2 for input the user can fix (arguments, and the files they
     /// name: specs, templates, CSVs that are not what the command reads), 1 for the
@@ -73,8 +86,8 @@ impl Error {
             | Error::Expr { .. }
             | Error::Template { .. }
             | Error::Csv { .. }
-            | Error::Usage(_) => 2,
-            _ => 1,
+            | Error::Usage(_) => EXIT_USAGE.into(),
+            _ => EXIT_FAILED.into(),
         }
     }
 

@@ -1,9 +1,11 @@
 //! `tune`: parse arguments, run the tuner, print the report; errors become one line on
-//! stderr and a non-zero exit code (2: bad input, 1: environment, GPU, or nothing verified).
+//! stderr and a non-zero exit code (`cuda_autotune::error::EXIT_*`: 2 bad input; 1 environment,
+//! GPU, or nothing verified; 130 interrupted, partial results written).
 
 use clap::Parser;
 use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::cluster::{merge, sweep};
+use cuda_autotune::error::{EXIT_FAILED, EXIT_INTERRUPTED};
 use cuda_autotune::isolate::{compile_pool, interrupt, protocol, worker};
 use cuda_autotune::pipeline::options::TuneOptions;
 use cuda_autotune::pipeline::plan::load_op;
@@ -60,7 +62,7 @@ fn main() -> ExitCode {
         };
         return match done {
             Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
+            Ok(false) => ExitCode::from(EXIT_FAILED),
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(e.exit_code() as u8)
@@ -73,7 +75,7 @@ fn main() -> ExitCode {
     // finished variant).
     let _ = ctrlc::set_handler(|| {
         if interrupt::interrupted() {
-            std::process::exit(130);
+            std::process::exit(EXIT_INTERRUPTED.into());
         }
         interrupt::request_stop();
         eprintln!(

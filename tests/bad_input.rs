@@ -130,6 +130,9 @@ const CASES: &[Case] = &[
         "threads per block"),
     // --- Numbers and words of the options -----------------------------------------------
     (&["--shape", "64x64", "--reps", "0"], 2, "invalid value '0' for '--reps <REPS>': must be at least 1"),
+    (&["--shape", "64x64", "--reps", "18446744073709551615"], 2, "invalid value '18446744073709551615' for '--reps <REPS>': must be at most 1000000"),
+    (&["--shape", "64x64", "--warmup", "1000001"], 2, "invalid value '1000001' for '--warmup <WARMUP>': must be at most 1000000"),
+    (&["check", "--reps", "1000001", "--db", DB], 2, "invalid value '1000001' for '--reps <REPS>': must be at most 1000000"),
     (&["--shape", "64x64", "--jobs", "0"], 2, "invalid value '0' for '--jobs <JOBS>': must be at least 1"),
     (&["--shape", "64x64", "--jobs", "-1"], 2, "invalid value '-1' for '--jobs <JOBS>': must be at least 1"),
     (&["--shape", "64x64", "--jobs", "two"], 2, "invalid value 'two' for '--jobs <JOBS>': is not a whole number"),
@@ -160,6 +163,7 @@ const CASES: &[Case] = &[
     (&["--shape", "64x64", "--shard", "4/4"], 2, "K must be below N (shards are 0..3)"),
     (&["--shape", "64x64", "--shard", "abc"], 2, "--shard 'abc': no '/'"),
     (&["--shape", "64x64", "--shard", "-1/4"], 2, "K must not be negative"),
+    (&["--shape", "64x64", "--shard", "0/4611686018427387904"], 2, "N must be at most 100000"),
     (&["--shape", "64x64", "--gpus", "abc"], 2, "--gpus: 'abc' is not a device index"),
     (&["--shape", "64x64", "--gpus", "0,0"], 2, "--gpus: device 0 is listed twice"),
     (&["--shape", "64x64", "--foo"], 2, "unexpected argument '--foo' found"),

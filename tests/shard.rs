@@ -535,7 +535,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
     assert_eq!(files(&out), before);
 }
 
-/// A run whose roof also ran in the interleaved rounds (as every run's does now): merging its
+/// A run whose roof also ran in the interleaved rounds (as every run's does): merging its
 /// shards keeps the re-timed variants as the runner-up and tie set (the roof does not compete),
 /// and the winner's % of roof takes the roof at the faster of its two medians.
 #[test]

@@ -1799,6 +1799,33 @@ fn a_sweep_spreads_its_shapes_over_the_simulated_gpus() {
     }
 }
 
+/// A compile-only sweep ends the same way on one GPU and spread over two: 0 when every source
+/// compiled (a compile-only run has no winner to find), 1 with the count when some did not.
+#[test]
+fn a_compile_only_sweep_exits_alike_on_one_gpu_and_on_two() {
+    let sim = Sim::new(json!({"devices": 2}));
+    let shapes = SHAPES.join(",");
+    for gpus in ["0", "0,1"] {
+        let ok = sim.run(&["--shape", &shapes, "--gpus", gpus, "--compile-only"]);
+        ok.expect_code(0);
+        let broken = sim.run(&[
+            "--shape",
+            &shapes,
+            "--gpus",
+            gpus,
+            "--compile-only",
+            "--param",
+            "BROKEN=0,1",
+        ]);
+        broken.expect_code(1);
+        assert!(
+            broken.stderr.contains("variant(s) failed to compile"),
+            "--gpus {gpus}: {}",
+            broken.stderr
+        );
+    }
+}
+
 /// A sweep on one GPU tunes every shape on one worker process, and so does each GPU of a
 /// sweep over several: a throttled reading planted once per process shows in one shape per
 /// GPU only, where a worker per shape would show it in every shape.

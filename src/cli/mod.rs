@@ -9,9 +9,9 @@ use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
 use crate::isolate::compile_pool::CompileLimit;
 use crate::measure::bench::{BenchSettings, CacheState};
 use crate::pipeline::options::{
-    default_jobs, Isolation, TuneOptions, DEFAULT_CACHE, DEFAULT_CONFIRM_ROUNDS, DEFAULT_DEVICE,
-    DEFAULT_OP, DEFAULT_OUT_DIR, DEFAULT_REPS, DEFAULT_SEED, DEFAULT_STRATEGY, DEFAULT_WARMUP,
-    DEFAULT_WATCHDOG_S,
+    default_jobs, Isolation, TuneOptions, DEFAULT_CACHE, DEFAULT_CONFIRM_ROUNDS, DEFAULT_DB,
+    DEFAULT_DEVICE, DEFAULT_OP, DEFAULT_OUT_DIR, DEFAULT_REPS, DEFAULT_SEED, DEFAULT_STRATEGY,
+    DEFAULT_TOP, DEFAULT_WARMUP, DEFAULT_WATCHDOG_S,
 };
 use crate::pipeline::search::{default_budget, AUTO_SEARCH};
 use crate::search::budget::DEFAULT_BUDGET;
@@ -189,7 +189,7 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Folder for the merged run CSVs, journals and best.csv (not one of the shard folders).
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = DEFAULT_OUT_DIR)]
     pub out: PathBuf,
     /// Merge what is there although shards are missing or unfinished: their shapes get run
     /// CSVs of what was measured, but no best.csv row.
@@ -200,7 +200,7 @@ pub struct MergeArgs {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// The tuning database whose winners to check.
-    #[arg(long, default_value = "results/best.csv")]
+    #[arg(long, default_value = DEFAULT_DB)]
     pub db: PathBuf,
     /// Only entries of this op.
     #[arg(long)]
@@ -222,13 +222,18 @@ pub struct CheckArgs {
     )]
     pub rounds: usize,
     /// CUDA device index.
-    #[arg(long, default_value_t = 0, value_parser = values::count, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_DEVICE,
+        value_parser = values::count,
+        allow_negative_numbers = true
+    )]
     pub device: usize,
     /// Timed launches per configuration (at least the stored run's).
     #[arg(
         long,
-        default_value_t = 30,
-        value_parser = values::at_least_one,
+        default_value_t = DEFAULT_REPS,
+        value_parser = values::reps,
         allow_negative_numbers = true
     )]
     pub reps: usize,
@@ -252,7 +257,7 @@ pub struct BestArgs {
     #[arg(long, value_name = "TYPE")]
     pub dtype: Option<String>,
     /// The tuning database.
-    #[arg(long, default_value = "results/best.csv")]
+    #[arg(long, default_value = DEFAULT_DB)]
     pub db: PathBuf,
 }
 
@@ -296,7 +301,7 @@ pub struct ExportArgs {
     #[arg(long, help = output_help())]
     pub output: Option<PathBuf>,
     /// The tuning database.
-    #[arg(long, default_value = "results/best.csv")]
+    #[arg(long, default_value = DEFAULT_DB)]
     pub db: PathBuf,
     /// Read op specs and templates from DIR instead of the built-in ones (for cuda).
     #[arg(long, value_name = "DIR")]
@@ -353,7 +358,7 @@ pub struct TuneArgs {
     #[arg(
         long,
         default_value_t = DEFAULT_REPS,
-        value_parser = values::at_least_one,
+        value_parser = values::reps,
         allow_negative_numbers = true
     )]
     pub reps: usize,
@@ -362,7 +367,7 @@ pub struct TuneArgs {
     #[arg(
         long,
         default_value_t = DEFAULT_WARMUP,
-        value_parser = values::count,
+        value_parser = values::warmup,
         allow_negative_numbers = true
     )]
     pub warmup: usize,
@@ -428,7 +433,12 @@ pub struct TuneArgs {
     pub seed: u64,
 
     /// How many of the fastest configurations to print.
-    #[arg(long, default_value_t = 10, value_parser = values::count, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_TOP,
+        value_parser = values::count,
+        allow_negative_numbers = true
+    )]
     pub top: usize,
 
     /// Print every failure and the prune reasons.
@@ -441,7 +451,7 @@ pub struct TuneArgs {
 
     /// Seconds NVRTC may spend on one variant before it is stopped and the variant recorded
     /// as not compiled; 0: no limit. Default: 15x the run's median compile, at least 1.5 s,
-    /// once more than half of the compiles started have finished (a few configurations of a
+    /// once 8 and more than half of the compiles started have finished (a few configurations of a
     /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
     /// would hold up their round).
     #[arg(
@@ -493,7 +503,7 @@ pub struct TuneArgs {
     #[arg(long)]
     pub pruned_rows: bool,
 
-    /// The default (no rows for pruned configurations); kept for scripts that pass it.
+    /// The default (no rows for pruned configurations), accepted so a script can say so.
     #[arg(long, hide = true, conflicts_with = "pruned_rows")]
     pub no_pruned_rows: bool,
 
@@ -736,8 +746,9 @@ fn budget_help() -> String {
 /// `--no-warm-start`'s help, naming the searches from the registry.
 fn no_warm_start_help() -> String {
     format!(
-        "A search ({}) first measures, for each stored winner of this op in the --out folder's best.csv (this shape's row first, then other shapes', same GPU and dtype), the configuration of this space nearest to it (at most 2 parameters apart), using at most a quarter of a variant budget (at least one); anneal starts chains from them; and the tie rule keeps a stored winner unless it is clearly beaten. This turns both off: a fresh search and a fresh contest",
-        search_names()
+        "A search ({}) first measures, for each stored winner of this op in the --out folder's best.csv (this shape's row first, then other shapes', same GPU and dtype), the configuration of this space nearest to it (at most {} parameters apart), using at most a quarter of a variant budget (at least one); anneal starts chains from them; and the tie rule keeps a stored winner unless it is clearly beaten. This turns both off: a fresh search and a fresh contest",
+        search_names(),
+        crate::pipeline::search::WARM_START_NEAR
     )
 }
 
@@ -775,6 +786,44 @@ fn output_help() -> String {
 mod tests {
     use super::*;
     use clap::builder::TypedValueParser;
+    use clap::CommandFactory;
+
+    /// Help written as doc comments cannot interpolate the constants it names: this holds
+    /// each such help to the value the code uses.
+    #[test]
+    fn help_names_the_values_the_code_uses() {
+        use crate::isolate::compile_pool::{
+            AUTO_LIMIT_AFTER, AUTO_LIMIT_FACTOR, AUTO_LIMIT_FLOOR_S,
+        };
+        use crate::measure::bench::{PROBE_FIRST, PROBE_REPS, SETTLED_PCT};
+        use crate::pipeline::options::{ADAPTIVE_CUTOFF, CONFIRM_TOP, CONFIRM_WITHIN};
+        use crate::pipeline::search::SEARCH_BATCH;
+        let cmd = Cli::command();
+        let help = |id: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id);
+            let text = arg.and_then(|a| a.get_help()).map(|h| h.to_string());
+            text.unwrap_or_else(|| panic!("--{id} has help"))
+        };
+        for (id, says) in [
+            ("reps", format!("{SETTLED_PCT} %")),
+            ("reps", format!("first {PROBE_FIRST} to {PROBE_REPS}")),
+            ("no_adaptive", format!("first {PROBE_REPS} launches")),
+            ("no_adaptive", format!("{ADAPTIVE_CUTOFF}x")),
+            ("no_adaptive", format!("stop after {PROBE_REPS}")),
+            ("confirm_rounds", format!("up to {CONFIRM_TOP} within")),
+            ("confirm_rounds", format!("{} %", CONFIRM_WITHIN * 100.0)),
+            ("strategy", format!("round of {SEARCH_BATCH}")),
+            ("compile_timeout", format!("{AUTO_LIMIT_FACTOR}x")),
+            (
+                "compile_timeout",
+                format!("at least {AUTO_LIMIT_FLOOR_S} s"),
+            ),
+            ("compile_timeout", format!("once {AUTO_LIMIT_AFTER} and")),
+        ] {
+            let text = help(id);
+            assert!(text.contains(&says), "--{id}'s help lacks {says:?}: {text}");
+        }
+    }
 
     /// A run given nothing but its shape gets the settings of `TuneOptions::default()`: the
     /// command line's defaults and the library's are the same. Every field is named (no

@@ -42,6 +42,16 @@ pub fn at_least_one(text: &str) -> Result<usize, String> {
     domain::at_least_one(n)
 }
 
+/// Timed launches (`--reps`): 1 to [`domain::MAX_LAUNCHES`].
+pub fn reps(text: &str) -> Result<usize, String> {
+    at_least_one(text).and_then(domain::launches)
+}
+
+/// Untimed launches (`--warmup`): 0 to [`domain::MAX_LAUNCHES`].
+pub fn warmup(text: &str) -> Result<usize, String> {
+    count(text).and_then(domain::launches)
+}
+
 /// Any whole number from 0 (`--seed`).
 pub fn seed(text: &str) -> Result<u64, String> {
     whole(text)
@@ -87,6 +97,13 @@ mod tests {
         assert_eq!(at_least_one("3"), Ok(3));
         assert!(at_least_one("0").unwrap_err().contains("at least 1"));
         assert!(at_least_one("-2").unwrap_err().contains("at least 1"));
+        assert_eq!(reps("30"), Ok(30));
+        assert!(reps("0").unwrap_err().contains("at least 1"));
+        assert!(reps("18446744073709551615")
+            .unwrap_err()
+            .contains("at most"));
+        assert_eq!(warmup("0"), Ok(0));
+        assert!(warmup("1000001").unwrap_err().contains("at most"));
         assert_eq!(seed("18446744073709551615"), Ok(u64::MAX));
         assert_eq!(seed("-1").unwrap_err(), "must not be negative");
     }

@@ -284,7 +284,7 @@ fn write_merged(
     n: usize,
     split: Split,
 ) -> Result<bool> {
-    let best_path = args.out.join("best.csv");
+    let best_path = crate::store::best::best_path(&args.out);
     let mut rows = 0;
     let mut all_verified = true;
     println!(

@@ -251,17 +251,21 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::slice::owned;
+    use crate::model::slice::{owned, MAX_SHARDS};
 
     #[test]
     fn parses_k_of_n_and_rejects_everything_else() {
         assert_eq!(Shard::parse("0/1").unwrap(), Shard { k: 0, n: 1 });
         assert_eq!(Shard::parse(" 3/4 ").unwrap(), Shard { k: 3, n: 4 });
+        let last = format!("{}/{}", MAX_SHARDS - 1, MAX_SHARDS);
+        assert_eq!(Shard::parse(&last).unwrap().n, MAX_SHARDS);
         for (bad, why) in [
             ("2/2", "K must be below N"),
             ("5/2", "K must be below N"),
             ("1/0", "N must be at least 1"),
             ("0/0", "N must be at least 1"),
+            ("0/100001", "N must be at most 100000"),
+            ("0/4611686018427387904", "N must be at most"),
             ("a/b", "K 'a' is not a whole number"),
             ("1/b", "N 'b' is not a whole number"),
             ("-1/2", "K must not be negative"),

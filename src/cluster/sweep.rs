@@ -2,7 +2,7 @@
 //! several GPUs through one work queue, or one shard of any of them (with its manifest).
 
 use super::shard::{self, Assignment, Manifest, ShardOutput, Sweep};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::isolate::interrupt;
 use crate::isolate::worker::KeptWorker;
 use crate::model::slice::{Shard, Split};
@@ -103,7 +103,7 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
             record(a, &result);
             worst = worst.max(code);
             rows.push(summary::summary_row(&a.shape, result.as_ref().ok()));
-            if code == 130 {
+            if code == EXIT_INTERRUPTED {
                 break;
             }
         }
@@ -178,7 +178,7 @@ fn sweep_on_gpus(
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
-                && code != 2
+                && code != EXIT_USAGE
                 && dead.len() + 1 < gpus.len()
                 && handed_back.lock().expect("handed back").insert(i)
             {
@@ -256,14 +256,7 @@ fn run_one_quietly(
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
             print!("==== {} on GPU {gpu}\n{text}", opts.shape);
-            let code = if outcome.interrupted {
-                130
-            } else if outcome.best.is_none() && opts.shard.is_none() {
-                1
-            } else {
-                0
-            };
-            (code, Ok(outcome))
+            (outcome_code(cli, opts, &outcome), Ok(outcome))
         }
         Err(e) => {
             eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
@@ -283,65 +276,77 @@ fn run_one(
     match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
             print!("{}", summary::render(&outcome, cli.top, cli.verbose));
-            if outcome.interrupted && cli.compile_only {
-                // Nothing to resume: a compile-only run journals nothing, and the same
-                // command again finds what compiled in the cubin cache.
-                eprintln!(
-                    "interrupted: partial results written; {}",
-                    if opts.cubin_cache {
-                        "the compiled images are in the cubin cache, so the same command again \
-                         compiles only the rest"
-                    } else {
-                        "with --no-cache, the same command again compiles everything"
-                    }
-                );
-                return (130, Ok(outcome));
-            }
-            if outcome.interrupted {
-                let args: Vec<&str> = cli
-                    .command_line
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|a| *a != "--resume")
-                    .collect();
-                eprintln!(
-                    "interrupted: partial results written; resume with: tune {} --resume",
-                    args.join(" ")
-                );
-                return (130, Ok(outcome));
-            }
-            let failed_compiles = outcome
-                .records
-                .iter()
-                .filter(|r| r.status == Status::Failed)
-                .count();
-            if cli.compile_only && failed_compiles > 0 {
-                eprintln!("error: {failed_compiles} variant(s) failed to compile");
-                return (1, Ok(outcome));
-            }
-            if !cli.compile_only && outcome.best.is_none() {
-                if opts.shard.is_some() {
-                    // A share may hold no variant, or none that verifies: the merge decides.
-                    println!("(no variant of this shard's share verified; `tune merge` ranks all shards)");
-                    return (0, Ok(outcome));
-                }
-                eprintln!(
-                    "error: no configuration verified; see {}",
-                    outcome
-                        .csv_path
-                        .as_ref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default()
-                );
-                return (1, Ok(outcome));
-            }
-            (0, Ok(outcome))
+            (outcome_code(cli, opts, &outcome), Ok(outcome))
         }
         Err(e) => {
             eprintln!("error: {}: {e}", opts.shape);
             (e.exit_code() as u8, Err(e.to_string()))
         }
     }
+}
+
+/// The exit code a finished shape calls for, with the line that says why on stderr: 130 when
+/// interrupted (and how to go on), 1 when a compile-only run had compiles fail or a run
+/// verified nothing, else 0. One rule for a shape on one GPU and for shapes spread over
+/// several.
+fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -> u8 {
+    if outcome.interrupted && cli.compile_only {
+        // Nothing to resume: a compile-only run journals nothing, and the same command again
+        // finds what compiled in the cubin cache.
+        eprintln!(
+            "interrupted: partial results written; {}",
+            if opts.cubin_cache {
+                "the compiled images are in the cubin cache, so the same command again \
+                 compiles only the rest"
+            } else {
+                "with --no-cache, the same command again compiles everything"
+            }
+        );
+        return EXIT_INTERRUPTED;
+    }
+    if outcome.interrupted {
+        let args: Vec<&str> = cli
+            .command_line
+            .iter()
+            .map(String::as_str)
+            .filter(|a| *a != "--resume")
+            .collect();
+        eprintln!(
+            "interrupted: partial results written; resume with: tune {} --resume",
+            args.join(" ")
+        );
+        return EXIT_INTERRUPTED;
+    }
+    let failed_compiles = outcome
+        .records
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .count();
+    if cli.compile_only && failed_compiles > 0 {
+        eprintln!(
+            "error: {}: {failed_compiles} variant(s) failed to compile",
+            opts.shape
+        );
+        return EXIT_FAILED;
+    }
+    if !cli.compile_only && outcome.best.is_none() {
+        if opts.shard.is_some() {
+            // A share may hold no variant, or none that verifies: the merge decides.
+            println!("(no variant of this shard's share verified; `tune merge` ranks all shards)");
+            return EXIT_OK;
+        }
+        eprintln!(
+            "error: {}: no configuration verified; see {}",
+            opts.shape,
+            outcome
+                .csv_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
+        return EXIT_FAILED;
+    }
+    EXIT_OK
 }
 
 /// Keeps a sharded run's manifest (`shard-K-of-N.json`) up to date: written unfinished before

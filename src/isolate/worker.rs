@@ -218,9 +218,15 @@ pub fn run_tasks(
 /// its launches would take at the speed of the fastest task so far, plus a minute for the
 /// first task of a worker (it also builds the inputs, the reference and the context).
 fn task_limit(job: &Job, floor: Duration, fastest_ms: f64, first: bool) -> Duration {
-    let launches = (job.bench.warmup + job.bench.reps + 2) as f64;
+    let launches = job
+        .bench
+        .warmup
+        .saturating_add(job.bench.reps)
+        .saturating_add(2) as f64;
+    // Capped at the longest time limit any option takes: the counts are bounded where they
+    // are parsed, and a library caller's are not.
     let scaled = if fastest_ms.is_finite() {
-        100.0 * launches * fastest_ms / 1e3
+        (100.0 * launches * fastest_ms / 1e3).clamp(0.0, crate::model::domain::MAX_SECONDS)
     } else {
         0.0
     };

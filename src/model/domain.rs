@@ -8,6 +8,25 @@
 /// what a `Duration` holds, so a typo such as `1e30` is refused instead of overflowing.
 pub const MAX_SECONDS: f64 = 86_400.0;
 
+/// The most launches of one variant, timed (`--reps`) or not (`--warmup`): a million, hours
+/// of a millisecond kernel, far beyond any useful count, and far below what the watchdog's
+/// arithmetic (launches x the fastest launch x 100) holds.
+pub const MAX_LAUNCHES: usize = 1_000_000;
+
+/// A count of launches: at most [`MAX_LAUNCHES`].
+pub fn launches(n: usize) -> Result<usize, String> {
+    if n <= MAX_LAUNCHES {
+        Ok(n)
+    } else {
+        Err(format!("must be at most {MAX_LAUNCHES}"))
+    }
+}
+
+/// A count of timed launches: at least 1 and at most [`MAX_LAUNCHES`].
+pub fn timed_launches(n: usize) -> Result<usize, String> {
+    at_least_one(n).and_then(launches)
+}
+
 /// A count that must be at least 1 (timed launches, compile workers).
 pub fn at_least_one(n: usize) -> Result<usize, String> {
     if n >= 1 {
@@ -58,6 +77,16 @@ mod tests {
         assert_eq!(at_least_one(1), Ok(1));
         assert_eq!(at_least_one(usize::MAX), Ok(usize::MAX));
         assert!(at_least_one(0).unwrap_err().contains("at least 1"));
+    }
+
+    #[test]
+    fn launch_counts_are_bounded() {
+        assert_eq!(launches(0), Ok(0));
+        assert_eq!(launches(MAX_LAUNCHES), Ok(MAX_LAUNCHES));
+        assert!(launches(MAX_LAUNCHES + 1).unwrap_err().contains("at most"));
+        assert_eq!(timed_launches(30), Ok(30));
+        assert!(timed_launches(0).unwrap_err().contains("at least 1"));
+        assert!(timed_launches(usize::MAX).unwrap_err().contains("at most"));
     }
 
     #[test]

@@ -5,6 +5,10 @@
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+/// The most shards a sweep is cut into: as many as a Kubernetes indexed Job's completions may
+/// be (Slurm's arrays default to far fewer), and few enough that per-shard tables stay small.
+pub const MAX_SHARDS: usize = 100_000;
+
 /// Shard `k` of `n` (0 <= k < n), as given by `--shard K/N`. K counts from 0 like Slurm's
 /// `SLURM_ARRAY_TASK_ID` (with `--array=0-(N-1)`) and Kubernetes' `JOB_COMPLETION_INDEX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +37,9 @@ impl Shard {
         let (k, n) = (number(k, "K")?, number(n, "N")?);
         if n == 0 {
             return Err(bad("N must be at least 1"));
+        }
+        if n > MAX_SHARDS {
+            return Err(bad(&format!("N must be at most {MAX_SHARDS}")));
         }
         if k >= n {
             return Err(bad(&format!("K must be below N (shards are 0..{})", n - 1)));

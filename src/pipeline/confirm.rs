@@ -123,9 +123,10 @@ pub(super) fn stored_winner(
     info: &RunInfo,
     records: &[Record],
 ) -> Option<usize> {
-    let mut rows = crate::store::best::read_best_checked(&opts.out_dir.join("best.csv"))
-        .map(|f| f.rows)
-        .unwrap_or_default();
+    let mut rows =
+        crate::store::best::read_best_checked(&crate::store::best::best_path(&opts.out_dir))
+            .map(|f| f.rows)
+            .unwrap_or_default();
     if op.is_builtin() {
         rows.extend(crate::store::best::shipped_best());
     }

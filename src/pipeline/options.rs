@@ -113,6 +113,11 @@ pub const DEFAULT_WARMUP: usize = 3;
 pub const DEFAULT_CACHE: CacheState = CacheState::Cold;
 /// The folder results are written to (`--out`).
 pub const DEFAULT_OUT_DIR: &str = "results";
+/// The database `tune check`, `tune export`, `tune best` and `tune report` read (`--db`): the
+/// default folder's `best.csv` (a test checks the two agree).
+pub const DEFAULT_DB: &str = "results/best.csv";
+/// How many of the fastest configurations the report lists (`--top`).
+pub const DEFAULT_TOP: usize = 10;
 /// The CUDA device index (`--device`).
 pub const DEFAULT_DEVICE: usize = 0;
 /// The seed of the random inputs (`--seed`).
@@ -198,3 +203,18 @@ pub const TIE_WITHIN: f64 = 0.015;
 
 /// How long the GPU rests before throttled results are timed again.
 pub const REMEASURE_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--db`'s default is the default `--out` folder's database, written as one literal
+    /// because clap's defaults are string constants.
+    #[test]
+    fn the_default_database_is_the_default_folders() {
+        assert_eq!(
+            std::path::Path::new(DEFAULT_DB),
+            crate::store::best::best_path(std::path::Path::new(DEFAULT_OUT_DIR))
+        );
+    }
+}

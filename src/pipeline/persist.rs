@@ -183,7 +183,7 @@ fn write_results(
     {
         let r = &outcome.records[i];
         let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
-        let best_path = opts.out_dir.join("best.csv");
+        let best_path = crate::store::best::best_path(&opts.out_dir);
         let upserted = upsert_best(
             &best_path,
             BestRow {

@@ -357,7 +357,8 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
     fn usage(option: &'static str) -> impl Fn(String) -> Error {
         move |why| Error::Usage(format!("{option} {why}"))
     }
-    domain::at_least_one(opts.bench.reps).map_err(usage("--reps"))?;
+    domain::timed_launches(opts.bench.reps).map_err(usage("--reps"))?;
+    domain::launches(opts.bench.warmup).map_err(usage("--warmup"))?;
     domain::at_least_one(opts.jobs).map_err(|why| {
         Error::Usage(format!(
             "--jobs {why} (leave it out for one compile worker per CPU core)"

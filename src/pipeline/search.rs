@@ -219,7 +219,7 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
     // Read only when a search will use it, and quietly: a damaged database is reported
     // where the run writes to it; here it only means fewer or no stored winners.
     let seeds = || {
-        let mut stored = read_best_checked(&opts.out_dir.join("best.csv"))
+        let mut stored = read_best_checked(&crate::store::best::best_path(&opts.out_dir))
             .map(|f| f.rows)
             .unwrap_or_default();
         let shipped = if op.is_builtin() {

@@ -1490,7 +1490,7 @@ mod tests {
 
     #[test]
     fn the_classic_kernel_is_one_point_of_the_space() {
-        // VEC=1, one tile per block, square: the kernel the op had before the new parameters.
+        // VEC=1, one tile per block, square: the classic shared-memory transpose.
         let op = transpose();
         let pins: Vec<ParamOverride> = [
             "TILE_DIM=32",

@@ -6,6 +6,14 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The database's file name in a results folder (`--out`), where runs keep their winners.
+pub const BEST_FILE: &str = "best.csv";
+
+/// The database of the results folder `dir`.
+pub fn best_path(dir: &Path) -> PathBuf {
+    dir.join(BEST_FILE)
+}
+
 /// One row of `best.csv`: the winning configuration for an op, shape, dtype and GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BestRow {
