@@ -3,9 +3,7 @@
 //! Rust API and the tuner's upsert. No test needs a GPU or NVRTC.
 
 use cuda_autotune::export::db::TunedDb;
-use cuda_autotune::store::best::{
-    best_backup_path, read_best, read_best_checked, upsert_best, BestRow,
-};
+use cuda_autotune::store::best::{read_best, read_best_checked, upsert_best, BestRow};
 use cuda_autotune::store::files::write_atomic;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -323,7 +321,17 @@ fn the_tuners_upsert_keeps_the_good_rows_of_a_damaged_file() {
         .iter()
         .any(|r| r.shape == "1000x3000" && r.gpu == "Test GPU"));
     // The file as it was, bad lines included, is kept beside it.
-    assert_eq!(std::fs::read(best_backup_path(&db)).unwrap(), before);
+    let backup = db.with_file_name("best.csv.bak");
+    assert_eq!(std::fs::read(&backup).unwrap(), before);
+    // A second repair keeps its own copy: the first backup is never overwritten.
+    let damaged_again = [std::fs::read(&db).unwrap(), b"not,a,row\n".to_vec()].concat();
+    std::fs::write(&db, &damaged_again).unwrap();
+    upsert_best(&db, row("1000x4000", 0.02), false).unwrap();
+    assert_eq!(std::fs::read(&backup).unwrap(), before);
+    assert_eq!(
+        std::fs::read(db.with_file_name("best.csv.bak.1")).unwrap(),
+        damaged_again
+    );
 }
 
 #[test]
@@ -356,7 +364,7 @@ fn an_empty_best_csv_has_no_rows() {
     // The tuner's upsert writes into it as into a new file.
     upsert_best(&db, row("64x64", 0.01), false).unwrap();
     assert_eq!(read_best(&db).unwrap(), vec![row("64x64", 0.01)]);
-    assert!(!best_backup_path(&db).exists());
+    assert!(!db.with_file_name("best.csv.bak").exists());
 }
 
 #[test]

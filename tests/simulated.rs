@@ -1510,6 +1510,80 @@ fn ctrl_c_during_confirmation_keeps_every_measured_row_and_reports_the_stop() {
     assert!(!sim.out().join("best.csv").exists(), "best.csv left alone");
 }
 
+/// The processes whose parent is `parent` and whose command line holds `arg`.
+fn children_running(parent: u32, arg: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // `PID (COMM) STATE PPID ...`: COMM may hold spaces, so read after its last ')'.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if fields.get(1) == Some(&parent.to_string().as_str())
+            && String::from_utf8_lossy(&cmdline).contains(arg)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Whether process `pid` still runs (a zombie waiting to be reaped has ended).
+fn still_running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+    state.is_some_and(|s| !s.starts_with('Z') && !s.starts_with('X'))
+}
+
+/// A parent killed outright (`kill -9`, or a second Ctrl-C) while its GPU worker is stuck in
+/// a hung kernel: the worker ends within a second or two instead of holding the GPU on.
+#[test]
+fn a_worker_in_a_hung_kernel_ends_with_its_killed_parent() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}, "hang": ["X=1 Y=1"]}));
+    let mut child = sim.spawn(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1",
+        "--param",
+        "Y=1",
+        "--watchdog",
+        "600",
+    ]);
+    let parent = child.id();
+    let started = Instant::now();
+    let workers = loop {
+        let found = children_running(parent, "__gpu-worker");
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no GPU worker started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Into the hang: the baselines take well under this.
+    std::thread::sleep(Duration::from_secs(2));
+    child.kill().expect("the parent is killed");
+    child.wait().expect("the parent ends");
+    let killed = Instant::now();
+    while workers.iter().any(|&w| still_running(w)) && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<u32> = workers.into_iter().filter(|&w| still_running(w)).collect();
+    for w in &left {
+        let _ = Command::new("kill").args(["-9", &w.to_string()]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "GPU workers {left:?} outlived their parent by 10 s"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Budgets and limits
 // ---------------------------------------------------------------------------------------

@@ -285,6 +285,19 @@ fn run_one(
     }
 }
 
+/// The command that resumes a stopped run: its arguments (`--resume` once, at the end),
+/// quoted for the shell so that the line pastes back as it ran (a folder with a space). An
+/// argument with a NUL byte cannot have come from a shell: it is left as it is.
+fn resume_command(command_line: &[String]) -> String {
+    let args: Vec<&str> = command_line
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--resume")
+        .collect();
+    let line = shlex::try_join(args.iter().copied()).unwrap_or_else(|_| args.join(" "));
+    format!("tune {line} --resume")
+}
+
 /// The exit code a finished shape calls for, with the line that says why on stderr: 130 when
 /// interrupted (and how to go on), 1 when a compile-only run had compiles fail or a run
 /// verified nothing, else 0. One rule for a shape on one GPU and for shapes spread over
@@ -305,15 +318,9 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         return EXIT_INTERRUPTED;
     }
     if outcome.interrupted {
-        let args: Vec<&str> = cli
-            .command_line
-            .iter()
-            .map(String::as_str)
-            .filter(|a| *a != "--resume")
-            .collect();
         eprintln!(
-            "interrupted: partial results written; resume with: tune {} --resume",
-            args.join(" ")
+            "interrupted: partial results written; resume with: {}",
+            resume_command(&cli.command_line)
         );
         return EXIT_INTERRUPTED;
     }
@@ -505,7 +512,26 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
-    use super::jobs_per_gpu;
+    use super::{jobs_per_gpu, resume_command};
+
+    #[test]
+    fn the_resume_command_pastes_back_as_it_ran() {
+        let args = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            resume_command(&args(&[
+                "--shape", "64x64", "--out", "runs/a b", "--resume"
+            ])),
+            "tune --shape 64x64 --out 'runs/a b' --resume"
+        );
+        assert_eq!(
+            resume_command(&args(&["--shape", "1000x1000", "-p", "X=1,2"])),
+            "tune --shape 1000x1000 -p 'X=1,2' --resume"
+        );
+        assert_eq!(
+            resume_command(&args(&["--out", "it's"])),
+            "tune --out \"it's\" --resume"
+        );
+    }
 
     #[test]
     fn the_gpus_of_a_sweep_share_the_compile_workers() {

@@ -28,6 +28,7 @@ pub struct CompileReply {
 /// first-compile costs are paid while the run still prepares when the pool starts its
 /// workers early ([`CompilePool::start_workers`]).
 pub fn compile_worker_main(args: &[String]) -> i32 {
+    super::follow_parent();
     let (Some(arch), Some(cache)) = (args.first(), args.get(1)) else {
         eprintln!("usage: tune {COMPILE_WORKER_ARG} ARCH CACHE_DIR|-");
         return 2;

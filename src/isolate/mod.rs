@@ -15,6 +15,26 @@ pub mod session;
 pub mod simulated;
 pub mod worker;
 
+/// Called first in a worker process: ends it as soon as its parent is gone. A worker blocked
+/// in a hung kernel reads no more requests, so it would not see its stdin close; without
+/// this, a parent killed by a second Ctrl-C or `kill -9` would leave it holding the GPU.
+/// Checked every [`PARENT_POLL`] by a thread of its own; the exit skips the CUDA driver's
+/// exit handlers, which would wait for the hung kernel.
+pub(crate) fn follow_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(PARENT_POLL);
+        if std::os::unix::process::parent_id() != parent {
+            // SAFETY: `_exit` ends the process at once; nothing here is left half-done that
+            // another process reads (the parent that would read it is gone).
+            unsafe { libc::_exit(crate::error::EXIT_INTERRUPTED.into()) }
+        }
+    });
+}
+
+/// How often a worker checks that its parent is alive ([`follow_parent`]).
+const PARENT_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A worker process of this executable, as both kinds start (the caller adds the arguments):
 /// NVRTC's environment, a process group of its own (the terminal's Ctrl-C reaches only the
 /// parent, which ends its workers: [`interrupt`]), requests on stdin, replies on stdout,

@@ -359,6 +359,7 @@ pub fn device_count() -> Result<usize> {
 /// parent's compiling), then reads a [`Job`] as JSON on stdin and streams `Line`s. Exits 3
 /// after a fault that left the device unusable (the parent starts a fresh worker).
 pub fn gpu_worker_main(args: &[String]) -> i32 {
+    super::follow_parent();
     let stdout = std::io::stdout();
     let emit = |line: &Line| {
         let mut out = stdout.lock();

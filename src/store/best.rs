@@ -333,14 +333,6 @@ pub fn best_lock_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Where [`upsert_best`] saves a `best.csv` with unusable lines before it rewrites it without
-/// them: `best.csv.bak`.
-pub fn best_backup_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".bak");
-    path.with_file_name(name)
-}
-
 /// With `--keep-best`: whether the stored row stays instead of the new one of the same key.
 /// It stays when it is faster (a lower median time) at the same L2 cache state; times under
 /// different cache states do not compare, so then the newer run replaces it.
@@ -370,7 +362,8 @@ pub enum Upserted {
 /// [`best_lock_path`] is held from the read to the atomic replace ([`write_atomic`]), so
 /// each run's row survives and a reader sees the old or the new file, never a mix. Lines that
 /// cannot be used ([`read_best_checked`]) are dropped from the rewritten file with a warning
-/// on stderr, after the file as it was is saved to [`best_backup_path`].
+/// on stderr, after the file as it was is saved to `best.csv.bak` (or the first free
+/// `best.csv.bak.N`: [`super::files::backup_path`]).
 pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserted> {
     let lock_path = best_lock_path(path);
     if let Some(dir) = lock_path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -390,7 +383,7 @@ pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserte
     let stored = read_best_checked(path)?;
     if !stored.bad.is_empty() {
         stored.warn();
-        let backup = best_backup_path(path);
+        let backup = super::files::backup_path(path);
         let original = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
         write_atomic(&backup, &original)?;
         eprintln!(
@@ -708,7 +701,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            std::fs::read_to_string(best_backup_path(&path)).unwrap(),
+            std::fs::read_to_string(path.with_file_name("best.csv.bak")).unwrap(),
             damaged
         );
     }

@@ -18,6 +18,23 @@ pub fn slug(text: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
+/// Where a file about to be replaced or cleared is kept first: `NAME.bak`, or where that
+/// exists already `NAME.bak.1`, `NAME.bak.2`, ..., so no earlier copy is ever overwritten.
+pub fn backup_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".bak");
+    let first = path.with_file_name(&name);
+    let mut candidate = first.clone();
+    let mut n = 0u32;
+    while candidate.symlink_metadata().is_ok() {
+        n += 1;
+        let mut numbered = name.clone();
+        numbered.push(format!(".{n}"));
+        candidate = path.with_file_name(numbered);
+    }
+    candidate
+}
+
 /// The name that means standard output where a command takes an output file (`--output -`).
 pub const STDOUT: &str = "-";
 
@@ -139,7 +156,19 @@ fn replace(path: &Path, bytes: &[u8], keep: Option<std::fs::Permissions>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    #[test]
+    fn backups_never_overwrite_an_earlier_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("best.csv");
+        assert_eq!(backup_path(&file), dir.path().join("best.csv.bak"));
+        std::fs::write(dir.path().join("best.csv.bak"), "1").unwrap();
+        assert_eq!(backup_path(&file), dir.path().join("best.csv.bak.1"));
+        std::fs::write(dir.path().join("best.csv.bak.1"), "2").unwrap();
+        assert_eq!(backup_path(&file), dir.path().join("best.csv.bak.2"));
+    }
 
     fn read(path: &Path) -> String {
         std::fs::read_to_string(path).unwrap()

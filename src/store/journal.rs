@@ -225,6 +225,54 @@ pub fn read_journal<T: serde::de::DeserializeOwned>(
     Some(read)
 }
 
+/// A `warning:` line on stderr for each of the first [`WARNED_LINES`] unusable lines of a
+/// resumed journal, and one for the rest.
+fn warn_unusable(path: &Path, bad: &[(usize, String)]) {
+    for (line, why) in bad.iter().take(WARNED_LINES) {
+        eprintln!(
+            "warning: {}:{line}: {why}; skipped, its task runs again",
+            path.display()
+        );
+    }
+    if let Some((first, _)) = bad.get(WARNED_LINES) {
+        let rest = bad.len() - WARNED_LINES;
+        eprintln!(
+            "warning: {}: {rest} more unusable line(s) from line {first} on; skipped, their \
+             tasks run again",
+            path.display()
+        );
+    }
+}
+
+/// What differs between the header of the journal at `path` and this run's `header`, for
+/// the warning that sets the journal aside: `reps 20 there, 30 here`, each differing field.
+fn header_difference(path: &Path, header: &serde_json::Value) -> String {
+    let first = std::fs::read(path).ok().and_then(|bytes| {
+        let line = bytes.split(|b| *b == b'\n').next()?.to_vec();
+        serde_json::from_slice::<serde_json::Value>(&line).ok()
+    });
+    let (Some(serde_json::Value::Object(there)), serde_json::Value::Object(here)) = (first, header)
+    else {
+        return "its first line is not a journal header".into();
+    };
+    let none = serde_json::Value::Null;
+    let mut fields: Vec<&String> = here.keys().chain(there.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    let differ: Vec<String> = fields
+        .into_iter()
+        .filter_map(|k| {
+            let (a, b) = (there.get(k).unwrap_or(&none), here.get(k).unwrap_or(&none));
+            (a != b).then(|| format!("{k} {a} there, {b} here"))
+        })
+        .collect();
+    if differ.is_empty() {
+        "its header is written differently".into()
+    } else {
+        differ.join("; ")
+    }
+}
+
 impl Journal {
     /// `DIR/<op>_<shape>_<gpu>.journal.jsonl`, beside the run CSV.
     pub fn path_for(dir: &Path, info: &RunInfo) -> PathBuf {
@@ -233,61 +281,80 @@ impl Journal {
 
     /// Opens the journal: with `resume`, keeps a matching journal and returns its entries
     /// ([`read_journal`]), with a `warning:` line on stderr for each unusable line (their tasks
-    /// run again); otherwise (or when the header differs) starts a new one.
+    /// run again); otherwise starts a new one. A journal of a run with other settings is not
+    /// thrown away under `--resume`: it is kept as `JOURNAL.bak` (or `.bak.N`) with a warning
+    /// that names what differs, and the run starts over.
+    ///
+    /// The journal stays locked (an advisory lock on the file) while it is open: a second run
+    /// of the same op, shape and GPU into the same folder is refused instead of interleaving
+    /// its lines with this run's.
     pub fn open<T: serde::de::DeserializeOwned>(
         path: &Path,
         header: &serde_json::Value,
         resume: bool,
     ) -> Result<(Journal, Vec<(JournalKey, T)>)> {
-        use std::io::Write;
+        use std::io::{Read, Seek, SeekFrom, Write};
         let header_line = serde_json::to_string(header).expect("serializable");
-        let mut entries = Vec::new();
-        let mut reused = false;
-        if let Some(read) = resume.then(|| read_journal(path, &header_line)).flatten() {
-            reused = true;
-            entries = read.entries;
-            for (line, why) in read.bad.iter().take(WARNED_LINES) {
-                eprintln!(
-                    "warning: {}:{line}: {why}; skipped, its task runs again",
-                    path.display()
-                );
-            }
-            if let Some((first, _)) = read.bad.get(WARNED_LINES) {
-                let rest = read.bad.len() - WARNED_LINES;
-                eprintln!(
-                    "warning: {}: {rest} more unusable line(s) from line {first} on; skipped, \
-                     their tasks run again",
-                    path.display()
-                );
-            }
-        }
         if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
         }
-        let file = if reused {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .read(true)
-                .open(path)
-                .and_then(|mut f| {
-                    // After a torn last line, start the next entry on a line of its own.
-                    use std::io::{Read, Seek, SeekFrom};
-                    let mut last = [0u8];
-                    if f.seek(SeekFrom::End(-1)).is_ok()
-                        && f.read_exact(&mut last).is_ok()
-                        && last[0] != b'\n'
-                    {
-                        writeln!(f)?;
+        // Opened without truncating: what is there is only cleared once the lock is held.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("cannot write", path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Usage(format!(
+                    "{}: another tune is running the same op, shape and GPU into this folder \
+                     (its journal is locked); wait for it to end, or give this run another --out",
+                    path.display()
+                )))
+            }
+            // A file system without locks: the journal works as before, unguarded.
+            Err(std::fs::TryLockError::Error(_)) => {}
+        }
+        let mut entries = Vec::new();
+        let mut reused = false;
+        if resume {
+            if let Some(read) = read_journal(path, &header_line) {
+                reused = true;
+                entries = read.entries;
+                warn_unusable(path, &read.bad);
+            } else if file.metadata().is_ok_and(|m| m.len() > 0) {
+                let backup = super::files::backup_path(path);
+                std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
+                eprintln!(
+                    "warning: {} is the journal of a run with other settings ({}): kept as {}; \
+                     this run starts over",
+                    path.display(),
+                    header_difference(path, header),
+                    backup.display()
+                );
+            }
+        }
+        let ready = if reused {
+            // After a torn last line, start the next entry on a line of its own.
+            let mut last = [0u8];
+            file.seek(SeekFrom::End(-1))
+                .and_then(|_| file.read_exact(&mut last))
+                .and_then(|()| {
+                    file.seek(SeekFrom::End(0))?;
+                    if last[0] != b'\n' {
+                        writeln!(file)?;
                     }
-                    Ok(f)
+                    Ok(())
                 })
         } else {
-            std::fs::File::create(path).and_then(|mut f| {
-                writeln!(f, "{header_line}")?;
-                Ok(f)
-            })
-        }
-        .map_err(|e| Error::io("cannot write", path, e))?;
+            file.set_len(0)
+                .and_then(|()| file.seek(SeekFrom::Start(0)))
+                .and_then(|_| writeln!(file, "{header_line}"))
+        };
+        ready.map_err(|e| Error::io("cannot write", path, e))?;
         Ok((
             Journal {
                 file,
@@ -438,6 +505,28 @@ mod journal_tests {
         assert!(read_journal::<u32>(&path, "{\"h\":2}").is_none());
     }
 
+    /// While one run holds its journal open, a second run of the same key is refused, and
+    /// the journal is left as the first run writes it.
+    #[test]
+    fn a_journal_in_use_is_not_opened_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.journal.jsonl");
+        let header = serde_json::json!({"op": "transpose", "shape": "64x64"});
+        let (mut first, _) = Journal::open::<u32>(&path, &header, false).unwrap();
+        first.append(&key("a"), &1u32).unwrap();
+        for resume in [false, true] {
+            let Err(e) = Journal::open::<u32>(&path, &header, resume) else {
+                panic!("a second open of a journal in use succeeded");
+            };
+            assert!(matches!(e, Error::Usage(_)), "{e}");
+            assert!(e.to_string().contains("another tune is running"), "{e}");
+        }
+        first.append(&key("b"), &2u32).unwrap();
+        drop(first);
+        let (_, old) = Journal::open::<u32>(&path, &header, true).unwrap();
+        assert_eq!(old, vec![(key("a"), 1), (key("b"), 2)]);
+    }
+
     #[test]
     fn journal_resumes_only_a_matching_run_and_survives_a_torn_line() {
         let dir = tempfile::tempdir().unwrap();
@@ -460,10 +549,20 @@ mod journal_tests {
         drop(j);
         let (_, old) = Journal::open::<u32>(&path, &header, true).unwrap();
         assert_eq!(old.len(), 3, "the entry after a torn line is kept");
-        // Another run's header: nothing is reused and the journal starts over.
+        // Another run's header: nothing is reused and the journal starts over, but what it
+        // held is kept beside it.
+        let before = std::fs::read(&path).unwrap();
         let other = serde_json::json!({"op": "transpose", "shape": "128x128"});
         let (_, old) = Journal::open::<u32>(&path, &other, true).unwrap();
         assert!(old.is_empty());
+        assert_eq!(
+            std::fs::read(dir.path().join("run.journal.jsonl.bak")).unwrap(),
+            before
+        );
+        assert_eq!(
+            header_difference(&dir.path().join("run.journal.jsonl.bak"), &other),
+            "shape \"64x64\" there, \"128x128\" here"
+        );
         // Without --resume the journal starts over too.
         let (_, old) = Journal::open::<u32>(&path, &header, false).unwrap();
         assert!(old.is_empty());
