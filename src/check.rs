@@ -481,6 +481,7 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
             opts.db.display()
         )));
     }
+    check_ops(opts, rows.iter().filter(|r| wanted(r)))?;
     let gpu = retimer.gpu_name()?;
     let selected: Vec<BestRow> = rows
         .into_iter()
@@ -536,6 +537,43 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
     }
     pb.finish_and_clear();
     Ok(out)
+}
+
+/// The op of every row to check must load (built in, or from `--templates`), said before the
+/// GPU is touched: a row of an op this run does not know is bad input (the folder of its spec
+/// was not given), not a winner that no longer runs.
+fn check_ops<'a>(opts: &CheckOptions, rows: impl Iterator<Item = &'a BestRow>) -> Result<()> {
+    let mut ops: Vec<&str> = Vec::new();
+    for r in rows {
+        if !ops.contains(&r.op.as_str()) {
+            ops.push(&r.op);
+        }
+    }
+    let mut unknown: Vec<String> = Vec::new();
+    let mut known = String::new();
+    for op in ops {
+        match crate::spec::ops::Op::load(op, opts.templates.as_deref()) {
+            Ok(_) => {}
+            Err(Error::UnknownOp { name, known: k }) => {
+                unknown.push(format!("'{name}'"));
+                known = k;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let here = match &opts.templates {
+        Some(d) => format!("--templates {} holds {known}", d.display()),
+        None => format!("built in: {known}"),
+    };
+    Err(Error::Usage(format!(
+        "{} holds winners of unknown op(s) {} ({here}): pass --templates DIR, the folder of \
+         their specs, or --op to check another op",
+        opts.db.display(),
+        unknown.join(", ")
+    )))
 }
 
 /// How much faster than `stored_ms` a passing winner now runs, in %, when that is more than
@@ -685,6 +723,57 @@ mod tests {
             assert_eq!(err.exit_code(), 2, "{err}");
             assert!(err.to_string().starts_with(want), "{want}: {err}");
         }
+    }
+
+    /// Rows of an op this run cannot load (tuned from `--templates DIR`, checked without it)
+    /// are bad input said before the GPU is touched, not failures of the stored winners.
+    #[test]
+    fn a_row_of_an_unknown_op_is_bad_input_before_the_gpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("best.csv");
+        for (i, op) in ["transpose", "sim", "sim", "other"].iter().enumerate() {
+            let mut r = row(1.0, "");
+            r.op = op.to_string();
+            r.shape = format!("{}x10", 10 + i);
+            crate::store::best::upsert_best(&db, r, false).unwrap();
+        }
+        let opts = |op: Option<&str>, templates: Option<PathBuf>| CheckOptions {
+            db: db.clone(),
+            op: op.map(str::to_string),
+            shape: None,
+            margin_pct: None,
+            rounds: 3,
+            device: 0,
+            reps: 30,
+            isolation: Isolation::InProcess,
+            templates,
+            progress: false,
+        };
+        let err = check_with(&opts(None, None), &mut Untouched).unwrap_err();
+        let msg = err.to_string();
+        assert_eq!(err.exit_code(), 2, "{msg}");
+        assert!(
+            msg.contains("holds winners of unknown op(s) 'other', 'sim' (built in: transpose")
+                && msg.contains("pass --templates DIR")
+                && !msg.contains('\n'),
+            "{msg}"
+        );
+        // Only the rows the filters keep count.
+        let err = check_with(&opts(Some("other"), None), &mut Untouched).unwrap_err();
+        assert!(err.to_string().contains("unknown op(s) 'other' ("), "{err}");
+        // With the folder of its spec, the op is known and the GPU is asked.
+        let sim = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sim"));
+        struct NoGpu;
+        impl Retimer for NoGpu {
+            fn gpu_name(&mut self) -> Result<String> {
+                Err(Error::NoGpu("none here".into()))
+            }
+            fn retime(&mut self, _: &BestRow, _: &str) -> std::result::Result<Timing, String> {
+                panic!("a configuration was re-timed")
+            }
+        }
+        let err = check_with(&opts(Some("sim"), Some(sim)), &mut NoGpu).unwrap_err();
+        assert!(matches!(err, Error::NoGpu(_)), "{err}");
     }
 
     #[test]

@@ -170,6 +170,10 @@ const CASES: &[Case] = &[
     (&["--shape", "64x64", "--pruned-rows", "--no-pruned-rows"], 2, "cannot be used with"),
     (&["--shape", "64x64", "--out", "file.txt", "--compile-only"], 2, "--out file.txt: is a file, not a folder"),
     (&["--shape", "64x64", "--emit", "file.txt", "--compile-only"], 2, "--emit file.txt: is a file, not a folder"),
+    (&["--shape", "64x64", "--out", "file.txt/runs", "--compile-only"], 2,
+        "--out file.txt/runs: file.txt is a file, not a folder"),
+    (&["--shape", "64x64", "--out", "dangling", "--compile-only"], 2,
+        "--out dangling: a link to gone, which does not exist"),
     // --- A machine without a GPU (skipped where there is one) ---------------------------
     (&["--shape", "64x64"], 1, "use --compile-only"),
     (&["check", "--db", DB], 1, "tune check re-times the stored winners"),
@@ -215,10 +219,15 @@ const CASES: &[Case] = &[
     (&["check", "--db", "missing.csv"], 2, "missing.csv holds no stored winners (missing or empty)"),
     (&["check", "--db", "empty.csv"], 2, "holds no stored winners (missing or empty)"),
     (&["check", "--db", "folder"], 2, "tuning database folder: is a folder, not a file"),
+    (&["check", "--db", DB, "--templates", "@/tests/fixtures/sim"], 2,
+        "tests/fixtures/sim holds sim): pass --templates DIR, the folder of their specs"),
     // --- tune merge ---------------------------------------------------------------------
     (&["merge"], 2, "<DIR>..."),
     (&["merge", "no_such_folder"], 2, "merge: no_such_folder is not a folder"),
     (&["merge", "empty_folder"], 2, "it holds no shard manifest (shard-K-of-N.json)"),
+    (&["merge", "empty_folder", "--out", "file.txt"], 2, "merge: --out file.txt: is a file, not a folder"),
+    (&["merge", "empty_folder", "--out", "file.txt/merged"], 2,
+        "merge: --out file.txt/merged: file.txt is a file, not a folder"),
     // --- tune params --------------------------------------------------------------------
     (&["params"], 2, "--op <OP>"),
     (&["params", "--op", "fft"], 2, "unknown op 'fft' (known ops: transpose, matmul, sgemm)"),
@@ -243,6 +252,7 @@ fn bad_files(dir: &Path) {
         std::fs::create_dir_all(dir.join(d)).unwrap();
     }
     write("file.txt", b"a file, not a folder\n");
+    std::os::unix::fs::symlink("gone", dir.join("dangling")).unwrap();
     write("empty.txt", b"");
     write("empty.csv", b"");
     write("binary.bin", b"64x64\n\x00\x9f\x92\x96\xff\xfe binary\n");

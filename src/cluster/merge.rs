@@ -86,6 +86,8 @@ fn usage(text: String) -> Error {
 /// Runs `tune merge`; `Ok(false)` when a shape of the merged sweep has no verified variant
 /// (the exit code is then 1, as for a tuning run where nothing verified).
 pub fn command(args: &MergeOptions) -> Result<bool> {
+    crate::store::files::check_output_folder("--out", &args.out)
+        .map_err(|e| usage(e.to_string()))?;
     let loaded = load(&args.dirs)?;
     check_same_sweep(&loaded)?;
     let n = loaded[0].m.n;

@@ -394,17 +394,10 @@ pub fn check_inputs(opts: &TuneOptions) -> Result<(Op, Vec<space::ParamOverride>
 /// [`check_settings`], and that the folders written into are not files.
 fn check_settings_and_folders(opts: &TuneOptions) -> Result<()> {
     check_settings(opts)?;
-    // The folders written into: a file of that name is bad input, said before any work.
-    for (flag, dir) in [
-        ("--out", Some(&opts.out_dir)),
-        ("--emit", opts.emit.as_ref()),
-    ] {
-        if let Some(d) = dir.filter(|d| d.exists() && !d.is_dir()) {
-            return Err(Error::Usage(format!(
-                "{flag} {}: is a file, not a folder",
-                d.display()
-            )));
-        }
+    // The folders written into: bad input, said before any work, when they cannot be folders.
+    crate::store::files::check_output_folder("--out", &opts.out_dir)?;
+    if let Some(emit) = &opts.emit {
+        crate::store::files::check_output_folder("--emit", emit)?;
     }
     Ok(())
 }

@@ -367,6 +367,18 @@ impl Op {
         let origin = spec_path.display().to_string();
         let spec_text = crate::error::read_user_text("op spec", &spec_path)?;
         let spec = parse_spec(&spec_text, &origin)?;
+        // Rows of best.csv are keyed by op name: this op's winners would replace the built-in
+        // op's. An edited copy of a built-in op is tuned with `--templates DIR` instead.
+        if BUILTIN_OPS.contains(&spec.name.as_str()) {
+            return Err(Error::Spec {
+                file: origin,
+                why: format!(
+                    "name: '{}' is a built-in op's name; rename the op (rows of best.csv are \
+                     keyed by op name), or tune an edited copy with --templates DIR --op {}",
+                    spec.name, spec.name
+                ),
+            });
+        }
         let dir = spec_path.parent().unwrap_or(Path::new("."));
         let read = |file: &Path| {
             let text = crate::error::read_user_text("template", file)?;
@@ -412,7 +424,14 @@ impl Op {
             }
         };
         let spec_file = format!("{name}.toml");
-        let Some(spec_text) = read(&spec_file)? else {
+        // A name that is not a plain word (`../x`, from --op or a row of best.csv) names no
+        // op: it is never joined onto the templates folder.
+        let found = if is_op_name(name) {
+            read(&spec_file)?
+        } else {
+            None
+        };
+        let Some(spec_text) = found else {
             let known = match dir {
                 Some(d) => list_ops_in(d).join(", "),
                 None => BUILTIN_OPS.join(", "),
@@ -530,6 +549,16 @@ fn list_ops_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Whether `name` can name an op: it is part of the file names of a run (its CSV and journal)
+/// and of a templates folder's spec (`NAME.toml`), so a plain word of ASCII letters, digits,
+/// `_` and `-`, never a path.
+pub fn is_op_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Parses and checks a spec; every problem names the file and the field.
 pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     let err = |why: String| Error::Spec {
@@ -537,6 +566,12 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         why,
     };
     let spec: OpSpec = toml::from_str(text).map_err(|e| err(one_line(&e.to_string())))?;
+    if !is_op_name(&spec.name) {
+        return Err(err(format!(
+            "name: '{}' is not an op name (use ASCII letters, digits, '_' and '-', at least one)",
+            spec.name.escape_debug()
+        )));
+    }
     if spec.dims.is_empty() {
         return Err(err("dims: at least one dimension is needed".into()));
     }
@@ -792,6 +827,77 @@ mod tests {
         assert!(
             e.contains("unknown op 'fft'") && e.contains("transpose"),
             "{e}"
+        );
+    }
+
+    /// An op name that is a path (from --op or a row of best.csv) is never joined onto the
+    /// templates folder: a spec outside it is not read.
+    #[test]
+    fn an_op_name_never_reaches_outside_the_templates_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let inside = root.path().join("templates");
+        std::fs::create_dir(&inside).unwrap();
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/vector_add");
+        for file in ["vector_add.toml", "vector_add.cu.tera"] {
+            std::fs::copy(format!("{example}/{file}"), root.path().join(file)).unwrap();
+        }
+        let e = Op::load("../vector_add", Some(&inside)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("unknown op '../vector_add'"), "{e}");
+        assert!(Op::load("vector_add", Some(root.path())).is_ok());
+    }
+
+    /// The name becomes part of file names: one that could leave the output folder, or make
+    /// an empty or odd name, is refused with what is allowed.
+    #[test]
+    fn a_spec_name_is_a_plain_word() {
+        let text = include_str!("../../examples/vector_add/vector_add.toml");
+        assert!(parse_spec(text, "v.toml").is_ok());
+        let named =
+            |name: &str| text.replacen("name = \"vector_add\"", &format!("name = {name:?}"), 1);
+        for bad in ["../../evil", "", "a b", "a.b", "a/b", "caf\u{e9}", "a\nb"] {
+            let e = parse_spec(&named(bad), "v.toml").unwrap_err();
+            let msg = e.to_string();
+            assert_eq!(e.exit_code(), 2, "{msg}");
+            assert!(
+                msg.starts_with("op spec v.toml: name: '")
+                    && msg.contains("use ASCII letters, digits, '_' and '-'")
+                    && !msg.contains('\n'),
+                "{msg}"
+            );
+        }
+        for good in ["my-op_2", "X"] {
+            assert!(parse_spec(&named(good), "v.toml").is_ok(), "{good}");
+        }
+    }
+
+    /// A `--spec` op named like a built-in one would store its winners under that op in
+    /// best.csv; the same spec from a templates folder is an edited copy, which is allowed.
+    #[test]
+    fn a_spec_file_may_not_take_a_builtin_op_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/vector_add");
+        let text = std::fs::read_to_string(format!("{example}/vector_add.toml")).unwrap();
+        std::fs::write(
+            dir.path().join("transpose.toml"),
+            text.replacen("name = \"vector_add\"", "name = \"transpose\"", 1),
+        )
+        .unwrap();
+        std::fs::copy(
+            format!("{example}/vector_add.cu.tera"),
+            dir.path().join("vector_add.cu.tera"),
+        )
+        .unwrap();
+        let e = Op::load_spec(dir.path(), None).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.exit_code(), 2, "{msg}");
+        assert!(
+            msg.contains("name: 'transpose' is a built-in op's name; rename the op"),
+            "{msg}"
+        );
+        assert_eq!(
+            Op::load("transpose", Some(dir.path())).unwrap().name(),
+            "transpose"
         );
     }
 

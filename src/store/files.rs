@@ -35,6 +35,41 @@ pub fn backup_path(path: &Path) -> PathBuf {
     candidate
 }
 
+/// Checks that `dir`, a folder the command is to write into (given as `flag`), is one or can
+/// be made one: bad input, said before any work, when a file stands at it or anywhere along
+/// its path, or when it is a link to a folder that is not there.
+pub fn check_output_folder(flag: &str, dir: &Path) -> Result<()> {
+    if dir
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+        && !dir.exists()
+    {
+        let target = std::fs::read_link(dir).unwrap_or_default();
+        return Err(Error::Usage(format!(
+            "{flag} {}: a link to {}, which does not exist",
+            dir.display(),
+            target.display()
+        )));
+    }
+    // The deepest part of the path that exists must be a folder.
+    let existing = dir
+        .ancestors()
+        .filter(|p| !p.as_os_str().is_empty())
+        .find(|p| p.exists());
+    match existing {
+        Some(file) if !file.is_dir() && file == dir => Err(Error::Usage(format!(
+            "{flag} {}: is a file, not a folder",
+            dir.display()
+        ))),
+        Some(file) if !file.is_dir() => Err(Error::Usage(format!(
+            "{flag} {}: {} is a file, not a folder",
+            dir.display(),
+            file.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The name that means standard output where a command takes an output file (`--output -`).
 pub const STDOUT: &str = "-";
 
