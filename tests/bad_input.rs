@@ -68,6 +68,7 @@ const CASES: &[Case] = &[
     (&["--spec", "no_template", "--shape", "100"], 2, "template no_template/missing.cu.tera: no such file"),
     (&["--spec", "folder", "--shape", "100"], 2, "folder holds no .toml spec"),
     (&["--spec", "two_specs", "--shape", "100"], 2, "holds several .toml specs; name one with --spec FILE"),
+    (&["--spec", "bad_metric", "--shape", "100", "--compile-only"], 2, "bad_metric/op.toml:18 metric: An operator expected"),
     (&["--spec", "bad_syntax", "--shape", "100"], 2, "op spec bad_syntax/op.toml: TOML parse error"),
     (&["--spec", "unknown_field", "--shape", "100"], 2, "unknown field `colour`"),
     (&["--spec", "@/examples/vector_add", "--shape", "10x10"], 2, "expected 1 dimensions as N, got 2"),
@@ -280,6 +281,13 @@ fn bad_files(dir: &Path) {
             .as_bytes(),
     );
     write("unknown_field/vector_add.cu.tera", &template);
+    write(
+        "bad_metric/op.toml",
+        vector_add
+            .replace("bytes = \"3 * N * 4\"", "bytes = \"3 * N * \"")
+            .as_bytes(),
+    );
+    write("bad_metric/vector_add.cu.tera", &template);
     write(
         "latin1_templates/transpose.toml",
         b"name = \"transpos\xe9\"\n",

@@ -108,10 +108,8 @@ fn run_info(
 ) -> Result<(RunInfo, f64, &'static str)> {
     let op = &setup.op;
     let (version_major, version_minor) = setup.compiler.version();
-    let (unit_expr, unit) = op.spec.metric.amount();
-    let work = setup
-        .base
-        .eval_int(unit_expr, &format!("{} metric", op.at(unit_expr)))? as f64;
+    let unit = op.spec.metric.amount().1;
+    let work = setup.work;
     let info = RunInfo {
         op: op.name().to_string(),
         shape: setup.shape.to_string(),

@@ -76,6 +76,9 @@ pub(super) struct Setup {
     pub finish: Vec<(String, Vec<crate::spec::expr::Value>)>,
     pub base: Vars,
     pub layout: BufferLayout,
+    /// The metric's amount of work at this shape (bytes or flops), evaluated here so that a
+    /// spec whose metric does not evaluate is refused by a compile-only run too.
+    pub work: f64,
     pub cache_dir: Option<PathBuf>,
     pub compiler: Compiler,
     /// The compile pool, its workers started ([`compile_pool`]); the build stage takes it.
@@ -258,6 +261,8 @@ pub(super) fn device(
     let live = crate::model::slice::owned(live, opts.shard.as_ref());
     let base = space::base_vars(&op, &shape, &limits);
     let layout = BufferLayout::new(&op, &base)?;
+    let metric = op.spec.metric.amount().0;
+    let work = base.eval_int(metric, &format!("{} metric", op.at(metric)))? as f64;
     if let Some(d) = &device {
         layout.check_memory(d, free_mem)?;
     }
@@ -280,6 +285,7 @@ pub(super) fn device(
         finish,
         base,
         layout,
+        work,
         cache_dir,
         compiler,
         pool,
