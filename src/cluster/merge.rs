@@ -31,7 +31,7 @@ use crate::store::best::{upsert_best, BestRow};
 use crate::store::files::write_atomic;
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
-use crate::store::run_csv::{open_run_csv, read_run_csv, run_csv, run_csv_path};
+use crate::store::run_csv::{column, open_run_csv, read_run_csv, run_csv, run_csv_path};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -516,10 +516,10 @@ fn check_csv(path: &Path, run: &RunInfo) -> Result<Vec<String>> {
     let (mut r, header, status_at) = open_run_csv(path)?;
     let col = |name: &str| header.iter().position(|h| h == name);
     let want = [
-        ("op", &run.op),
-        ("shape", &run.shape),
-        ("gpu", &run.gpu),
-        ("cache", &run.cache),
+        (column::OP, &run.op),
+        (column::SHAPE, &run.shape),
+        (column::GPU, &run.gpu),
+        (column::CACHE, &run.cache),
     ];
     for row in r.records() {
         let row = row.map_err(|e| csv_err(e.to_string()))?;

@@ -714,6 +714,17 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             }
         }
     }
+    if spec.reference != "config" && crate::spec::reference::lookup(&spec.reference).is_none() {
+        let known: Vec<&str> = crate::spec::reference::REFERENCES
+            .iter()
+            .map(|r| r.name)
+            .collect();
+        return Err(err(format!(
+            "reference: '{}' is not a reference (\"config\", or a CPU reference: {})",
+            spec.reference,
+            known.join(", ")
+        )));
+    }
     match (spec.reference.as_str(), &spec.reference_config) {
         ("config", None) => {
             return Err(err(
@@ -931,6 +942,18 @@ mod tests {
         );
         let text = text.replace("reference = \"matmul\"", "reference = \"copy\"");
         assert!(parse_spec(&text, "m.toml").is_ok());
+        // An unknown reference is named as such, with or without a reference_config.
+        for extra in ["", "\nreference_config = { BLOCK_SIZE = 16 }"] {
+            let text = text.replace(
+                "reference = \"copy\"",
+                &format!("reference = \"nope\"{extra}"),
+            );
+            let e = parse_spec(&text, "m.toml").unwrap_err().to_string();
+            assert!(
+                e.contains("reference: 'nope' is not a reference (\"config\", or a CPU reference: transpose, matmul, copy)"),
+                "{e}"
+            );
+        }
         // A safe value must be one the parameter accepts (sgemm's BOUNDS accepts `always`
         // beyond its default sweep).
         let text = include_str!("../../templates/sgemm.toml");

@@ -171,7 +171,12 @@ impl BestFile {
     /// One `warning:` line on stderr per unusable line.
     pub fn warn(&self) {
         for b in &self.bad {
-            eprintln!("warning: {b}; skipped (the other rows are used)");
+            if self.rows.is_empty() && self.bad.len() == 1 {
+                // A bad header: nothing else of the file is read, so no other row is used.
+                eprintln!("warning: {b}");
+            } else {
+                eprintln!("warning: {b}; skipped (the other rows are used)");
+            }
         }
     }
 }
@@ -292,10 +297,10 @@ fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
 /// The 1-based line of `bytes` on which the record at `pos` starts. The csv reader's own
 /// `Position::line` cannot be used: a record's position is where the reader stopped after the
 /// previous record, before that record's line terminator when it is `\r\n` (as every file
-/// the csv writer makes, best.csv included, ends its lines) and before any blank lines, so it
+/// the csv writer makes, best.csv and the run CSVs included, ends its lines) and before any blank lines, so it
 /// names the line above. The byte offset is exact, so the line is counted from it, past the
 /// terminators and blank lines in front of the record.
-fn line_of(bytes: &[u8], pos: &csv::Position) -> u64 {
+pub(super) fn line_of(bytes: &[u8], pos: &csv::Position) -> u64 {
     let mut at = (pos.byte() as usize).min(bytes.len());
     while at < bytes.len() && (bytes[at] == b'\r' || bytes[at] == b'\n') {
         at += 1;

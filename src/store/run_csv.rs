@@ -1,7 +1,7 @@
 //! The run CSV: one per run, every configuration, baselines included, with its status and
 //! reason.
 
-use super::best::BEST_REQUIRED;
+use super::best::{line_of, BEST_REQUIRED};
 use super::files::slug;
 use super::record::{Confirmed, Kind, Note, Record, RunInfo, Status};
 use crate::error::{Error, Result};
@@ -30,16 +30,45 @@ const FIXED_AFTER: [&str; 19] = [
     "samples",
     "batch",
     "throughput",
-    "unit",
+    column::UNIT,
     "frac_of_roof",
-    "roof",
+    column::ROOF,
     "compile_ms",
     "registers",
-    "op",
-    "shape",
-    "dtype",
-    "gpu",
-    "cache",
+    column::OP,
+    column::SHAPE,
+    column::DTYPE,
+    column::GPU,
+    column::CACHE,
+];
+
+/// The names of the columns that describe the run rather than the row (the same in every
+/// row), for the readers that look them up: `tune report` and `tune merge`.
+pub mod column {
+    pub const UNIT: &str = "unit";
+    pub const ROOF: &str = "roof";
+    pub const OP: &str = "op";
+    pub const SHAPE: &str = "shape";
+    pub const DTYPE: &str = "dtype";
+    pub const GPU: &str = "gpu";
+    pub const CACHE: &str = "cache";
+}
+
+/// The number columns, each with whether a negative value is possible: times, spreads,
+/// throughputs and fractions of the roof are not; the re-timing's differences to the winner
+/// are.
+const NUMBERS: [(&str, bool); 11] = [
+    ("median_ms", false),
+    ("min_ms", false),
+    ("max_ms", false),
+    ("spread_pct", false),
+    ("throughput", false),
+    ("frac_of_roof", false),
+    ("compile_ms", false),
+    ("confirm_median_ms", false),
+    ("vs_winner_pct", true),
+    ("vs_winner_ci_low_pct", true),
+    ("vs_winner_ci_high_pct", true),
 ];
 
 /// The run CSV's path: `DIR/<op>_<shape>_<gpu>.csv` for float32 and
@@ -168,6 +197,55 @@ fn not_a_run_csv(header: &[String]) -> String {
 /// Reads a run CSV back (the inverse of [`run_csv`]).
 pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
     read_run_csv_where(path, |_, _| true)
+}
+
+/// [`read_run_csv`] for a reader that shows the numbers (`tune report`): a number column
+/// ([`NUMBERS`]) that holds text, NaN, an infinity or a negative value where none is possible
+/// (a damaged or hand-edited file) fails, naming its line and column.
+pub fn read_run_csv_checked(path: &Path) -> Result<Vec<Record>> {
+    let records = read_run_csv(path)?;
+    check_numbers(path)?;
+    Ok(records)
+}
+
+/// The check of [`read_run_csv_checked`], on a file [`read_run_csv`] has read: the first
+/// number that cannot be one, by line and column.
+fn check_numbers(path: &Path) -> Result<()> {
+    let csv_err = |why: String| Error::Csv {
+        path: path.to_path_buf(),
+        why,
+    };
+    // The bytes, to name lines exactly ([`super::best::line_of`]).
+    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let mut r = csv::Reader::from_reader(bytes.as_slice());
+    let header = r.headers().map_err(|e| csv_err(e.to_string()))?.clone();
+    let columns: Vec<(usize, &str, bool)> = NUMBERS
+        .iter()
+        .filter_map(|&(name, signed)| {
+            let i = header.iter().position(|h| h == name)?;
+            Some((i, name, signed))
+        })
+        .collect();
+    for row in r.records() {
+        let row = row.map_err(|e| csv_err(e.to_string()))?;
+        for &(i, name, signed) in &columns {
+            let text = row.get(i).unwrap_or("");
+            if text.is_empty() {
+                continue;
+            }
+            let why = match text.parse::<f64>() {
+                Err(_) => "is not a number",
+                Ok(x) if !x.is_finite() => "is not a finite number",
+                Ok(x) if x < 0.0 && !signed => "is negative",
+                Ok(_) => continue,
+            };
+            let line = row.position().map_or(0, |p| line_of(&bytes, p));
+            return Err(csv_err(format!(
+                "line {line}, column {name}: '{text}' {why} (a damaged or hand-edited file)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// [`read_run_csv`], keeping only the rows for which `keep(status, error)` holds, decided
@@ -363,5 +441,94 @@ mod tests {
         assert_eq!(read_run_csv(&path).unwrap(), records);
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_number_that_cannot_be_one_is_refused_by_line_and_column() {
+        let stats = Stats {
+            median_ms: 0.5,
+            min_ms: 0.4,
+            max_ms: 0.6,
+            spread_pct: 2.0,
+            samples: 30,
+            batch: 1,
+        };
+        let row = |kind: Kind, name: &str, status: Status, error: &str| Record {
+            kind,
+            note: None,
+            name: name.into(),
+            params: vec![],
+            status,
+            error: error.into(),
+            stats: (status == Status::Ok).then_some(stats),
+            throughput: (status == Status::Ok).then_some(100.0),
+            frac_of_roof: (status == Status::Ok).then_some(0.5),
+            compile_ms: None,
+            registers: None,
+            confirm: None,
+        };
+        // Lines 1 (header), 2, 3 and 4 (a reason of two lines), then 5.
+        let mut last = row(Kind::Variant, "v0002", Status::Ok, "");
+        last.confirm = Some(Confirmed {
+            median_ms: 0.5,
+            vs_winner_pct: -1.5,
+            ci_low_pct: -3.0,
+            ci_high_pct: -0.5,
+            tied: false,
+            winner: true,
+        });
+        let records = vec![
+            row(Kind::Baseline, "memcpy", Status::Ok, ""),
+            row(
+                Kind::Variant,
+                "v0001",
+                Status::Failed,
+                "compile: error\nsecond line",
+            ),
+            last,
+        ];
+        let good = run_csv(&info(), &[], &records).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.csv");
+        write_atomic(&path, &good).unwrap();
+        assert_eq!(
+            read_run_csv_checked(&path).unwrap(),
+            records,
+            "differences to the winner may be negative"
+        );
+        // `good` with the last row's `column` set to `value`.
+        let edited = |column: &str, value: &str| {
+            let mut r = csv::Reader::from_reader(good.as_slice());
+            let header = r.headers().unwrap().clone();
+            let at = header.iter().position(|h| h == column).unwrap();
+            let mut rows: Vec<csv::StringRecord> = r.records().map(|r| r.unwrap()).collect();
+            let last = rows.last_mut().unwrap();
+            *last = last
+                .iter()
+                .enumerate()
+                .map(|(i, f)| if i == at { value } else { f })
+                .collect();
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(&header).unwrap();
+            for row in &rows {
+                w.write_record(row).unwrap();
+            }
+            w.into_inner().unwrap()
+        };
+        for (column, value, why) in [
+            ("median_ms", "-5000", "is negative"),
+            ("min_ms", "NaN", "is not a finite number"),
+            ("throughput", "inf", "is not a finite number"),
+            ("frac_of_roof", "-0.5", "is negative"),
+            ("spread_pct", "fast", "is not a number"),
+            ("vs_winner_pct", "-inf", "is not a finite number"),
+        ] {
+            write_atomic(&path, &edited(column, value)).unwrap();
+            let e = read_run_csv_checked(&path).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+            let want = format!("line 5, column {column}: '{value}' {why}");
+            assert!(e.to_string().contains(&want), "{e}\nlacks: {want}");
+            assert!(!e.to_string().contains('\n'), "one line: {e}");
+        }
     }
 }
