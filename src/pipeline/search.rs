@@ -703,7 +703,8 @@ impl Search {
     fn budget_text(&self) -> String {
         match self.budget {
             Budget::Variants(n) => format!("budget {n} variants"),
-            Budget::Seconds(s) => format!("budget {s:.0} s"),
+            // As given: `--budget 0.5s` reads "budget 0.5 s", `90s` "budget 90 s".
+            Budget::Seconds(s) => format!("budget {s} s"),
         }
     }
 
