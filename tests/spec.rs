@@ -150,13 +150,25 @@ fn unknown_fields_and_bad_reference_configs_are_rejected() {
         )
     });
     rejected(dir.path(), "buffers.a.dtype");
+    // A registered CPU reference takes no reference_config.
+    let dir = edited(|s, t| {
+        (
+            s.replace("reference = \"config\"", "reference = \"copy\""),
+            t,
+        )
+    });
+    rejected(
+        dir.path(),
+        "reference_config is only used with reference = \"config\"",
+    );
+    // A name that is neither `config` nor a registered reference is named as such.
     let dir = edited(|s, t| {
         (
             s.replace("reference = \"config\"", "reference = \"vector_add\""),
             t,
         )
     });
-    rejected(dir.path(), "reference_config");
+    rejected(dir.path(), "reference: 'vector_add' is not a reference");
 }
 
 #[test]
