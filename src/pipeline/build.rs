@@ -401,9 +401,7 @@ pub(super) struct Round {
 /// search fits the next round on the rest), and the search may be asked for the next round
 /// while they still compile.
 fn heavy(costs: &[i64]) -> usize {
-    let Some(&median) = costs.get(costs.len() / 2) else {
-        return 0;
-    };
+    let median = crate::search::space::median_cost(costs);
     costs
         .iter()
         .rev()

@@ -88,9 +88,7 @@ impl Model {
     fn cover(&self) -> &std::collections::VecDeque<usize> {
         self.cover.get_or_init(|| {
             let eligible: Vec<usize> = if self.costs.len() == self.points.len() {
-                let mut sorted = self.costs.clone();
-                sorted.sort_unstable();
-                let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+                let median = super::space::median_cost(&self.costs);
                 (0..self.points.len())
                     .filter(|&p| !super::space::heavy(self.costs[p], median))
                     .collect()

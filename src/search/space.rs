@@ -30,6 +30,14 @@ pub fn heavy(cost: i64, median: i64) -> bool {
     median > 0 && cost >= HEAVY * median
 }
 
+/// The median of `costs` (0 for none): what [`heavy`] compares a cost with, over a round
+/// (the build stage's order) or over the space (the model's first round).
+pub fn median_cost(costs: &[i64]) -> i64 {
+    let mut sorted = costs.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+}
+
 impl SearchSpace {
     /// Builds a space from the values of each live configuration (one row per configuration,
     /// one column per name). Integer-valued parameters are ordered numerically, so that a

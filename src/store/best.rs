@@ -297,8 +297,8 @@ fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
 /// The 1-based line of `bytes` on which the record at `pos` starts. The csv reader's own
 /// `Position::line` cannot be used: a record's position is where the reader stopped after the
 /// previous record, before that record's line terminator when it is `\r\n` (as every file
-/// the csv writer makes, best.csv and the run CSVs included, ends its lines) and before any blank lines, so it
-/// names the line above. The byte offset is exact, so the line is counted from it, past the
+/// the csv writer makes, best.csv and the run CSVs included, ends its lines) and before any
+/// blank lines, so it names the line above. The byte offset is exact, so the line is counted from it, past the
 /// terminators and blank lines in front of the record.
 pub(super) fn line_of(bytes: &[u8], pos: &csv::Position) -> u64 {
     let mut at = (pos.byte() as usize).min(bytes.len());

@@ -23,8 +23,7 @@ pub fn slug(text: &str) -> String {
 pub fn backup_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".bak");
-    let first = path.with_file_name(&name);
-    let mut candidate = first.clone();
+    let mut candidate = path.with_file_name(&name);
     let mut n = 0u32;
     while candidate.symlink_metadata().is_ok() {
         n += 1;
