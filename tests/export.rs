@@ -1002,7 +1002,7 @@ fn report_colours_by_the_parameter_with_the_most_values() {
     };
     assert_eq!(count("READ"), 1);
     assert_eq!(run.color_parameter(), Some("BLOCK_ROWS"));
-    for p in &run.meta.params {
+    for p in &run.params {
         assert!(count(p) <= count("BLOCK_ROWS"), "{p} has more values");
     }
     let html = render_run(&run, "run.csv").unwrap();

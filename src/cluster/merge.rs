@@ -31,7 +31,7 @@ use crate::store::best::{upsert_best, BestRow};
 use crate::store::files::write_atomic;
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
-use crate::store::run_csv::{column, open_run_csv, read_run_csv, run_csv, run_csv_path};
+use crate::store::run_csv::{column, read_run_file, run_csv, run_csv_path, RunFile};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -206,8 +206,11 @@ fn read_parts<'a>(
                     l.dir.display()
                 )));
             }
-            let param_names = check_csv(&path, run)?;
-            let records = read_run_csv(&path)?;
+            let RunFile {
+                params: param_names,
+                records,
+                ..
+            } = read_checked(&path, run)?;
             let pos = sweep
                 .shapes
                 .iter()
@@ -506,34 +509,29 @@ fn check_same_sweep(loaded: &[Loaded]) -> Result<()> {
     Ok(())
 }
 
-/// Checks that a run CSV holds the rows its manifest says (op, shape, GPU, cache state) and
-/// returns its parameter columns.
-fn check_csv(path: &Path, run: &RunInfo) -> Result<Vec<String>> {
-    let csv_err = |why: String| Error::Csv {
-        path: path.to_path_buf(),
-        why,
-    };
-    let (mut r, header, status_at) = open_run_csv(path)?;
-    let col = |name: &str| header.iter().position(|h| h == name);
-    let want = [
-        (column::OP, &run.op),
-        (column::SHAPE, &run.shape),
-        (column::GPU, &run.gpu),
-        (column::CACHE, &run.cache),
+/// Reads a run CSV and checks that its rows are of the run its manifest says (op, shape, GPU,
+/// cache state).
+fn read_checked(path: &Path, run: &RunInfo) -> Result<RunFile> {
+    let file = read_run_file(path)?;
+    if file.records.is_empty() {
+        return Ok(file);
+    }
+    let l = &file.labels;
+    let pairs = [
+        (column::OP, &l.op, &run.op),
+        (column::SHAPE, &l.shape, &run.shape),
+        (column::GPU, &l.gpu, &run.gpu),
+        (column::CACHE, &l.cache, &run.cache),
     ];
-    for row in r.records() {
-        let row = row.map_err(|e| csv_err(e.to_string()))?;
-        for (name, value) in want {
-            let got = col(name).and_then(|i| row.get(i)).unwrap_or("");
-            if got != value {
-                return Err(usage(format!(
-                    "{}: a row says {name} '{got}' but the shard's manifest says '{value}'",
-                    path.display()
-                )));
-            }
+    for (name, got, value) in pairs {
+        if got != value {
+            return Err(usage(format!(
+                "{}: its rows say {name} '{got}' but the shard's manifest says '{value}'",
+                path.display()
+            )));
         }
     }
-    Ok(header[2..status_at].to_vec())
+    Ok(file)
 }
 
 /// The index in the space of a variant named `vNNNN`.

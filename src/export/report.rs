@@ -10,7 +10,7 @@
 use super::format_ms;
 use crate::error::{Error, Result};
 use crate::store::record::{Kind, Record, Status};
-use crate::store::run_csv::{column, open_run_csv, read_run_csv_checked};
+use crate::store::run_csv::{read_run_file, RunLabels};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -19,62 +19,31 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
-/// What a run CSV says about its run (the same in every row).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunMeta {
-    pub op: String,
-    pub shape: String,
-    pub dtype: String,
-    pub gpu: String,
-    pub cache: String,
-    pub unit: String,
-    pub roof: String,
-    /// Parameter columns, in the CSV's order.
-    pub params: Vec<String>,
-}
-
-/// A run CSV read back: its description and every row.
+/// A run CSV read back: what it says about its run, its parameter columns and every row.
 #[derive(Debug, Clone)]
 pub struct Run {
-    pub meta: RunMeta,
+    pub meta: RunLabels,
+    /// Parameter columns, in the CSV's order.
+    pub params: Vec<String>,
     pub records: Vec<Record>,
 }
 
 impl Run {
     /// Reads a run CSV; a number it would show that cannot be one (text, NaN, an infinity, a
-    /// negative time) fails with its line and column ([`read_run_csv_checked`]).
+    /// negative time) fails with its line and column ([`read_run_file`]).
     pub fn load(path: &Path) -> Result<Run> {
-        let records = read_run_csv_checked(path)?;
-        let csv_err = |why: String| Error::Csv {
-            path: path.to_path_buf(),
-            why,
-        };
-        let (mut r, header, status_at) = open_run_csv(path)?;
-        let first = r
-            .records()
-            .next()
-            .transpose()
-            .map_err(|e| csv_err(e.to_string()))?
-            .ok_or_else(|| csv_err("no rows: not a run CSV written by tune".into()))?;
-        let get = |name: &str| {
-            header
-                .iter()
-                .position(|h| h == name)
-                .and_then(|i| first.get(i))
-                .unwrap_or("")
-                .to_string()
-        };
-        let meta = RunMeta {
-            op: get(column::OP),
-            shape: get(column::SHAPE),
-            dtype: get(column::DTYPE),
-            gpu: get(column::GPU),
-            cache: get(column::CACHE),
-            unit: get(column::UNIT),
-            roof: get(column::ROOF),
-            params: header[2..status_at].to_vec(),
-        };
-        Ok(Run { meta, records })
+        let file = read_run_file(path)?;
+        if file.records.is_empty() {
+            return Err(Error::Csv {
+                path: path.to_path_buf(),
+                why: "no rows: not a run CSV written by tune".into(),
+            });
+        }
+        Ok(Run {
+            meta: file.labels,
+            params: file.params,
+            records: file.records,
+        })
     }
 
     fn variants(&self) -> impl Iterator<Item = &Record> {
@@ -132,8 +101,7 @@ impl Run {
     /// the CSV's order, with their number of values.
     fn varying(&self) -> Vec<(&str, usize)> {
         let ok = self.ok_sorted();
-        self.meta
-            .params
+        self.params
             .iter()
             .filter_map(|p| {
                 let mut values: Vec<String> = Vec::new();
@@ -165,12 +133,7 @@ impl Run {
     pub fn heatmap_axes(&self) -> Option<(&str, Option<&str>)> {
         let varying: Vec<&str> = self.varying().into_iter().map(|(p, _)| p).collect();
         let pick: Vec<&str> = if varying.is_empty() {
-            self.meta
-                .params
-                .iter()
-                .map(String::as_str)
-                .take(2)
-                .collect()
+            self.params.iter().map(String::as_str).take(2).collect()
         } else {
             varying.into_iter().take(2).collect()
         };
@@ -1002,7 +965,7 @@ fn write_top(h: &mut String, run: &Run, ok: &[&Record]) {
     // Parameters with one value in all ten rows are said once above the table, not repeated
     // in a column each: the table stays within a 1400 px window.
     let top: Vec<&Record> = ok.iter().take(10).copied().collect();
-    let (columns, same): (Vec<&String>, Vec<&String>) = m.params.iter().partition(|p| {
+    let (columns, same): (Vec<&String>, Vec<&String>) = run.params.iter().partition(|p| {
         top.iter()
             .any(|r| Run::param(r, p) != Run::param(top[0], p))
     });

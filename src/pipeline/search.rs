@@ -12,7 +12,7 @@ use crate::spec::ops::Op;
 use crate::spec::space::Candidate;
 use crate::store::best::{parse_params, read_best_checked, shipped_best, stored_params, BestRow};
 use crate::store::record::{Kind, Record, Status};
-use crate::store::run_csv::{read_run_csv_where, run_csv_path_of};
+use crate::store::run_csv::{read_run_file_where, run_csv_path_of};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -259,10 +259,21 @@ pub(super) fn start(opts: &TuneOptions, setup: &Setup) -> Result<Option<Search>>
                 );
                 // What a re-run reads of its last run: what it measured, tried, or carried;
                 // not the rows of the configurations it never reached.
-                read_run_csv_where(&path, |status, error| {
+                let kept = read_run_file_where(&path, |status, error| {
                     status != Status::Skipped || error.starts_with(NOT_TIMED_AGAIN)
-                })
-                .unwrap_or_default()
+                });
+                match kept {
+                    Ok(file) => file.records,
+                    // None yet: the first run into this folder.
+                    Err(_) if !path.exists() => Vec::new(),
+                    Err(e) => {
+                        eprintln!(
+                            "warning: {e}; this run does not start from it (a new run CSV \
+                             replaces it at the end)"
+                        );
+                        Vec::new()
+                    }
+                }
             })
             .unwrap_or_default();
         let (replay, earlier) = last_measured(candidates, live, &last);

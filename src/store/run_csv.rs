@@ -155,17 +155,55 @@ pub fn run_csv(info: &RunInfo, param_names: &[String], records: &[Record]) -> Re
         .map_err(|e| Error::Internal(format!("serializing a run CSV: {e}")))
 }
 
-/// Opens a run CSV: its reader, its header and where the `status` column is (the parameter
-/// columns sit between `name` and `status`). Shared by [`read_run_csv`] and `tune merge`.
-pub fn open_run_csv(path: &Path) -> Result<(csv::Reader<std::fs::File>, Vec<String>, usize)> {
+/// What a run CSV's rows say about the run as a whole (the same in every row).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunLabels {
+    pub op: String,
+    pub shape: String,
+    pub dtype: String,
+    pub gpu: String,
+    pub cache: String,
+    pub unit: String,
+    pub roof: String,
+}
+
+/// A run CSV read back: its parameter columns, what its rows say about the run, and its rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFile {
+    /// The parameter columns, in the file's order (between `name` and `status`).
+    pub params: Vec<String>,
+    /// Taken from the first row; empty for a file with no rows.
+    pub labels: RunLabels,
+    pub records: Vec<Record>,
+}
+
+/// Reads a run CSV back (the inverse of [`run_csv`]): its records ([`read_run_file`]).
+pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
+    Ok(read_run_file(path)?.records)
+}
+
+/// Reads a run CSV back, whole. Every reader takes it through here, so none ranks, merges or
+/// shows what a damaged or hand-edited file says: a number column ([`NUMBERS`]) that holds
+/// text, NaN, an infinity or a negative value where none is possible, or a row whose run
+/// columns (op, shape, GPU, ...) differ from the first row's, fails, naming its line and
+/// column.
+pub fn read_run_file(path: &Path) -> Result<RunFile> {
+    read_run_file_where(path, |_, _| true)
+}
+
+/// [`read_run_file`], keeping only the rows for which `keep(status, error)` holds, decided
+/// before a row becomes a [`Record`] (every row is still checked): a re-run wants the few
+/// measured rows of a file that has one per configuration of the space.
+pub fn read_run_file_where(path: &Path, keep: impl Fn(Status, &str) -> bool) -> Result<RunFile> {
     let csv_err = |why: String| Error::Csv {
         path: path.to_path_buf(),
         why,
     };
-    // A file that cannot be opened is the machine's problem; one that opens but is not a run
-    // CSV is the input's (Error::Csv, exit code 2).
-    let file = std::fs::File::open(path).map_err(|e| Error::io("cannot read", path, e))?;
-    let mut r = csv::Reader::from_reader(file);
+    // A file that cannot be read is the machine's problem; one that reads but is not a run
+    // CSV is the input's (Error::Csv, exit code 2). The bytes are kept to name lines exactly
+    // ([`super::best::line_of`]).
+    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let mut r = csv::Reader::from_reader(bytes.as_slice());
     let header: Vec<String> = r
         .headers()
         .map_err(|e| csv_err(e.to_string()))?
@@ -177,58 +215,34 @@ pub fn open_run_csv(path: &Path) -> Result<(csv::Reader<std::fs::File>, Vec<Stri
         .position(|h| h == "status")
         .filter(|&i| i >= 2)
         .ok_or_else(|| csv_err(not_a_run_csv(&header)))?;
-    Ok((r, header, status_at))
-}
-
-/// Why a CSV header is not a run CSV's, naming what the file looks like instead.
-fn not_a_run_csv(header: &[String]) -> String {
-    let has = |c: &str| header.iter().any(|h| h == c);
-    if header.iter().all(|h| h.trim().is_empty()) {
-        "the file is empty, not a run CSV written by tune".into()
-    } else if BEST_REQUIRED.iter().all(|c| has(c)) {
-        "this is a tuning database (best.csv), not a run CSV: pass one of the \
-         <op>_<shape>_<gpu>.csv files a run wrote"
-            .into()
-    } else {
-        "not a run CSV written by tune (no status column)".into()
-    }
-}
-
-/// Reads a run CSV back (the inverse of [`run_csv`]).
-pub fn read_run_csv(path: &Path) -> Result<Vec<Record>> {
-    read_run_csv_where(path, |_, _| true)
-}
-
-/// [`read_run_csv`] for a reader that shows the numbers (`tune report`): a number column
-/// ([`NUMBERS`]) that holds text, NaN, an infinity or a negative value where none is possible
-/// (a damaged or hand-edited file) fails, naming its line and column.
-pub fn read_run_csv_checked(path: &Path) -> Result<Vec<Record>> {
-    let records = read_run_csv(path)?;
-    check_numbers(path)?;
-    Ok(records)
-}
-
-/// The check of [`read_run_csv_checked`], on a file [`read_run_csv`] has read: the first
-/// number that cannot be one, by line and column.
-fn check_numbers(path: &Path) -> Result<()> {
-    let csv_err = |why: String| Error::Csv {
-        path: path.to_path_buf(),
-        why,
-    };
-    // The bytes, to name lines exactly ([`super::best::line_of`]).
-    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
-    let mut r = csv::Reader::from_reader(bytes.as_slice());
-    let header = r.headers().map_err(|e| csv_err(e.to_string()))?.clone();
-    let columns: Vec<(usize, &str, bool)> = NUMBERS
+    // Each column's position, looked up once: a run CSV has a row per configuration of the
+    // space (tens of thousands for sgemm), and a re-run reads it before it starts.
+    let at: HashMap<&str, usize> = header
         .iter()
-        .filter_map(|&(name, signed)| {
-            let i = header.iter().position(|h| h == name)?;
-            Some((i, name, signed))
-        })
+        .enumerate()
+        .map(|(i, h)| (h.as_str(), i))
         .collect();
+    let numbers: Vec<(usize, &str, bool)> = NUMBERS
+        .iter()
+        .filter_map(|&(name, signed)| Some((*at.get(name)?, name, signed)))
+        .collect();
+    let label_columns = [
+        column::OP,
+        column::SHAPE,
+        column::DTYPE,
+        column::GPU,
+        column::CACHE,
+        column::UNIT,
+        column::ROOF,
+    ];
+    let params: Vec<String> = header[2..status_at].to_vec();
+    let mut first: Option<[String; 7]> = None;
+    let mut out = Vec::new();
     for row in r.records() {
         let row = row.map_err(|e| csv_err(e.to_string()))?;
-        for &(i, name, signed) in &columns {
+        let get = |name: &str| at.get(name).and_then(|&i| row.get(i)).unwrap_or("");
+        let line = || row.position().map_or(0, |p| line_of(&bytes, p));
+        for &(i, name, signed) in &numbers {
             let text = row.get(i).unwrap_or("");
             if text.is_empty() {
                 continue;
@@ -239,38 +253,29 @@ fn check_numbers(path: &Path) -> Result<()> {
                 Ok(x) if x < 0.0 && !signed => "is negative",
                 Ok(_) => continue,
             };
-            let line = row.position().map_or(0, |p| line_of(&bytes, p));
             return Err(csv_err(format!(
-                "line {line}, column {name}: '{text}' {why} (a damaged or hand-edited file)"
+                "line {}, column {name}: '{text}' {why} (a damaged or hand-edited file)",
+                line()
             )));
         }
-    }
-    Ok(())
-}
-
-/// [`read_run_csv`], keeping only the rows for which `keep(status, error)` holds, decided
-/// before a row becomes a [`Record`]: a re-run wants the few measured rows of a file that
-/// has one per configuration of the space.
-pub fn read_run_csv_where(path: &Path, keep: impl Fn(Status, &str) -> bool) -> Result<Vec<Record>> {
-    let csv_err = |why: String| Error::Csv {
-        path: path.to_path_buf(),
-        why,
-    };
-    let (mut r, header, status_at) = open_run_csv(path)?;
-    // Each column's position, looked up once: a run CSV has a row per configuration of the
-    // space (tens of thousands for sgemm), and a re-run reads it before it starts.
-    let at: HashMap<&str, usize> = header
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (h.as_str(), i))
-        .collect();
-    let params: Vec<String> = header[2..status_at].to_vec();
-    let mut out = Vec::new();
-    for row in r.records() {
-        let row = row.map_err(|e| csv_err(e.to_string()))?;
-        let get = |name: &str| at.get(name).and_then(|&i| row.get(i)).unwrap_or("");
+        let labels = label_columns.map(|c| get(c).to_string());
+        match &first {
+            None => first = Some(labels),
+            Some(f) => {
+                if let Some(k) = (0..labels.len()).find(|&k| labels[k] != f[k]) {
+                    return Err(csv_err(format!(
+                        "line {}, column {}: '{}' where the first row says '{}' (a file that \
+                         mixes runs, or a damaged one)",
+                        line(),
+                        label_columns[k],
+                        labels[k],
+                        f[k]
+                    )));
+                }
+            }
+        }
         let status = Status::parse(get("status"))
-            .ok_or_else(|| csv_err(format!("bad status '{}'", get("status"))))?;
+            .ok_or_else(|| csv_err(format!("line {}: bad status '{}'", line(), get("status"))))?;
         if !keep(status, get("error")) {
             continue;
         }
@@ -291,7 +296,7 @@ pub fn read_run_csv_where(path: &Path, keep: impl Fn(Status, &str) -> bool) -> R
         };
         out.push(Record {
             kind: Kind::parse(get("kind"))
-                .ok_or_else(|| csv_err(format!("bad kind '{}'", get("kind"))))?,
+                .ok_or_else(|| csv_err(format!("line {}: bad kind '{}'", line(), get("kind"))))?,
             name: get("name").to_string(),
             params: params
                 .iter()
@@ -317,7 +322,36 @@ pub fn read_run_csv_where(path: &Path, keep: impl Fn(Status, &str) -> bool) -> R
             }),
         });
     }
-    Ok(out)
+    let labels = first
+        .map(|[op, shape, dtype, gpu, cache, unit, roof]| RunLabels {
+            op,
+            shape,
+            dtype,
+            gpu,
+            cache,
+            unit,
+            roof,
+        })
+        .unwrap_or_default();
+    Ok(RunFile {
+        params,
+        labels,
+        records: out,
+    })
+}
+
+/// Why a CSV header is not a run CSV's, naming what the file looks like instead.
+fn not_a_run_csv(header: &[String]) -> String {
+    let has = |c: &str| header.iter().any(|h| h == c);
+    if header.iter().all(|h| h.trim().is_empty()) {
+        "the file is empty, not a run CSV written by tune".into()
+    } else if BEST_REQUIRED.iter().all(|c| has(c)) {
+        "this is a tuning database (best.csv), not a run CSV: pass one of the \
+         <op>_<shape>_<gpu>.csv files a run wrote"
+            .into()
+    } else {
+        "not a run CSV written by tune (no status column)".into()
+    }
 }
 
 #[cfg(test)]
@@ -492,7 +526,7 @@ mod tests {
         let path = dir.path().join("run.csv");
         write_atomic(&path, &good).unwrap();
         assert_eq!(
-            read_run_csv_checked(&path).unwrap(),
+            read_run_csv(&path).unwrap(),
             records,
             "differences to the winner may be negative"
         );
@@ -524,11 +558,24 @@ mod tests {
             ("vs_winner_pct", "-inf", "is not a finite number"),
         ] {
             write_atomic(&path, &edited(column, value)).unwrap();
-            let e = read_run_csv_checked(&path).unwrap_err();
+            let e = read_run_csv(&path).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{e}");
             let want = format!("line 5, column {column}: '{value}' {why}");
             assert!(e.to_string().contains(&want), "{e}\nlacks: {want}");
             assert!(!e.to_string().contains('\n'), "one line: {e}");
         }
+        // A row of another run (two files pasted together) is refused the same way.
+        write_atomic(&path, &edited(column::SHAPE, "2000x2000")).unwrap();
+        let e = read_run_csv(&path).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(
+            e.to_string()
+                .contains("line 5, column shape: '2000x2000' where the first row says '1000x1000'"),
+            "{e}"
+        );
+        write_atomic(&path, &good).unwrap();
+        let file = read_run_file(&path).unwrap();
+        assert_eq!(file.labels.shape, "1000x1000");
+        assert_eq!(file.labels.roof, info().roof);
     }
 }
