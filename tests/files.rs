@@ -1,5 +1,6 @@
 //! Files the tool must never damage and data it must never drop: `--output` through a symbolic
-//! link, to a device node, a FIFO, `/dev/full` or `-`; a journal with unusable lines in the
+//! link, to a device node, a FIFO, `/dev/full` or `-`, onto the file it reads, or into a pipe
+//! closed early; a journal with unusable lines in the
 //! middle; `export --format cuda` run again into the same folder.
 
 use cuda_autotune::export::cuda::MANIFEST;
@@ -256,6 +257,96 @@ fn dash_and_dev_stdout_mean_stdout_and_create_no_file() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--output DIR"));
+}
+
+#[test]
+fn an_output_that_is_the_input_itself_is_refused_and_the_input_kept() {
+    let tmp = tmp();
+    let db = tmp.path().join("best.csv");
+    std::fs::copy(self::db(), &db).unwrap();
+    let csv = tmp.path().join("run.csv");
+    std::fs::copy(run_csv(), &csv).unwrap();
+    let link = tmp.path().join("link.csv");
+    std::os::unix::fs::symlink(&db, &link).unwrap();
+    let (db_before, csv_before) = (std::fs::read(&db).unwrap(), std::fs::read(&csv).unwrap());
+    for (args, input) in [
+        (
+            vec![
+                "export",
+                "--format",
+                "json",
+                "--db",
+                path_str(&db),
+                "--output",
+                path_str(&db),
+            ],
+            "--db",
+        ),
+        (
+            vec![
+                "export",
+                "--format",
+                "csv",
+                "--db",
+                path_str(&db),
+                "--output",
+                path_str(&link),
+            ],
+            "--db",
+        ),
+        (
+            vec![
+                "report",
+                "--csv",
+                path_str(&csv),
+                "--output",
+                path_str(&csv),
+            ],
+            "--csv",
+        ),
+    ] {
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("is the file {input}")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        db_before,
+        "the database is untouched"
+    );
+    assert_eq!(
+        std::fs::read(&csv).unwrap(),
+        csv_before,
+        "the run CSV is untouched"
+    );
+    assert!(is_symlink(&link));
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    // `tune export ... | head -c 10`: the pipe closes before the output is written.
+    let db = db();
+    let bin = assert_cmd::cargo::cargo_bin("tune");
+    let mut child = std::process::Command::new(bin)
+        .args(["export", "--format", "json", "--db", path_str(&db)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
 
 #[test]

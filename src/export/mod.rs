@@ -51,7 +51,7 @@ use crate::error::{Error, Result};
 use crate::model::shape::Shape;
 use crate::spec::ops::Op;
 use crate::store::best::{parse_params, BestRow};
-use crate::store::files::{is_stdout, write_atomic, STDOUT};
+use crate::store::files::{check_not_an_input, is_stdout, write_atomic, STDOUT};
 use db::{parse_dims, TunedDb};
 use std::path::{Path, PathBuf};
 
@@ -306,6 +306,9 @@ fn print_stdout(bytes: &[u8]) -> Result<()> {
 /// `--output`, or as CUDA sources plus a header into the `--output` folder.
 pub fn export(args: &ExportOptions) -> Result<()> {
     let format = format(&args.format)?;
+    if let Some(out) = &args.output {
+        check_not_an_input("--output", out, &[("--db", &args.db)])?;
+    }
     let db = TunedDb::load(&args.db)?;
     let rows = db.filter(args.op.as_deref(), args.gpu.as_deref());
     if rows.is_empty() {
@@ -367,6 +370,7 @@ pub fn report(args: &ReportOptions) -> Result<()> {
             args.csv.display()
         )));
     }
+    check_not_an_input("--output", &args.output, &[("--csv", &args.csv)])?;
     let html = report::render_html(&args.csv)?;
     write_atomic(&args.output, html.as_bytes())?;
     if is_stdout(&args.output) {

@@ -69,6 +69,35 @@ pub fn check_output_folder(flag: &str, dir: &Path) -> Result<()> {
     }
 }
 
+/// Refuses `output` (given as `flag`) where it is one of the files the command reads
+/// (`inputs`, each with its flag): the same file by any name or link, since writing it would
+/// replace what it was made from. Bad input, said before any work.
+pub fn check_not_an_input(flag: &str, output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // A file's identity is its device and inode, whatever names and links lead to it.
+    let id = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| (m.dev(), m.ino()))
+    };
+    if is_stdout(output) {
+        return Ok(());
+    }
+    let Some(out) = id(output) else {
+        return Ok(());
+    };
+    match inputs.iter().find(|(_, p)| id(p) == Some(out)) {
+        Some((input_flag, p)) => Err(Error::Usage(format!(
+            "{flag} {} is the file {input_flag} {} reads: writing it would replace it; pick \
+             another path",
+            output.display(),
+            p.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The name that means standard output where a command takes an output file (`--output -`).
 pub const STDOUT: &str = "-";
 
@@ -93,10 +122,11 @@ pub fn is_stdout(path: &Path) -> bool {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if is_stdout(path) {
         let mut out = std::io::stdout().lock();
-        return out
-            .write_all(bytes)
-            .and_then(|_| out.flush())
-            .map_err(|e| Error::io("cannot write", "<stdout>", e));
+        return match out.write_all(bytes).and_then(|_| out.flush()) {
+            // The reader stopped reading (`| head`): it has what it wanted.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            r => r.map_err(|e| Error::io("cannot write", "<stdout>", e)),
+        };
     }
     // What the name is after every link, as the system resolves it (the links of /proc and
     // /dev/stdout included).
