@@ -445,6 +445,51 @@ fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
     assert!(err.contains("no-such-folder: no such folder"), "{err}");
 }
 
+/// A stored row whose configuration the op's spec no longer takes (a value a later version
+/// dropped, a hand edit) is left out of the CUDA export with a warning naming it, and the
+/// other rows are exported; when no row renders, nothing is written and it is an input error.
+#[test]
+fn cuda_export_skips_a_row_that_does_not_render_and_says_so() {
+    let (tmp, db) = db_copy();
+    let mut csv = std::fs::read_to_string(&db).unwrap();
+    let first = csv.lines().nth(1).unwrap().to_string();
+    assert!(first.contains("BOUNDS=always"), "{first}");
+    let stale = first
+        .replacen("1000x1000x1000", "1000x1000x999", 1)
+        .replacen("BOUNDS=always", "BOUNDS=bogus", 1);
+    csv.push_str(&stale);
+    csv.push('\n');
+    std::fs::write(&db, &csv).unwrap();
+    let dir = tmp.path().join("cuda");
+    let out = tune_bin()
+        .args(cuda_export_args(&db, &dir, &[]))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("skipping the row matmul 1000x1000x999 f32"))
+        .unwrap_or_else(|| panic!("no warning naming the row: {stderr}"));
+    assert!(
+        warning.contains("stored parameter BOUNDS=bogus"),
+        "{warning}"
+    );
+    assert!(!warning.contains("--param"), "{warning}");
+    assert!(
+        text(&out.stdout).contains("11 kernel source(s) (9 tuned, 2 safe default(s))"),
+        "{}",
+        text(&out.stdout)
+    );
+    let only = tmp.path().join("only.csv");
+    let header = csv.lines().next().unwrap();
+    std::fs::write(&only, format!("{header}\n{stale}\n")).unwrap();
+    let empty = tmp.path().join("empty");
+    let err = input_error(&cuda_export_args(&only, &empty, &[]));
+    assert!(err.contains("nothing to export: no row renders"), "{err}");
+    assert!(!empty.exists(), "nothing written");
+}
+
 fn cu_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -782,7 +827,9 @@ struct SgemmExport(Vec<(String, String)>);
 impl SgemmExport {
     fn of(rows: &[BestRow]) -> SgemmExport {
         let refs: Vec<&BestRow> = rows.iter().collect();
-        let files = cuda_autotune::export::cuda::render(&refs, None, "test").unwrap();
+        let files = cuda_autotune::export::cuda::render(&refs, None, "test")
+            .unwrap()
+            .files;
         SgemmExport(files.into_iter().map(|f| (f.name, f.contents)).collect())
     }
 

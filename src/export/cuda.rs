@@ -41,11 +41,14 @@ pub const INFO: ExportFormat = ExportFormat {
 /// Writes the export of `rows` (those of ops with a spec here) into `dir`; says what it wrote.
 fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) -> Result<String> {
     let rows = with_known_ops(rows, args)?;
-    let files = render(
+    let Rendered { files, skipped } = render(
         &rows,
         args.templates.as_deref(),
         &db.path().display().to_string(),
     )?;
+    for why in &skipped {
+        eprintln!("warning: {}: skipping the row {why}", db.path().display());
+    }
     let written = write_folder(dir, &files)?;
     let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
     let removed = match written.removed.len() {
@@ -55,8 +58,8 @@ fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) ->
     Ok(format!(
         "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {HEADER} to \
          {}{removed}\n",
-        rows.len(),
-        kernels - rows.len(),
+        rows.len() - skipped.len(),
+        kernels + skipped.len() - rows.len(),
         dir.display()
     ))
 }
@@ -250,20 +253,36 @@ struct Entry<'a> {
     rule: Applicability,
 }
 
+/// What [`render`] made of a database's rows.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub files: Vec<CudaFile>,
+    /// The rows left out, each as `op shape dtype on GPU (params): why` (a stale or
+    /// hand-edited row whose configuration the op's spec no longer takes).
+    pub skipped: Vec<String>,
+}
+
 /// Renders the `.cu` files and the header for `rows`. `origin` names the database in the
-/// generated comments; `templates` is where the op specs and templates are read from.
-pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Result<Vec<CudaFile>> {
+/// generated comments; `templates` is where the op specs and templates are read from. A row
+/// that does not render is left out (the header's dispatch falls back to the safe default
+/// there) and said in [`Rendered::skipped`]; none rendering is an error.
+pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Result<Rendered> {
     // The database's path is written into comments only.
     let origin = &in_comment(origin);
     let names = kernel_names(rows, templates)?;
     let mut entries = Vec::new();
+    let mut skipped = Vec::new();
     for (row, name) in rows.iter().zip(names) {
-        let tuned = specialize(row, templates).map_err(|e| {
-            Error::Usage(format!(
-                "cannot render {} {} ({}): {e}",
-                row.op, row.shape, row.params
-            ))
-        })?;
+        let tuned = match specialize(row, templates) {
+            Ok(tuned) => tuned,
+            Err(e) => {
+                skipped.push(format!(
+                    "{} {} {} on {} ({}): cannot render it: {e}",
+                    row.op, row.shape, row.dtype, row.gpu, row.params
+                ));
+                continue;
+            }
+        };
         let rule = applicability_of(&tuned);
         entries.push(Entry {
             row,
@@ -312,11 +331,17 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
             name,
         });
     }
+    if entries.is_empty() {
+        return Err(Error::Usage(format!(
+            "nothing to export: no row renders ({})",
+            skipped.first().map_or("no rows", String::as_str)
+        )));
+    }
     files.push(CudaFile {
         name: HEADER.into(),
         contents: header(&entries, &defaults, origin),
     });
-    Ok(files)
+    Ok(Rendered { files, skipped })
 }
 
 /// A C identifier made of `s`: every character other than an ASCII letter or digit becomes `_`.
@@ -1111,7 +1136,9 @@ mod tests {
         row.gpu = "GPU\nint injected = 1; //".into();
         row.roof = "copy */ int injected = 2; /*".into();
         row.tuned_at = "now\r\nint injected = 3;".into();
-        let files = render(&[&row], None, "db\nint injected = 4; */ int injected = 5;").unwrap();
+        let files = render(&[&row], None, "db\nint injected = 4; */ int injected = 5;")
+            .unwrap()
+            .files;
         for f in &files {
             for line in f.contents.lines() {
                 // A line with a string literal may hold `*/` inside the literal.

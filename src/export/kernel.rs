@@ -38,7 +38,14 @@ pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> 
     let pairs = stored_params(op, params);
     let mut overrides = Vec::new();
     for (name, value) in &pairs {
-        overrides.push(parse_override(op, &format!("{name}={value}"))?);
+        // Said of the stored row, not of a `--param` the user never passed.
+        let stored = format!("{name}={value}");
+        overrides.push(parse_override(op, &stored).map_err(|e| match e {
+            Error::ParamSyntax { why, .. } => {
+                Error::Usage(format!("stored parameter {stored}: {why}"))
+            }
+            e => e,
+        })?);
     }
     let missing: Vec<&str> = op
         .spec
