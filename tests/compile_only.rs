@@ -17,7 +17,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{interrupt_after_first_cubin, repo, text, tmp, tune_cmd};
+use common::{cubin_count, interrupt_after_first_cubin, repo, text, tmp, tune_cmd};
 
 fn require_nvrtc() {
     assert!(
@@ -512,6 +512,70 @@ fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_und
 /// (whose search line says how many it proposed, not that all compiled), the exit code is
 /// 130, and the hint is to run the same command again (the cubin cache holds what compiled),
 /// not a `--resume` that would do nothing.
+/// A batch system's stop (Slurm at the time limit) sends SIGTERM to every process of the job.
+/// The parent decides what a stop means (it finishes the variant in flight); a worker ignores
+/// it, so no variant it has in hand is recorded as failed for a signal meant for the run.
+/// Here only the workers are sent it, mid-compile: the run goes on and fails nothing.
+#[test]
+fn a_stop_signal_sent_to_the_workers_fails_no_variant() {
+    use std::process::Stdio;
+    require_nvrtc();
+    let t = tmp();
+    let cache = t.path().join("cache");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
+        .env("CUDA_AUTOTUNE_CACHE", &cache)
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(t.path())
+        .args([
+            "--op",
+            "transpose",
+            "--shape",
+            "1000x1000",
+            "--compile-only",
+        ])
+        .args(["--arch", "sm_90", "--strategy", "random", "--budget", "24"])
+        .args(["--jobs", "2", "--out", "results"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let children = || {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<String>>()
+    };
+    // Once the workers compile (a cubin is in the cache), each worker, twice.
+    let started = std::time::Instant::now();
+    while cubin_count(&cache) == 0 || children().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no compiled image"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "tune ended first");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for signal in ["-TERM", "-HUP"] {
+        let _ = std::process::Command::new("kill")
+            .arg(signal)
+            .args(children())
+            .status();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let (_, records) = the_csv(&t.path().join("results"));
+    let failed: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .collect();
+    assert!(failed.is_empty(), "failed by the signal: {:?}", failed[0]);
+    summary_agrees_with_csv(&stdout, &records);
+}
+
 #[test]
 fn after_ctrl_c_a_compile_only_summary_agrees_with_its_csv_and_offers_no_resume() {
     use std::process::Stdio;

@@ -15,12 +15,21 @@ pub mod session;
 pub mod simulated;
 pub mod worker;
 
-/// Called first in a worker process: ends it as soon as its parent is gone. A worker blocked
-/// in a hung kernel reads no more requests, so it would not see its stdin close; without
-/// this, a parent killed by a second Ctrl-C or `kill -9` would leave it holding the GPU.
-/// Checked every [`PARENT_POLL`] by a thread of its own; the exit skips the CUDA driver's
-/// exit handlers, which would wait for the hung kernel.
+/// Called first in a worker process: ends it as soon as its parent is gone, and leaves the
+/// stop signals to the parent. A worker blocked in a hung kernel reads no more requests, so
+/// it would not see its stdin close; without this, a parent killed by a second Ctrl-C or
+/// `kill -9` would leave it holding the GPU. Checked every [`PARENT_POLL`] by a thread of its
+/// own; the exit skips the CUDA driver's exit handlers, which would wait for the hung kernel.
+///
+/// SIGINT, SIGTERM and SIGHUP are ignored: a batch system stops a job by sending SIGTERM to
+/// every process of it, and a worker that died of it would have its variant recorded as
+/// failed (and kept so by `--resume`), where the parent, told the same, finishes that variant
+/// and ends its workers itself (by SIGKILL, which no process can ignore).
 pub(crate) fn follow_parent() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: setting a signal's disposition to "ignore" installs no handler code.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
     let parent = std::os::unix::process::parent_id();
     std::thread::spawn(move || loop {
         std::thread::sleep(PARENT_POLL);

@@ -109,6 +109,27 @@ mod tests {
     use crate::spec::space::enumerate;
 
     #[test]
+    fn the_reserved_names_are_the_ones_templates_and_expressions_are_given() {
+        use crate::spec::ops::RESERVED_NAMES;
+        let op = Op::load("transpose", None).unwrap();
+        let r = Renderer::new(&op).unwrap();
+        // Each reserved name is one the templates (the element type) or the expressions (the
+        // base variables) are given.
+        let ctx = r.element();
+        let shape = Shape::parse("64x64", &op.spec.dims).unwrap();
+        let vars = crate::spec::space::base_vars(&op, &shape, &DeviceLimits::SM90_DEFAULT);
+        for name in RESERVED_NAMES {
+            assert!(
+                ctx.contains_key(name) || vars.get(name).is_some(),
+                "{name} is reserved but set nowhere"
+            );
+        }
+        for name in ["T", "T_DECL", "dtype", "ELEM_BYTES"] {
+            assert!(ctx.contains_key(name), "{name}");
+        }
+    }
+
+    #[test]
     fn renders_each_parameter_into_the_source() {
         let op = Op::load("transpose", None).unwrap();
         let r = Renderer::new(&op).unwrap();

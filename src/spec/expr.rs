@@ -149,14 +149,19 @@ fn eval_cached(expr: &str, vars: &Vars) -> EvalexprResult<EValue> {
 /// the parse error with its context). The space uses them to tell which parameters decide an
 /// expression, so that it evaluates each expression once per combination of those.
 pub fn variables(expr: &str) -> Option<Vec<String>> {
-    let tree = evalexpr::build_operator_tree(expr).ok()?;
+    parse_variables(expr).ok()
+}
+
+/// [`variables`], or why `expr` does not parse.
+pub fn parse_variables(expr: &str) -> std::result::Result<Vec<String>, String> {
+    let tree = evalexpr::build_operator_tree(expr).map_err(|e| e.to_string())?;
     let mut names: Vec<String> = tree
         .iter_variable_identifiers()
         .map(str::to_string)
         .collect();
     names.sort();
     names.dedup();
-    Some(names)
+    Ok(names)
 }
 
 impl Vars {

@@ -122,6 +122,208 @@ impl ParamSpec {
     pub fn is_text(&self) -> bool {
         self.values.iter().any(|v| v.is_str())
     }
+
+    /// Whether the parameter takes `value` (from `--param`, a stored row or the spec's own
+    /// fields). Integer parameters accept any integer (users extend them) and boolean ones
+    /// either boolean; word parameters accept only the words the template knows, since an
+    /// unknown word would silently render as a default.
+    pub fn check(&self, value: &Value) -> std::result::Result<(), String> {
+        let accepted = self.accepted_values();
+        if self.is_text() {
+            if !accepted.contains(value) {
+                let known: Vec<String> = accepted.iter().map(Value::to_string).collect();
+                return Err(format!(
+                    "{}={value} is not one of {}",
+                    self.name,
+                    known.join(", ")
+                ));
+            }
+        } else if self.values.iter().all(toml::Value::is_bool) {
+            if !matches!(value, Value::Bool(_)) {
+                return Err(format!("{} takes true or false, got '{value}'", self.name));
+            }
+        } else if !matches!(value, Value::Int(_)) {
+            return Err(format!("{} takes integers, got '{value}'", self.name));
+        }
+        Ok(())
+    }
+}
+
+/// Names the templates and expressions see besides an op's own (the element type and the
+/// device's limits, set by [`crate::spec::codegen`] and [`crate::spec::space::base_vars`]):
+/// a dimension, parameter or define of one of these names would shadow it.
+pub const RESERVED_NAMES: [&str; 8] = [
+    "T",
+    "T_DECL",
+    "dtype",
+    "ELEM_BYTES",
+    "MAX_THREADS_PER_BLOCK",
+    "MAX_SHARED_PER_BLOCK",
+    "MAX_SHARED_OPTIN",
+    "NUM_SMS",
+];
+
+/// Checks that every expression of `spec` parses and names only what it is evaluated with, so
+/// that a misspelt name fails when the spec is read (`tune params --spec`), not at the first
+/// configuration of a run. Buffer sizes and the metric see the shape and [`RESERVED_NAMES`];
+/// the rest also see the parameters and the defines. An error is the expression and why.
+fn check_expressions(spec: &OpSpec) -> std::result::Result<(), (String, String)> {
+    let shape: Vec<&str> = spec
+        .dims
+        .iter()
+        .map(String::as_str)
+        .chain(RESERVED_NAMES)
+        .collect();
+    let all: Vec<&str> = shape
+        .iter()
+        .copied()
+        .chain(spec.params.iter().map(|p| p.name.as_str()))
+        .chain(spec.defines.keys().map(String::as_str))
+        .collect();
+    let mut exprs: Vec<(String, &str, &[&str])> = Vec::new();
+    for (name, v) in &spec.defines {
+        if let Some(e) = v.as_str() {
+            exprs.push((format!("defines.{name}"), e, &all));
+        }
+    }
+    for (i, c) in spec.constraints.iter().enumerate() {
+        exprs.push((format!("constraints[{i}].expr"), &c.expr, &all));
+    }
+    let launches = std::iter::once(("launch".to_string(), &spec.launch)).chain(
+        spec.reference_launch
+            .iter()
+            .map(|l| ("reference_launch".into(), l)),
+    );
+    for (field, l) in launches {
+        for (axis, e) in ["block", "block", "block", "grid", "grid", "grid"]
+            .iter()
+            .zip(l.block.iter().chain(&l.grid))
+        {
+            exprs.push((format!("{field}.{axis}"), e, &all));
+        }
+        if let Some(e) = &l.shared {
+            exprs.push((format!("{field}.shared"), e, &all));
+        }
+    }
+    if let Some(e) = &spec.compile_cost {
+        exprs.push(("compile_cost".into(), e, &all));
+    }
+    for b in &spec.buffers {
+        exprs.push((format!("buffers.{}.elements", b.name), &b.elements, &shape));
+    }
+    let (amount, _) = spec.metric.amount();
+    exprs.push(("metric".into(), amount, &shape));
+    for (field, expr, known) in exprs {
+        let names = crate::spec::expr::parse_variables(expr).map_err(|why| {
+            (
+                expr.to_string(),
+                format!("{field}: '{expr}' does not parse: {why}"),
+            )
+        })?;
+        if let Some(name) = names.iter().find(|n| !known.contains(&n.as_str())) {
+            return Err((
+                expr.to_string(),
+                format!(
+                    "{field}: '{expr}' names '{name}', which is not a {} of the op nor a name \
+                     every expression has",
+                    if known.len() == shape.len() {
+                        "dimension"
+                    } else {
+                        "dimension, parameter or define"
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Characters a word value may not hold: a stored configuration is `NAME=value;NAME=value`
+/// and `--param` lists values as `NAME=a,b`.
+const VALUE_SEPARATORS: [char; 3] = [';', '=', ','];
+
+/// Checks one parameter's lists and single values: typed values only (integers, booleans or
+/// words), words that a stored configuration and `--param` can carry, no value listed twice,
+/// `choices` holding every value swept, and `missing`, `safe` and `finish` values the
+/// parameter takes.
+fn check_param(p: &ParamSpec) -> std::result::Result<(), String> {
+    let field = |f: &str| format!("params.{}.{f}", p.name);
+    if p.values.is_empty() {
+        return Err(format!("{}: values is empty", field("values")));
+    }
+    let lists = [
+        ("values", &p.values),
+        ("choices", &p.choices),
+        ("finish", &p.finish),
+    ];
+    let singles = [("missing", &p.missing), ("safe", &p.safe)];
+    let all = lists
+        .iter()
+        .flat_map(|(f, l)| l.iter().map(move |v| (*f, v)))
+        .chain(
+            singles
+                .iter()
+                .filter_map(|(f, v)| v.as_ref().map(|v| (*f, v))),
+        );
+    for (f, v) in all {
+        match v {
+            toml::Value::Integer(_) | toml::Value::Boolean(_) => {}
+            toml::Value::String(w) => {
+                if w.is_empty()
+                    || w.trim() != w
+                    || w.chars()
+                        .any(|c| c.is_control() || VALUE_SEPARATORS.contains(&c))
+                {
+                    return Err(format!(
+                        "{}: {:?} cannot be a value (not empty, no space at either end, none \
+                         of ; = , which separate stored and --param values)",
+                        field(f),
+                        w
+                    ));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "{}: {other} is not an integer, true, false or a word",
+                    field(f)
+                ))
+            }
+        }
+    }
+    for (f, list) in lists {
+        let typed: Vec<Value> = list.iter().map(toml_to_value).collect();
+        if let Some(i) = (1..typed.len()).find(|&i| typed[..i].contains(&typed[i])) {
+            return Err(format!("{}: {} is listed twice", field(f), typed[i]));
+        }
+    }
+    let values = p.default_values();
+    let choices: Vec<Value> = p.choices.iter().map(toml_to_value).collect();
+    for f in p.finish_values() {
+        let why = if values.contains(&f) {
+            "in values already (finish lists the values tried on the leaders only)"
+        } else if !choices.is_empty() && !choices.contains(&f) {
+            "not a value the parameter accepts (not in choices)"
+        } else {
+            continue;
+        };
+        return Err(format!("{}: {f} is {why}", field("finish")));
+    }
+    if let Some(v) = values
+        .iter()
+        .find(|v| !choices.is_empty() && !choices.contains(v))
+    {
+        return Err(format!(
+            "{}: lacks {v}, which values sweeps (choices lists every value the parameter \
+             takes)",
+            field("choices")
+        ));
+    }
+    for (f, v) in singles {
+        if let Some(v) = v.as_ref().map(toml_to_value) {
+            p.check(&v).map_err(|why| format!("{}: {why}", field(f)))?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn toml_to_value(v: &toml::Value) -> Value {
@@ -576,37 +778,35 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
         return Err(err("dims: at least one dimension is needed".into()));
     }
     let mut seen = std::collections::BTreeSet::new();
-    for name in spec.dims.iter().chain(spec.params.iter().map(|p| &p.name)) {
+    let names = spec
+        .dims
+        .iter()
+        .chain(spec.params.iter().map(|p| &p.name))
+        .chain(spec.defines.keys());
+    for name in names {
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            return Err(err(format!(
+                "'{name}' is a name the template and expressions already have (reserved: {})",
+                RESERVED_NAMES.join(", ")
+            )));
+        }
         if !seen.insert(name.clone()) {
             return Err(err(format!(
-                "'{name}' is declared twice (dims and params share one namespace)"
+                "'{name}' is declared twice (dims, params and defines share one namespace)"
             )));
         }
     }
     for p in &spec.params {
-        if p.values.is_empty() {
-            return Err(err(format!("params.{}: values is empty", p.name)));
-        }
-        let values = p.default_values();
-        for f in p.finish_values() {
-            let why = if values.contains(&f) {
-                "in values already (finish lists the values tried on the leaders only)"
-            } else if !p.accepted_values().contains(&f) {
-                "not a value the parameter accepts"
-            } else {
-                continue;
-            };
-            return Err(err(format!("params.{}.finish: {f} is {why}", p.name)));
-        }
-        if let Some(safe) = p.safe.as_ref().map(toml_to_value) {
-            if !p.accepted_values().contains(&safe) {
-                return Err(err(format!(
-                    "params.{}.safe: {safe} is not a value the parameter accepts",
-                    p.name
-                )));
-            }
-        }
+        check_param(p).map_err(err)?;
     }
+    check_expressions(&spec).map_err(|(expr, why)| {
+        // Pointed at the expression's line, as a run's evaluation errors are.
+        let file = match text.lines().position(|l| l.contains(expr.as_str())) {
+            Some(i) => format!("{origin}:{}", i + 1),
+            None => origin.to_string(),
+        };
+        Error::Spec { file, why }
+    })?;
     for (i, c) in spec.constraints.iter().enumerate() {
         if let Some(name) = c
             .lifted_by
@@ -740,12 +940,14 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
                 }
             }
             for p in &spec.params {
-                if !cfg.contains_key(&p.name) {
+                let Some(v) = cfg.get(&p.name) else {
                     return Err(err(format!(
                         "reference_config: no value for parameter {}",
                         p.name
                     )));
-                }
+                };
+                p.check(&toml_to_value(v))
+                    .map_err(|why| err(format!("reference_config.{}: {why}", p.name)))?;
             }
         }
         (_, Some(_)) => {
@@ -966,7 +1168,7 @@ mod tests {
         let text = text.replace("safe = \"always\"", "safe = \"sometimes\"");
         let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
         assert!(
-            e.contains("params.BOUNDS.safe: sometimes is not a value the parameter accepts"),
+            e.contains("params.BOUNDS.safe: BOUNDS=sometimes is not one of"),
             "{e}"
         );
         // A finishing value is one the parameter accepts and not one of its default values.
@@ -985,6 +1187,38 @@ mod tests {
         let e = parse_spec(&text, "s.toml").unwrap_err().to_string();
         assert!(
             e.contains("params.CSTORE.finish: wide is not a value the parameter accepts"),
+            "{e}"
+        );
+        // Every value is typed, carried whole by a stored row and --param, and listed once;
+        // single values are ones the parameter takes; no name shadows one every template and
+        // expression has; every expression parses and names only what it will see.
+        let text = include_str!("../../templates/transpose.toml");
+        for (from, to, want) in [
+            ("values = [16, 32, 64]", "values = [16, 32, 32]", "params.TILE_DIM.values: 32 is listed twice"),
+            ("values = [16, 32, 64]", "values = [16, 32.5]", "params.TILE_DIM.values: 32.5 is not an integer, true, false or a word"),
+            ("values = [\"tile\", \"slab\"]", "values = [\"tile\", \"sl;ab\"]", "params.LAYOUT.values: \"sl;ab\" cannot be a value"),
+            ("values = [\"tile\", \"slab\"]", "values = [\"tile\", \"a,b\"]", "params.LAYOUT.values: \"a,b\" cannot be a value"),
+            ("values = [\"tile\", \"slab\"]", "values = [\"tile\", \" slab\"]", "cannot be a value"),
+            ("missing = \"tile\"", "missing = \"nope\"", "params.RUNS.missing: RUNS=nope is not one of tile, sector, chunk"),
+            ("name = \"TILE_DIM\"", "name = \"T\"", "'T' is a name the template and expressions already have"),
+            ("name = \"TILE_DIM\"", "name = \"dtype\"", "'dtype' is a name the template and expressions already have"),
+            ("expr = \"VEC * ELEM_BYTES <= 16\"", "expr = \"VEC * ELEM_BYTE <= 16\"", "names 'ELEM_BYTE', which is not a dimension, parameter or define of the op nor a name every expression has"),
+            ("expr = \"VEC * ELEM_BYTES <= 16\"", "expr = \"VEC * (ELEM_BYTES <= 16\"", "'VEC * (ELEM_BYTES <= 16' does not parse"),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let e = parse_spec(&text.replacen(from, to, 1), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{to}: {e}\nlacks: {want}");
+        }
+        let text = include_str!("../../templates/matmul.toml");
+        let cfg = text.replace(
+            "reference = \"matmul\"",
+            "reference = \"config\"\nreference_config = { BLOCK_SIZE = 16, UNROLL = \"nope\", PREFETCH = \"off\", BOUNDS = \"always\" }",
+        );
+        let e = parse_spec(&cfg, "m.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("reference_config.UNROLL: UNROLL=nope is not one of"),
             "{e}"
         );
         // A constraint can be lifted only by a parameter of the op.

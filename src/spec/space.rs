@@ -247,7 +247,7 @@ pub fn parse_override(op: &Op, text: &str) -> Result<ParamOverride> {
             return Err(bad(format!("empty value in the list for {name}")));
         }
         let value = Value::parse(item);
-        check_value(spec, &value).map_err(bad)?;
+        spec.check(&value).map_err(bad)?;
         if !values.contains(&value) {
             values.push(value);
         }
@@ -274,25 +274,6 @@ fn find_param<'a>(op: &'a Op, name: &str) -> Result<&'a ParamSpec> {
                 .collect::<Vec<_>>()
                 .join(", "),
         })
-}
-
-/// Numeric parameters accept any integer (users extend them); word parameters accept only
-/// the words the template knows, since an unknown word would silently render as a default.
-fn check_value(spec: &ParamSpec, value: &Value) -> std::result::Result<(), String> {
-    let accepted = spec.accepted_values();
-    if spec.is_text() {
-        if !accepted.contains(value) {
-            let known: Vec<String> = accepted.iter().map(Value::to_string).collect();
-            return Err(format!(
-                "{}={value} is not one of {}",
-                spec.name,
-                known.join(", ")
-            ));
-        }
-    } else if !matches!(value, Value::Int(_)) {
-        return Err(format!("{} takes integers, got '{value}'", spec.name));
-    }
-    Ok(())
 }
 
 /// Shape dimensions, the element size and device limits: the variables every expression of
