@@ -17,6 +17,7 @@ use crate::measure::bench::{BenchSettings, CacheState, Stats};
 use crate::pipeline::options::{Isolation, TuneOptions, DEFAULT_WARMUP};
 use crate::pipeline::tuner::tune_keeping;
 use crate::store::best::{read_best, BestRow};
+use crate::store::files::print_out;
 use crate::store::record::{Kind, Status};
 use std::path::PathBuf;
 
@@ -659,7 +660,7 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
 /// check failed (the binary exits 1).
 pub fn command(opts: &CheckOptions) -> Result<bool> {
     let (text, passed) = run(opts, &mut GpuRetimer::new(opts))?;
-    print!("{text}");
+    print_out(&text);
     Ok(passed)
 }
 

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::model::slice::Split;
 use crate::model::task::TaskId;
 use crate::store::best::{upsert_best, BestRow};
-use crate::store::files::write_atomic;
+use crate::store::files::{print_out, write_atomic};
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{column, read_run_file, run_csv, run_csv_path, RunFile};
@@ -292,15 +292,15 @@ fn write_merged(
     let best_path = crate::store::best::best_path(&args.out);
     let mut rows = 0;
     let mut all_verified = true;
-    println!(
-        "merged {} of {n} shard(s) (split by {}) into {}:",
+    print_out(format_args!(
+        "merged {} of {n} shard(s) (split by {}) into {}:\n",
         n_shards,
         match split {
             Split::Variants => "variants",
             Split::Shapes => "shapes",
         },
         args.out.display()
-    );
+    ));
     for m in merged {
         let csv_path = run_csv_path(&args.out, &m.info);
         write_atomic(&csv_path, &run_csv(&m.info, &m.param_names, &m.records)?)?;
@@ -337,30 +337,30 @@ fn write_merged(
                 "no variant verified".to_string()
             }
         };
-        println!(
-            "  {}: {measured} variants measured ({ok} verified) in {} shard(s), {best}",
+        print_out(format_args!(
+            "  {}: {measured} variants measured ({ok} verified) in {} shard(s), {best}\n",
             m.label, m.shards
-        );
+        ));
         if m.cleared_confirmation {
-            println!(
+            print_out(format_args!(
                 "    (the shards' partial confirmations were dropped: they compare against \
-                 different winners)"
-            );
+                 different winners)\n"
+            ));
         }
         if let Some(why) = &m.partial {
-            println!("    partial: {why}; no best.csv row");
+            print_out(format_args!("    partial: {why}; no best.csv row\n"));
         }
         if let Some(row) = &m.best {
             upsert_best(&best_path, row.clone(), false)?;
             rows += 1;
         }
     }
-    println!(
-        "{} run CSV(s) in {}; {rows} row(s) upserted into {}",
+    print_out(format_args!(
+        "{} run CSV(s) in {}; {rows} row(s) upserted into {}\n",
         merged.len(),
         args.out.display(),
         best_path.display()
-    );
+    ));
     Ok(all_verified)
 }
 

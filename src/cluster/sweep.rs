@@ -12,6 +12,7 @@ use crate::pipeline::plan::{check_inputs, shape_list};
 use crate::pipeline::summary;
 use crate::pipeline::tuner::tune_keeping;
 use crate::spec::ops::Op;
+use crate::store::files::print_out;
 use crate::store::record::Status;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -98,7 +99,7 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
         let mut worst = 0u8;
         let mut kept = KeptWorker::default();
         for a in &plan {
-            println!("==== {}", a.shape);
+            print_out(format_args!("==== {}\n", a.shape));
             let (code, result) = run_one(cli, &job_options(&base, a), op, &mut kept);
             record(a, &result);
             worst = worst.max(code);
@@ -107,7 +108,7 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
                 break;
             }
         }
-        print!("{}", summary::summary_table(&rows));
+        print_out(summary::summary_table(&rows));
         worst
     };
     if let Some(r) = recorder {
@@ -240,7 +241,7 @@ fn sweep_on_gpus(
         .into_iter()
         .flatten()
         .collect();
-    print!("{}", summary::summary_table(&rows));
+    print_out(summary::summary_table(&rows));
     worst.into_inner().expect("worst")
 }
 
@@ -255,7 +256,7 @@ fn run_one_quietly(
     match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
-            print!("==== {} on GPU {gpu}\n{text}", opts.shape);
+            print_out(format_args!("==== {} on GPU {gpu}\n{text}", opts.shape));
             (outcome_code(cli, opts, &outcome), Ok(outcome))
         }
         Err(e) => {
@@ -275,7 +276,7 @@ fn run_one(
 ) -> (u8, std::result::Result<TuneOutcome, String>) {
     match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
-            print!("{}", summary::render(&outcome, cli.top, cli.verbose));
+            print_out(summary::render(&outcome, cli.top, cli.verbose));
             (outcome_code(cli, opts, &outcome), Ok(outcome))
         }
         Err(e) => {
@@ -339,7 +340,9 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
     if !cli.compile_only && outcome.best.is_none() {
         if opts.shard.is_some() {
             // A share may hold no variant, or none that verifies: the merge decides.
-            println!("(no variant of this shard's share verified; `tune merge` ranks all shards)");
+            print_out(
+                "(no variant of this shard's share verified; `tune merge` ranks all shards)\n",
+            );
             return EXIT_OK;
         }
         eprintln!(
@@ -499,13 +502,13 @@ impl Recorder {
             .filter(|p| !p.as_os_str().is_empty())
             .map(|p| p.join("merged").display().to_string())
             .unwrap_or_else(|| "merged".into());
-        println!(
+        print_out(format_args!(
             "shard {s} done: {finished} shape(s), manifest {}. Once all {} shards are done: \
-             tune merge {} --out {merged}",
+             tune merge {} --out {merged}\n",
             path.display(),
             s.n,
             glob.unwrap_or_else(|| format!("<the {} shards' --out folders>", s.n))
-        );
+        ));
         Ok(())
     }
 }

@@ -98,6 +98,13 @@ pub fn check_not_an_input(flag: &str, output: &Path, inputs: &[(&str, &Path)]) -
     }
 }
 
+/// Prints `text` on standard output, where summaries go: a reader that stopped reading
+/// (`tune merge ... | head`) or a failing standard output never panics or stops the command,
+/// whose results are in files (`print!` panics on both, mid-merge or mid-sweep).
+pub fn print_out(text: impl std::fmt::Display) {
+    let _ = write!(std::io::stdout().lock(), "{text}");
+}
+
 /// The name that means standard output where a command takes an output file (`--output -`).
 pub const STDOUT: &str = "-";
 
