@@ -17,7 +17,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{cubin_count, interrupt_after_first_cubin, repo, text, tmp, tune_cmd};
+use common::{cubin_count, interrupt_after_first_cubin, repo, signal_when, text, tmp, tune_cmd};
 
 fn require_nvrtc() {
     assert!(
@@ -574,6 +574,64 @@ fn a_stop_signal_sent_to_the_workers_fails_no_variant() {
         .collect();
     assert!(failed.is_empty(), "failed by the signal: {:?}", failed[0]);
     summary_agrees_with_csv(&stdout, &records);
+}
+
+/// A stop ends a sweep of many shapes even when each shape fails at once (here every
+/// configuration is pruned), so no shape's own run sees it: exit 130, the rest not started.
+#[test]
+fn a_stop_ends_a_sweep_whose_shapes_fail_at_once() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let t = tmp();
+    let shapes: String = (0..200)
+        .map(|i| format!("{}x1001\n", 1003 + 2 * i))
+        .collect();
+    let file = t.path().join("shapes.txt");
+    std::fs::write(&file, shapes).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
+        .env("CUDA_AUTOTUNE_CACHE", t.path().join("cache"))
+        .current_dir(t.path())
+        .args(["--op", "transpose", "--compile-only", "--arch", "sm_90"])
+        .arg("--shapes")
+        .arg(&file)
+        .args(["--param", "BOUNDS=none", "--out", "results"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut started = 0;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if line.unwrap().starts_with("==== ") {
+                started += 1;
+                let _ = tx.send(());
+            }
+        }
+        started
+    });
+    // The first shape has started (its error is on the way): then the stop.
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("a first shape");
+    signal_when(&mut child, Duration::from_secs(1), "", "TERM", || true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the sweep went on after the stop");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let started = reader.join().unwrap();
+    assert!(
+        started < 20,
+        "{started} of 200 shapes started after the stop"
+    );
 }
 
 #[test]

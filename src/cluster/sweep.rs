@@ -99,6 +99,10 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
         let mut worst = 0u8;
         let mut kept = KeptWorker::default();
         for a in &plan {
+            // A stop that came while no shape ran (each failing at once) ends the sweep too.
+            if interrupt::interrupted() {
+                break;
+            }
             print_out(format_args!("==== {}\n", a.shape));
             let (code, result) = run_one(cli, &job_options(&base, a), op, &mut kept);
             record(a, &result);
@@ -114,7 +118,12 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     if let Some(r) = recorder {
         r.finish()?;
     }
-    Ok(code)
+    // Stopped: the sweep says so whatever its shapes did before.
+    Ok(if interrupt::interrupted() {
+        code.max(EXIT_INTERRUPTED)
+    } else {
+        code
+    })
 }
 
 /// The options of one shape of the plan. A shard that holds only a share of a shape's
