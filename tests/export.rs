@@ -561,6 +561,8 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
         ("transpose", &[1000, 1008]),
         ("transpose", &[2048, 4096]),
         ("transpose", &[100000, 3]),
+        // Past int, which the kernels take: 1000 + 2^32 would truncate to 1000.
+        ("transpose", &[4294968296, 1000]),
         ("matmul", &[2000, 2000, 2000]),
         ("matmul", &[1024, 1024, 2048]),
         ("matmul", &[1024, 1024]),
@@ -619,6 +621,7 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
             "1000x1000",
             "NULL",
             "4096x4096",
+            "NULL",
             "NULL",
             "1000x1000x1000",
             "1024x1024x1024",

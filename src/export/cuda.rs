@@ -777,7 +777,7 @@ fn write_intro(s: &mut String, origin: &str) {
  * for e->shape. Kernels are named <kernel>_<dtype>_<shape>_<gpu>.
  *
  * The dispatch key is (op, dtype, shape): ca_select(op, dtype, dims, ndims), dtype as tuned
- * ("f32", "f16", "f64"), returns the entry tuned for exactly that op, dtype and shape; else
+ * ("f32", "f64", "f16", "bf16"), returns the entry tuned for exactly that op, dtype and shape; else
  * the entry of the nearest tuned shape of that op and dtype (distance: the sum over dimensions
  * of |ln(dims[i] / e->dims[i])|) whose kernel is valid for dims (ca_entry_admits); else NULL.
  * An entry of another dtype is never returned: its kernel reads and writes elements of another
@@ -795,10 +795,14 @@ fn write_intro(s: &mut String, origin: &str) {
  * for it: kernels are rendered from the parameters and shape-dependent defines such as
  * EVEN_TILES (both dimensions multiples of TILE_DIM), never from the exact shape. Here that
  * is encoded as: each dimension must be a multiple of each of e->moduli exactly where the
- * tuned shape's is (e->exact_only: the tuned shape only; a safe default has no moduli).
+ * tuned shape's is (e->exact_only: the tuned shape only; a safe default has no moduli), and
+ * at most INT_MAX (the kernels take dimensions as int).
  *
  * The launch geometry of an op is the same rule for every entry (see below): evaluate it
  * with the entry's parameters and your shape; e->block and e->grid are its values at e->dims.
+ * A shape whose grid this rule makes larger than the device allows (grid.y or grid.z over
+ * 65535) has no valid launch of that entry: the tuner prunes such configurations, this header
+ * does not evaluate the rule, so check the grid before you launch.
  */
 #ifndef CUDA_AUTOTUNE_TUNED_H
 #define CUDA_AUTOTUNE_TUNED_H
@@ -973,6 +977,8 @@ fn write_select_functions(s: &mut String) {
 /// entry: whether its kernel admits a shape, how far its shape is, and whether it is of an
 /// op, dtype and GPU.
 fn write_entry_tests(s: &mut String) {
+    // The kernels take each dimension as an int.
+    let max_dim = crate::model::shape::MAX_DIM;
     let _ = write!(
         s,
         r#"}};
@@ -986,7 +992,7 @@ static inline int ca_entry_admits(const ca_tuned_entry* e, const long long* dims
     int i, k, same = 1;
     if (e == NULL || dims == NULL || ndims != e->ndims) return 0;
     for (i = 0; i < ndims; ++i) {{
-        if (dims[i] < 1) return 0;
+        if (dims[i] < 1 || dims[i] > {max_dim}LL) return 0;
         if (dims[i] != e->dims[i]) same = 0;
     }}
     if (same) return 1;

@@ -183,7 +183,8 @@ impl Applicability {
 
     fn same_facts(&self, dims: &[u64]) -> bool {
         dims.iter().zip(&self.dims).all(|(&q, &t)| {
-            q > 0
+            // The kernels take each dimension as an int.
+            (1..=MAX_DIM).contains(&q)
                 && self
                     .moduli
                     .iter()
