@@ -431,8 +431,14 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
     // Said before the GPU is touched: in CI a missing database is the likelier mistake.
     if rows.is_empty() {
         return Err(Error::Usage(format!(
-            "{} holds no stored winners (missing or empty): tune first, e.g. `tune --op transpose --shape 1000x1000`, or pass --db",
-            opts.db.display()
+            "{} holds no stored winners ({}): tune first, e.g. `tune --op transpose --shape \
+             1000x1000`, or pass --db",
+            opts.db.display(),
+            if opts.db.exists() {
+                "empty, or no usable row"
+            } else {
+                "no such file"
+            }
         )));
     }
     // The filters, too, are checked against the rows of every GPU before the GPU is touched:

@@ -475,7 +475,7 @@ fn nothing_to_check_is_bad_input_exit_2() {
     let (text, code) = check(&missing, &mut mock);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("holds no stored winners (missing or empty)"),
+        text.contains("holds no stored winners (no such file)"),
         "{text}"
     );
     assert!(mock.asked.is_empty());

@@ -241,14 +241,20 @@ fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
         .collect();
     if !missing.is_empty() {
         let line = header.position().map_or(1, |p| line_of(bytes, p));
-        out.bad.push(bad(
-            line,
+        let has = |c: &str| header.iter().any(|h| h == c.as_bytes());
+        let why = if has("kind") && has("status") {
+            // The other file a run writes, passed by mistake.
+            "a run CSV (a row per configuration), not a tuning database: pass the best.csv \
+             the run upserted"
+                .to_string()
+        } else {
             format!(
                 "not a best.csv header (no column {}), so none of its {} row(s) can be used",
                 missing.join(", "),
                 records.len()
-            ),
-        ));
+            )
+        };
+        out.bad.push(bad(line, why));
         return Ok(out);
     }
     let mut first_of: std::collections::HashMap<(String, String, String, String), u64> =
@@ -458,6 +464,23 @@ pub fn parse_params(params: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_csv_read_as_a_database_is_named_as_such() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/report/transpose_1000x1000.csv");
+        let file = read_best_checked(&path).unwrap();
+        assert!(file.rows.is_empty());
+        assert_eq!(file.bad.len(), 1);
+        assert!(
+            file.bad[0].to_string().ends_with(
+                "transpose_1000x1000.csv:1: a run CSV (a row per configuration), not a tuning \
+                 database: pass the best.csv the run upserted"
+            ),
+            "{}",
+            file.bad[0]
+        );
+    }
 
     fn best_row(shape: &str, ms: f64) -> BestRow {
         BestRow {
