@@ -576,6 +576,44 @@ fn a_stop_signal_sent_to_the_workers_fails_no_variant() {
     summary_agrees_with_csv(&stdout, &records);
 }
 
+/// A prebuild shares the GPU run's arguments: `--gpus` is left unused (said once) and the
+/// sweep compiles; its summary says what each shape compiled, not that nothing verified.
+#[test]
+fn a_compile_only_sweep_leaves_gpus_unused_and_sums_up_its_compiles() {
+    require_nvrtc();
+    let t = tmp();
+    std::fs::write(t.path().join("shapes.txt"), "64x64\n96x96\n").unwrap();
+    let out = tune_cmd(&t)
+        .args([
+            "--op",
+            "transpose",
+            "--shapes",
+            "shapes.txt",
+            "--compile-only",
+        ])
+        .args(["--arch", "sm_90", "--strategy", "random", "--budget", "3"])
+        .args(["--gpus", "0,1", "--out", "results"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        stderr.matches("--gpus 0,1 is left unused").count(),
+        1,
+        "{stderr}"
+    );
+    for shape in ["64x64", "96x96"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(shape) && l.contains("compile-only"))
+            .unwrap_or_else(|| panic!("no summary row for {shape}: {stdout}"));
+        assert!(
+            row.contains("(compile-only: 3 compiled, 0 failed)"),
+            "{row}"
+        );
+    }
+}
+
 /// A stop ends a sweep of many shapes even when each shape fails at once (here every
 /// configuration is pruned), so no shape's own run sees it: exit 130, the rest not started.
 #[test]

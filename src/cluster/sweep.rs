@@ -49,6 +49,12 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     let shapes = shape_list(&base, op, cli.shapes.as_deref())?;
     let shard = cli.shard.as_deref().map(Shard::parse).transpose()?;
     let gpus = match &cli.gpus {
+        // Compiling needs no GPU: a prebuild that shares a GPU run's arguments keeps --gpus.
+        Some(spec) if cli.compile_only => {
+            crate::cuda::gpu::parse_gpu_spec(spec)?;
+            eprintln!("note: --compile-only uses no GPU; --gpus {spec} is left unused");
+            Vec::new()
+        }
         Some(spec) => {
             // The list's syntax first, so a typo is reported as such without a GPU.
             let listed = crate::cuda::gpu::parse_gpu_spec(spec)?;

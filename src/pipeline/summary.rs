@@ -655,7 +655,19 @@ pub fn summary_row(shape: &str, o: Option<&TuneOutcome>) -> [String; 4] {
         ],
         None => [
             shape.to_string(),
-            "(no verified configuration)".into(),
+            match o {
+                // Compile-only: nothing ran, so nothing was to be verified.
+                Some(o) if o.device.is_none() => {
+                    use crate::store::record::Status;
+                    let count = |s: Status| o.records.iter().filter(|r| r.status == s).count();
+                    format!(
+                        "(compile-only: {} compiled, {} failed)",
+                        count(Status::Ok),
+                        count(Status::Failed)
+                    )
+                }
+                _ => "(no verified configuration)".into(),
+            },
             "-".into(),
             "-".into(),
         ],

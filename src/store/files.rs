@@ -65,7 +65,29 @@ pub fn check_output_folder(flag: &str, dir: &Path) -> Result<()> {
             dir.display(),
             file.display()
         ))),
-        _ => Ok(()),
+        // A folder this process may not write into (or create folders in) fails the first
+        // write, after the work: said now instead.
+        Some(folder) => writable(folder).map_err(|e| {
+            Error::Usage(format!(
+                "{flag} {}: cannot write into {}: {e}",
+                dir.display(),
+                folder.display()
+            ))
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether this process may create files in the folder `dir` (the system's own answer, for
+/// this user, root included).
+fn writable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; access only reads it.
+    match unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }
 
