@@ -59,7 +59,7 @@ const CASES: &[Case] = &[
     (&["--shapes", "/dev/null"], 2, "invalid shape '/dev/null': the file lists no shape"),
     (&["--shapes", "empty.txt"], 2, "the file lists no shape"),
     (&["--shapes", "comments.txt"], 2, "the file lists no shape"),
-    (&["--shapes", "bad_line.txt"], 2, "invalid shape 'bad_line.txt:4'"),
+    (&["--shapes", "bad_line.txt"], 2, "--shapes bad_line.txt:4: invalid shape"),
     // --- Ops and specs ------------------------------------------------------------------
     (&["--op", "fft", "--shape", "64x64"], 2, "unknown op 'fft' (known ops: transpose, matmul, sgemm)"),
     (&["--op", "", "--shape", "64x64"], 2, "unknown op ''"),

@@ -88,15 +88,16 @@ pub fn parse_list(input: &str, names: &[String]) -> Result<Vec<Shape>> {
 /// is checked before anything is tuned; a bad line is reported with its number.
 pub fn read_file(path: &std::path::Path, names: &[String]) -> Result<Vec<Shape>> {
     let text = crate::error::read_user_text("--shapes", path)?;
+    // A byte order mark, as some Windows editors save UTF-8, is no part of the first shape.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut shapes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let shape = Shape::parse(line, names).map_err(|e| Error::Shape {
-            input: format!("{}:{}", path.display(), i + 1),
-            why: e.to_string(),
+        let shape = Shape::parse(line, names).map_err(|e| {
+            Error::Usage(format!("--shapes {}:{}: {e}", path.display(), i + 1))
         })?;
         shapes.push(shape);
     }
@@ -157,7 +158,10 @@ mod tests {
         );
         std::fs::write(&path, "1000x1000\n12x\n").unwrap();
         let e = read_file(&path, &names2()).unwrap_err().to_string();
-        assert!(e.contains("shapes.txt:2"), "{e}");
+        assert!(e.contains("shapes.txt:2: invalid shape '12x'"), "{e}");
+        assert_eq!(e.matches("invalid shape").count(), 1, "{e}");
+        std::fs::write(&path, "\u{feff}1000x1000\r\n512x512\r\n").unwrap();
+        assert_eq!(read_file(&path, &names2()).unwrap().len(), 2, "a BOM and CRLF");
         std::fs::write(&path, "# nothing\n\n").unwrap();
         assert!(read_file(&path, &names2())
             .unwrap_err()
