@@ -232,6 +232,17 @@ fn the_shards_of_a_compile_only_run_emit_exactly_the_unsharded_sources() {
     );
     // Stable: the same shard again emits the same files.
     assert_eq!(run("again", Some("1/3")), files(&emit("shard1")));
+    // The shards' CSVs, written into one folder, are each their own file.
+    let csvs: Vec<String> = files(&t.path().join("results")).into_keys().collect();
+    assert_eq!(
+        csvs,
+        [
+            "transpose_999x1001_sm-90-compile-only.csv",
+            "transpose_999x1001_sm-90-shard-0-of-3-compile-only.csv",
+            "transpose_999x1001_sm-90-shard-1-of-3-compile-only.csv",
+            "transpose_999x1001_sm-90-shard-2-of-3-compile-only.csv",
+        ]
+    );
 }
 
 #[test]

@@ -96,9 +96,8 @@ pub fn read_file(path: &std::path::Path, names: &[String]) -> Result<Vec<Shape>>
         if line.is_empty() {
             continue;
         }
-        let shape = Shape::parse(line, names).map_err(|e| {
-            Error::Usage(format!("--shapes {}:{}: {e}", path.display(), i + 1))
-        })?;
+        let shape = Shape::parse(line, names)
+            .map_err(|e| Error::Usage(format!("--shapes {}:{}: {e}", path.display(), i + 1)))?;
         shapes.push(shape);
     }
     if shapes.is_empty() {
@@ -161,7 +160,11 @@ mod tests {
         assert!(e.contains("shapes.txt:2: invalid shape '12x'"), "{e}");
         assert_eq!(e.matches("invalid shape").count(), 1, "{e}");
         std::fs::write(&path, "\u{feff}1000x1000\r\n512x512\r\n").unwrap();
-        assert_eq!(read_file(&path, &names2()).unwrap().len(), 2, "a BOM and CRLF");
+        assert_eq!(
+            read_file(&path, &names2()).unwrap().len(),
+            2,
+            "a BOM and CRLF"
+        );
         std::fs::write(&path, "# nothing\n\n").unwrap();
         assert!(read_file(&path, &names2())
             .unwrap_err()

@@ -222,7 +222,9 @@ pub(super) fn compile_only(opts: &TuneOptions, built: Built, t0: Instant) -> Res
 /// Writes a compile-only run's CSV: a row for every configuration the run shows, with what
 /// compiling it gave (a GPU run's columns, without times), as
 /// `<op>_<shape>[_<dtype>]_<arch>-compile-only.csv` in the `--out` folder (its `gpu` column
-/// says `<arch> compile-only`), and notes the path in `outcome`. best.csv is not touched.
+/// says `<arch> compile-only`; a shard's name ends `-shard-K-of-N-compile-only.csv`, so the
+/// shards of one prebuild into one folder keep their own files), and notes the path in
+/// `outcome`. best.csv is not touched.
 fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutcome) -> Result<()> {
     let op = &setup.op;
     let (major, minor) = setup.compiler.version();
@@ -239,7 +241,13 @@ fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutco
         driver: String::new(),
         nvrtc: format!("{major}.{minor}"),
     };
-    let path = run_csv_path(&opts.out_dir, &info);
+    let mut path = run_csv_path(&opts.out_dir, &info);
+    if let Some(slice) = &opts.shard {
+        let (k, n) = (slice.shard.k, slice.shard.n);
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let stem = name.strip_suffix("-compile-only.csv").unwrap_or(&name);
+        path = path.with_file_name(format!("{stem}-shard-{k}-of-{n}-compile-only.csv"));
+    }
     let csv = run_csv(&info, &outcome.param_names, &outcome.records)?;
     write_atomic(&path, &csv)?;
     outcome.csv_path = Some(path);
