@@ -491,6 +491,36 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
             &["2", run],
             "TUNE_ROLE must be prebuild, shard or merge",
         ),
+        (
+            &[],
+            &["2", run, "--op", "transpose", "--out", "foo"],
+            "TUNE_ARGS may not hold --out",
+        ),
+        (
+            &[],
+            &["2", run, "--op", "transpose", "--resume"],
+            "TUNE_ARGS may not hold --resume",
+        ),
+        (
+            &[("ONLY", "2")],
+            &["2", run, "--op", "transpose"],
+            "ONLY lists tasks of an array of 2",
+        ),
+        (
+            &[("ONLY", "0,x")],
+            &["2", run, "--op", "transpose"],
+            "ONLY lists tasks of an array of 2",
+        ),
+        (
+            &[
+                ("STAGES", "prebuild,shards"),
+                ("TUNE_ARCH", "sm_90"),
+                ("PREBUILD_TASKS", "3"),
+                ("ONLY", "1-3"),
+            ],
+            &["2", run, "--op", "transpose"],
+            "ONLY lists tasks of an array of 3",
+        ),
     ];
     for (env, args, message) in cases {
         let mut cmd = Command::new("bash");
@@ -528,6 +558,25 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
     assert_eq!(recorded.lines().count(), 1, "{recorded}");
     assert!(recorded.contains("TUNE_ROLE=merge"), "{recorded}");
     assert!(!recorded.contains("--dependency"), "{recorded}");
+    // A % in the run folder's name is no sbatch replacement symbol in the log's path.
+    std::fs::remove_file(&calls).unwrap();
+    let odd = t.path().join("run%x");
+    let out = Command::new("bash")
+        .arg(repo("deploy/slurm/tune-array.sh"))
+        .args(["2", odd.to_str().unwrap(), "--op", "transpose"])
+        .env("PATH", &path)
+        .env("ONLY", "1")
+        .env_remove("STAGES")
+        .env_remove("TUNE_ROLE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recorded = std::fs::read_to_string(&calls).unwrap();
+    assert!(
+        recorded.contains("run%%x/logs/shard-%a-%A.out"),
+        "{recorded}"
+    );
+    assert!(recorded.contains("--array=1 "), "{recorded}");
 }
 
 /// Serializes the tests that start a Slurm (each its own, on this machine's few cores).

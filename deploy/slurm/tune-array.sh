@@ -116,8 +116,32 @@ if [[ -n "${ONLY:-}" && "$stages" == merge ]]; then
     echo "error: ONLY selects tasks of an array; STAGES=merge has none" >&2
     exit 2
 fi
+# The tasks add --shard, --out and --resume themselves: given twice, every task would fail.
+for arg in "${@:3}"; do
+    case "$arg" in
+    --out | --out=* | --shard | --shard=* | --resume)
+        echo "error: TUNE_ARGS may not hold ${arg%%=*}: each task sets --shard K/N, --out RUN_DIR/shard-K (prebuild: RUN_DIR/prebuild/shard-K) and --resume itself" >&2
+        exit 2
+        ;;
+    esac
+done
+# ONLY: task numbers and ranges (3,5 or 0-3,7) of the first array submitted.
+if [[ -n "${ONLY:-}" ]]; then
+    first=$n
+    has prebuild && first=$p
+    IFS=, read -ra picks <<<"$ONLY"
+    for pick in "${picks[@]}"; do
+        if ! [[ "$pick" =~ ^([0-9]+)(-([0-9]+))?$ ]] || ((10#${BASH_REMATCH[1]} >= first)) ||
+            { [[ -n "${BASH_REMATCH[3]}" ]] && ((10#${BASH_REMATCH[3]} >= first || 10#${BASH_REMATCH[3]} < 10#${BASH_REMATCH[1]})); }; then
+            echo "error: ONLY lists tasks of an array of $first (0 to $((first - 1)), e.g. ONLY=3,5 or ONLY=0-2), got '$ONLY'" >&2
+            exit 2
+        fi
+    done
+fi
 mkdir -p "$run_dir/logs"
 run_dir=$(cd "$run_dir" && pwd)
+# sbatch expands % in --output (%A, %a, %j): a % of the folder's own name is written %%.
+logs=${run_dir//%/%%}/logs
 # Every task of every stage reads and writes the same cache (sbatch --export=ALL passes it).
 export CUDA_AUTOTUNE_CACHE=${CUDA_AUTOTUNE_CACHE:-$run_dir/cache}
 export TUNE_ARCH=${TUNE_ARCH:-}
@@ -142,7 +166,7 @@ if has prebuild; then
     # shellcheck disable=SC2086  # PREBUILD_ARGS holds several options
     job=$(sbatch --parsable --export=ALL,TUNE_ROLE=prebuild --array="$array" \
         --cpus-per-task="${PREBUILD_CPUS:-8}" --time="${PREBUILD_TIME:-02:00:00}" ${PREBUILD_ARGS:-} \
-        --job-name=tune-prebuild --output="$run_dir/logs/prebuild-%a-%A.out" \
+        --job-name=tune-prebuild --output="$logs/prebuild-%a-%A.out" \
         "$0" "$p" "$run_dir" "${@:3}")
     job=${job%%;*}
     echo "prebuild: job array $job, tasks $array of 0-$((p - 1)) (CPU, compile-only for $TUNE_ARCH)"
@@ -153,7 +177,7 @@ if has shards; then
     # shellcheck disable=SC2086  # SBATCH_ARGS holds several options
     job=$(sbatch --parsable --export=ALL,TUNE_ROLE=shard --array="$array" "${after[@]}" \
         --gres=gpu:1 --cpus-per-task="${SHARD_CPUS:-8}" --time="${SHARD_TIME:-04:00:00}" ${SBATCH_ARGS:-} \
-        --job-name=tune-shard --output="$run_dir/logs/shard-%a-%A.out" \
+        --job-name=tune-shard --output="$logs/shard-%a-%A.out" \
         "$0" "$n" "$run_dir" "${@:3}")
     job=${job%%;*}
     echo "shards: job array $job, tasks $array of 0-$((n - 1)) (one GPU each)"
@@ -162,7 +186,7 @@ fi
 if has merge; then
     job=$(sbatch --parsable --export=ALL,TUNE_ROLE=merge "${after[@]}" \
         --cpus-per-task=1 --time=00:30:00 \
-        --job-name=tune-merge --output="$run_dir/logs/merge-%j.out" \
+        --job-name=tune-merge --output="$logs/merge-%j.out" \
         "$0" "$n" "$run_dir")
     job=${job%%;*}
     echo "merge: job $job"
