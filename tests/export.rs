@@ -640,6 +640,35 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
     }
 }
 
+/// A compile-only run's CSV has nothing to plot (nothing ran): the report says so instead of
+/// a page whose counts and charts contradict each other.
+#[test]
+fn report_refuses_a_compile_only_csv_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp
+        .path()
+        .join("transpose_1000x1000_sm-90-compile-only.csv");
+    let text = std::fs::read_to_string(repo(REPORT_RUN)).unwrap();
+    std::fs::write(
+        &csv,
+        text.replace("NVIDIA H100 80GB HBM3", "sm_90 compile-only"),
+    )
+    .unwrap();
+    let html = tmp.path().join("r.html");
+    let err = input_error(&[
+        "report",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--output",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("a --compile-only run's CSV (sm_90 compile-only): nothing in it ran"),
+        "{err}"
+    );
+    assert!(!html.exists());
+}
+
 #[test]
 fn report_is_self_contained_html_with_the_plots() {
     let tmp = tempfile::tempdir().unwrap();

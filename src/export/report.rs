@@ -39,6 +39,16 @@ impl Run {
                 why: "no rows: not a run CSV written by tune".into(),
             });
         }
+        if file.labels.is_compile_only() {
+            return Err(Error::Csv {
+                path: path.to_path_buf(),
+                why: format!(
+                    "a --compile-only run's CSV ({}): nothing in it ran, so there is nothing \
+                     to plot; the CSV lists what compiled and why the rest failed",
+                    file.labels.gpu
+                ),
+            });
+        }
         Ok(Run {
             meta: file.labels,
             params: file.params,

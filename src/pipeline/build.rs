@@ -232,7 +232,7 @@ fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutco
         op: op.name().to_string(),
         shape: setup.shape.to_string(),
         dtype: op.dtype.name().to_string(),
-        gpu: format!("{} compile-only", setup.arch),
+        gpu: crate::store::run_csv::compile_only_gpu(&setup.arch),
         compute_capability: String::new(),
         cache: String::new(),
         reps: 0,

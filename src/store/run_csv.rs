@@ -167,6 +167,23 @@ pub struct RunLabels {
     pub roof: String,
 }
 
+impl RunLabels {
+    /// True for a `--compile-only` run's CSV: its `gpu` column names the architecture compiled
+    /// for ([`compile_only_gpu`]), and nothing in it was run or timed.
+    pub fn is_compile_only(&self) -> bool {
+        self.gpu.ends_with(COMPILE_ONLY)
+    }
+}
+
+/// What ends the `gpu` column of a compile-only run's CSV.
+const COMPILE_ONLY: &str = " compile-only";
+
+/// The `gpu` column of a `--compile-only` run's CSV for architecture `arch` (`sm_90
+/// compile-only`), which also names its file (`..._sm-90-compile-only.csv`).
+pub fn compile_only_gpu(arch: &str) -> String {
+    format!("{arch}{COMPILE_ONLY}")
+}
+
 /// A run CSV read back: its parameter columns, what its rows say about the run, and its rows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunFile {
