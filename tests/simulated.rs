@@ -1873,6 +1873,42 @@ fn a_sweep_spreads_its_shapes_over_the_simulated_gpus() {
     }
 }
 
+/// The shards of one sweep merge whatever order each was given its `--param` options in: the
+/// same overrides are the same space.
+#[test]
+fn shards_given_their_params_in_another_order_merge() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
+    let dir = |k: usize| sim.tmp.path().join(format!("shard-{k}"));
+    let orders = [
+        ["--param", "X=1,2", "--param", "Y=1,2"],
+        ["--param", "Y=1,2", "--param", "X=1,2"],
+    ];
+    for (k, params) in orders.iter().enumerate() {
+        let out = sim
+            .tune()
+            .arg("--templates")
+            .arg(&sim.templates)
+            .args(["--op", "sim", "--shape", SHAPE])
+            .args(params)
+            .args(["--shard", &format!("{k}/2"), "--out"])
+            .arg(dir(k))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let out = sim
+        .tune()
+        .arg("merge")
+        .args([dir(0), dir(1)])
+        .arg("--out")
+        .arg(sim.tmp.path().join("merged"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let merged = read_best(&sim.tmp.path().join("merged/best.csv")).unwrap();
+    assert_eq!(merged.len(), 1);
+}
+
 /// A compile-only sweep ends the same way on one GPU and spread over two: 0 when every source
 /// compiled (a compile-only run has no winner to find), 1 with the count when some did not.
 #[test]

@@ -140,7 +140,7 @@ pub struct Sweep {
     /// `--dtype`, when given (shards of one sweep must tune the same element type).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
-    /// `--param` overrides (with `--block-size` folded in).
+    /// `--param` overrides (with `--block-size` folded in), in name order.
     pub params: Vec<String>,
     pub reps: usize,
     pub warmup: usize,

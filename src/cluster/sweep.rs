@@ -418,7 +418,12 @@ impl Recorder {
                 op_fingerprint: shard::op_fingerprint(op),
                 shapes: shapes.to_vec(),
                 dtype: base.dtype.clone(),
-                params: base.params.clone(),
+                // In name order: the same overrides in another order are the same space.
+                params: {
+                    let mut params = base.params.clone();
+                    params.sort();
+                    params
+                },
                 reps: base.bench.reps,
                 warmup: base.bench.warmup,
                 cache: base.bench.cache.as_str().to_string(),
