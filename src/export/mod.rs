@@ -136,8 +136,11 @@ pub trait Exporter {
 pub fn format_ms(ms: f64) -> String {
     if ms < 1.0 {
         format!("{:.3} µs", ms * 1e3)
-    } else {
+    } else if ms < 1e6 {
         format!("{ms:.3} ms")
+    } else {
+        // Past a quarter of an hour a kernel's time is a damaged row's: kept short.
+        format!("{ms:.3e} ms")
     }
 }
 
@@ -377,4 +380,14 @@ pub fn report(args: &ReportOptions) -> Result<()> {
         return Ok(());
     }
     print_stdout(format!("wrote {}\n", args.output.display()).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_print_short_at_every_scale() {
+        assert_eq!(super::format_ms(0.0123), "12.300 µs");
+        assert_eq!(super::format_ms(2.5), "2.500 ms");
+        assert_eq!(super::format_ms(1e308), "1.000e308 ms");
+    }
 }
