@@ -83,7 +83,7 @@ fn main() -> ExitCode {
              quits now)"
         );
     });
-    let run = cli.sweep_options(std::env::args().skip(1).collect());
+    let run = cli.sweep_options(std::env::args().collect());
     match run.and_then(|opts| sweep::sweep(&opts)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

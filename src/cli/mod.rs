@@ -605,8 +605,8 @@ impl TuneArgs {
 
 impl TuneArgs {
     /// The options of the whole run: the per-shape tuning options plus what the sweep over
-    /// shapes, GPUs and shards needs. `command_line` is the arguments as given (for the resume
-    /// hint after Ctrl-C).
+    /// shapes, GPUs and shards needs. `command_line` is the program and its arguments as given
+    /// (for the resume hint after Ctrl-C).
     pub fn sweep_options(&self, command_line: Vec<String>) -> Result<SweepOptions> {
         Ok(SweepOptions {
             base: self.options()?,

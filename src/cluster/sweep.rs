@@ -34,7 +34,7 @@ pub struct SweepOptions {
     pub verbose: bool,
     /// Compile only: failed compiles fail the run, nothing is timed.
     pub compile_only: bool,
-    /// The arguments the run was started with, for the resume hint after Ctrl-C.
+    /// The program and arguments the run was started with, for the resume hint after Ctrl-C.
     pub command_line: Vec<String>,
 }
 
@@ -305,13 +305,19 @@ fn run_one(
 /// quoted for the shell so that the line pastes back as it ran (a folder with a space). An
 /// argument with a NUL byte cannot have come from a shell: it is left as it is.
 fn resume_command(command_line: &[String]) -> String {
-    let args: Vec<&str> = command_line
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "--resume")
+    // The program as it was started (`tune`, or `./target/release/tune`), then its arguments.
+    let program = command_line.first().map_or("tune", String::as_str);
+    let args: Vec<&str> = std::iter::once(program)
+        .chain(
+            command_line
+                .iter()
+                .skip(1)
+                .map(String::as_str)
+                .filter(|a| *a != "--resume"),
+        )
         .collect();
     let line = shlex::try_join(args.iter().copied()).unwrap_or_else(|_| args.join(" "));
-    format!("tune {line} --resume")
+    format!("{line} --resume")
 }
 
 /// The exit code a finished shape calls for, with the line that says why on stderr: 130 when
@@ -542,17 +548,26 @@ mod tests {
         let args = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         assert_eq!(
             resume_command(&args(&[
-                "--shape", "64x64", "--out", "runs/a b", "--resume"
+                "tune", "--shape", "64x64", "--out", "runs/a b", "--resume"
             ])),
             "tune --shape 64x64 --out 'runs/a b' --resume"
         );
         assert_eq!(
-            resume_command(&args(&["--shape", "1000x1000", "-p", "X=1,2"])),
+            resume_command(&args(&["tune", "--shape", "1000x1000", "-p", "X=1,2"])),
             "tune --shape 1000x1000 -p 'X=1,2' --resume"
         );
         assert_eq!(
-            resume_command(&args(&["--out", "it's"])),
+            resume_command(&args(&["tune", "--out", "it's"])),
             "tune --out \"it's\" --resume"
+        );
+        // The program as it was started, not one assumed on PATH.
+        assert_eq!(
+            resume_command(&args(&["./target/release/tune", "--shape", "64x64"])),
+            "./target/release/tune --shape 64x64 --resume"
+        );
+        assert_eq!(
+            resume_command(&args(&["/opt/my tools/tune", "--shape", "64x64"])),
+            "'/opt/my tools/tune' --shape 64x64 --resume"
         );
     }
 
