@@ -490,6 +490,66 @@ fn cuda_export_skips_a_row_that_does_not_render_and_says_so() {
     assert!(!empty.exists(), "nothing written");
 }
 
+/// An op whose every configuration depends on the exact shape (a template that compiles in
+/// whether N is under 4096 and a step of N's size) has no safe default: its tuned kernels are exported anyway, and
+/// the export says that ca_default has none for it.
+#[test]
+fn cuda_export_without_a_safe_default_exports_the_tuned_kernels_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ops = tmp.path().join("ops");
+    std::fs::create_dir(&ops).unwrap();
+    let example = repo("examples/vector_add");
+    let spec = std::fs::read_to_string(example.join("vector_add.toml")).unwrap();
+    let spec = spec.replacen(
+        "[defines]\n",
+        "[defines]\nSMALL = \"N < 4096\"\nLOG = \"if(N > 1000000, 3, if(N > 1000, 2, 1))\"\n",
+        1,
+    );
+    std::fs::write(ops.join("vector_add.toml"), spec).unwrap();
+    let template = std::fs::read_to_string(example.join("vector_add.cu.tera")).unwrap();
+    let template = template.replacen(
+        "#define VECTOR {{ VECTOR }}\n",
+        "#define VECTOR {{ VECTOR }}\n#define SMALL {{ SMALL }}\n#define LOGC {{ LOG }}\n",
+        1,
+    );
+    std::fs::write(ops.join("vector_add.cu.tera"), template).unwrap();
+    let header = std::fs::read_to_string(repo("tests/fixtures/export/best.csv")).unwrap();
+    let header = header.lines().next().unwrap();
+    let db = tmp.path().join("best.csv");
+    std::fs::write(
+        &db,
+        format!(
+            "{header}\nvector_add,10000000,f32,NVIDIA H100 80GB HBM3,9.0,\
+             BLOCK=256;ITEMS=4;VECTOR=4;GRID=exact,0.0076,1046.0,GB/s,0.977,copy_vec4,cold,30,\
+             0.1.0,13.0,13.0,2026-11-22T23:25:49Z,,,,,,,false,\n"
+        ),
+    )
+    .unwrap();
+    let dir = tmp.path().join("cuda");
+    let out = tune_bin()
+        .args(cuda_export_args(
+            &db,
+            &dir,
+            &["--templates", ops.to_str().unwrap()],
+        ))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no safe default for vector_add f32"),
+        "{stderr}"
+    );
+    assert!(
+        text(&out.stdout).contains("1 kernel source(s) (1 tuned, 0 safe default(s))"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(dir
+        .join("vector_add_f32_10000000_nvidia_h100_80gb_hbm3.cu")
+        .exists());
+}
+
 fn cu_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

@@ -47,10 +47,15 @@ fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) ->
         &db.path().display().to_string(),
     )?;
     for why in &skipped {
-        eprintln!("warning: {}: skipping the row {why}", db.path().display());
+        eprintln!("warning: {}: {why}", db.path().display());
     }
     let written = write_folder(dir, &files)?;
     let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
+    let tuned = rows.len()
+        - skipped
+            .iter()
+            .filter(|w| w.starts_with(SKIPPED_ROW))
+            .count();
     let removed = match written.removed.len() {
         0 => String::new(),
         n => format!("; removed {n} file(s) of the previous export"),
@@ -58,8 +63,8 @@ fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) ->
     Ok(format!(
         "wrote {kernels} kernel source(s) ({} tuned, {} safe default(s)) and {HEADER} to \
          {}{removed}\n",
-        rows.len() - skipped.len(),
-        kernels + skipped.len() - rows.len(),
+        tuned,
+        kernels - tuned,
         dir.display()
     ))
 }
@@ -257,10 +262,15 @@ struct Entry<'a> {
 #[derive(Debug, Clone)]
 pub struct Rendered {
     pub files: Vec<CudaFile>,
-    /// The rows left out, each as `op shape dtype on GPU (params): why` (a stale or
-    /// hand-edited row whose configuration the op's spec no longer takes).
+    /// What was left out, one sentence each: a row ([`SKIPPED_ROW`] `op shape dtype on GPU
+    /// (params): why`, a stale or hand-edited row whose configuration the op's spec no longer
+    /// takes), or an op's safe default (a spec whose every configuration depends on the exact
+    /// shape has none).
     pub skipped: Vec<String>,
 }
+
+/// How [`Rendered::skipped`] names a row left out.
+const SKIPPED_ROW: &str = "skipping the row ";
 
 /// Renders the `.cu` files and the header for `rows`. `origin` names the database in the
 /// generated comments; `templates` is where the op specs and templates are read from. A row
@@ -277,7 +287,7 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
             Ok(tuned) => tuned,
             Err(e) => {
                 skipped.push(format!(
-                    "{} {} {} on {} ({}): cannot render it: {e}",
+                    "{SKIPPED_ROW}{} {} {} on {} ({}): cannot render it: {e}",
                     row.op, row.shape, row.dtype, row.gpu, row.params
                 ));
                 continue;
@@ -300,12 +310,24 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
     }
     // One safe default per (op, dtype) of the export, in the order the rows name them.
     let mut defaults: Vec<SafeDefault> = Vec::new();
+    let mut tried: Vec<(&str, &str)> = Vec::new();
     for e in &entries {
         let (op, dtype) = (e.row.op.as_str(), e.row.dtype.as_str());
-        if defaults.iter().any(|d| d.op == op && d.dtype == dtype) {
+        if tried.contains(&(op, dtype)) {
             continue;
         }
-        let tuned = safe_default(op, dtype, templates)?;
+        tried.push((op, dtype));
+        let tuned = match safe_default(op, dtype, templates) {
+            Ok(tuned) => tuned,
+            // Its tuned kernels still serve their shapes; ca_default returns NULL for it.
+            Err(e) => {
+                skipped.push(format!(
+                    "no safe default for {op} {dtype} (ca_default and ca_select_or_default \
+                     return NULL where no tuned entry serves): {e}"
+                ));
+                continue;
+            }
+        };
         let name = format!("{}_{}_default", tuned.op.spec.kernel, ident(dtype));
         let mut text = String::new();
         let _ = writeln!(
@@ -785,9 +807,11 @@ fn write_intro(s: &mut String, origin: &str) {
  *
  * NULL means "use the safe default": ca_default(op, dtype) is the entry of a configuration of
  * the op's spec that is bounds-checked and valid for every shape, exported for every op and
- * dtype of this header as <kernel>_<dtype>_default in <kernel>_<dtype>_default.cu (no timing:
- * median_ms is -1.0). ca_select_or_default(op, dtype, dims, ndims) returns ca_select's entry,
- * else that one; NULL only for an op or dtype this header does not hold.
+ * dtype of this header that has one as <kernel>_<dtype>_default in
+ * <kernel>_<dtype>_default.cu (no timing: median_ms is -1.0). ca_select_or_default(op, dtype,
+ * dims, ndims) returns ca_select's entry, else that one; NULL only for an op or dtype this
+ * header does not hold or has no safe default of (an op whose every configuration depends on
+ * the exact shape; the export said so).
  * ca_select_for(op, dtype, gpu, dims, ndims) also requires e->gpu to equal gpu (the CUDA
  * device name, as cudaDeviceProp::name) unless gpu is NULL.
  *
@@ -1097,7 +1121,8 @@ static inline const ca_tuned_entry* ca_default(const char* op, const char* dtype
 }}
 
 /* ca_select, else the safe default of op and dtype when the shape has op's number of
-   dimensions: NULL only for an op or dtype this header does not hold. */
+   dimensions: NULL only for an op or dtype this header does not hold, or one without a safe
+   default (the export said so). */
 static inline const ca_tuned_entry* ca_select_or_default(const char* op, const char* dtype,
                                                          const long long* dims, int ndims)
 {{
