@@ -508,37 +508,41 @@ fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_und
     assert_eq!(with(&records, Status::Failed), 0, "{line}");
 }
 
-/// Ctrl-C while a compile-only search compiles: the summary's counts agree with the CSV
-/// (whose search line says how many it proposed, not that all compiled), the exit code is
-/// 130, and the hint is to run the same command again (the cubin cache holds what compiled),
-/// not a `--resume` that would do nothing.
+/// A compile-only random search of `budget` transposes at `shape` on two compile workers,
+/// started in `dir` (its cubin cache in `dir/cache`, results in `dir/results`), its output
+/// piped.
+fn spawn_random_compiles(dir: &Path, shape: &str, budget: &str) -> std::process::Child {
+    use std::process::Stdio;
+    std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
+        .env("CUDA_AUTOTUNE_CACHE", dir.join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(dir)
+        .args(["--op", "transpose", "--shape", shape, "--compile-only"])
+        .args([
+            "--arch",
+            "sm_90",
+            "--strategy",
+            "random",
+            "--budget",
+            budget,
+        ])
+        .args(["--jobs", "2", "--out", "results"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// A batch system's stop (Slurm at the time limit) sends SIGTERM to every process of the job.
 /// The parent decides what a stop means (it finishes the variant in flight); a worker ignores
 /// it, so no variant it has in hand is recorded as failed for a signal meant for the run.
 /// Here only the workers are sent it, mid-compile: the run goes on and fails nothing.
 #[test]
 fn a_stop_signal_sent_to_the_workers_fails_no_variant() {
-    use std::process::Stdio;
     require_nvrtc();
     let t = tmp();
     let cache = t.path().join("cache");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
-        .env("CUDA_AUTOTUNE_CACHE", &cache)
-        .env_remove("XDG_CACHE_HOME")
-        .current_dir(t.path())
-        .args([
-            "--op",
-            "transpose",
-            "--shape",
-            "1000x1000",
-            "--compile-only",
-        ])
-        .args(["--arch", "sm_90", "--strategy", "random", "--budget", "24"])
-        .args(["--jobs", "2", "--out", "results"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_random_compiles(t.path(), "1000x1000", "24");
     let pid = child.id();
     let children = || {
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
@@ -672,29 +676,16 @@ fn a_stop_ends_a_sweep_whose_shapes_fail_at_once() {
     );
 }
 
+/// Ctrl-C while a compile-only search compiles: the summary's counts agree with the CSV
+/// (whose search line says how many it proposed, not that all compiled), the exit code is
+/// 130, and the hint is to run the same command again (the cubin cache holds what compiled),
+/// not a `--resume` that would do nothing.
 #[test]
 fn after_ctrl_c_a_compile_only_summary_agrees_with_its_csv_and_offers_no_resume() {
-    use std::process::Stdio;
     require_nvrtc();
     let t = tmp();
     let cache = t.path().join("cache");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tune"))
-        .env("CUDA_AUTOTUNE_CACHE", &cache)
-        .env_remove("XDG_CACHE_HOME")
-        .current_dir(t.path())
-        .args([
-            "--op",
-            "transpose",
-            "--shape",
-            "8191x8191",
-            "--compile-only",
-        ])
-        .args(["--arch", "sm_90", "--strategy", "random", "--budget", "200"])
-        .args(["--jobs", "2", "--out", "results"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_random_compiles(t.path(), "8191x8191", "200");
     interrupt_after_first_cubin(&mut child, &cache, Duration::from_secs(60));
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
