@@ -399,6 +399,20 @@ fn export_cuda() -> (TempDir, PathBuf) {
     (tmp, dir)
 }
 
+/// Runs a CUDA export that must succeed with a warning line holding `warning` and a summary
+/// holding `wrote`; returns that warning line.
+fn exported_with_warning(args: &[&str], warning: &str, wrote: &str) -> String {
+    let out = tune_bin().args(args).output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains(wrote), "{stdout}");
+    stderr
+        .lines()
+        .find(|l| l.contains(warning))
+        .unwrap_or_else(|| panic!("no warning '{warning}': {stderr}"))
+        .to_string()
+}
+
 /// A database may hold rows of ops whose spec is not built in (a user's own `--spec` op, or
 /// the test ops in results/best.csv). The CUDA export without `--op` skips them with one
 /// warning naming them and writes the rest; asked for by `--op`, or with nothing else left,
@@ -414,20 +428,10 @@ fn cuda_export_skips_rows_of_ops_without_a_spec_and_says_so() {
     csv.push('\n');
     std::fs::write(&db, &csv).unwrap();
     let dir = tmp.path().join("cuda");
-    let out = tune_bin()
-        .args(cuda_export_args(&db, &dir, &[]))
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("warning: skipping the rows of ops without a spec here: my_stencil"),
-        "{stderr}"
-    );
-    assert!(
-        text(&out.stdout).contains("11 kernel source(s) (9 tuned, 2 safe default(s))"),
-        "{}",
-        text(&out.stdout)
+    exported_with_warning(
+        &cuda_export_args(&db, &dir, &[]),
+        "warning: skipping the rows of ops without a spec here: my_stencil",
+        "11 kernel source(s) (9 tuned, 2 safe default(s))",
     );
     let err = input_error(&cuda_export_args(&db, &dir, &["--op", "my_stencil"]));
     assert!(err.contains("unknown op 'my_stencil'"), "{err}");
@@ -461,26 +465,16 @@ fn cuda_export_skips_a_row_that_does_not_render_and_says_so() {
     csv.push('\n');
     std::fs::write(&db, &csv).unwrap();
     let dir = tmp.path().join("cuda");
-    let out = tune_bin()
-        .args(cuda_export_args(&db, &dir, &[]))
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let warning = stderr
-        .lines()
-        .find(|l| l.contains("skipping the row matmul 1000x1000x999 f32"))
-        .unwrap_or_else(|| panic!("no warning naming the row: {stderr}"));
+    let warning = exported_with_warning(
+        &cuda_export_args(&db, &dir, &[]),
+        "skipping the row matmul 1000x1000x999 f32",
+        "11 kernel source(s) (9 tuned, 2 safe default(s))",
+    );
     assert!(
         warning.contains("stored parameter BOUNDS=bogus"),
         "{warning}"
     );
     assert!(!warning.contains("--param"), "{warning}");
-    assert!(
-        text(&out.stdout).contains("11 kernel source(s) (9 tuned, 2 safe default(s))"),
-        "{}",
-        text(&out.stdout)
-    );
     let only = tmp.path().join("only.csv");
     let header = csv.lines().next().unwrap();
     std::fs::write(&only, format!("{header}\n{stale}\n")).unwrap();
@@ -526,24 +520,10 @@ fn cuda_export_without_a_safe_default_exports_the_tuned_kernels_and_says_so() {
     )
     .unwrap();
     let dir = tmp.path().join("cuda");
-    let out = tune_bin()
-        .args(cuda_export_args(
-            &db,
-            &dir,
-            &["--templates", ops.to_str().unwrap()],
-        ))
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("no safe default for vector_add f32"),
-        "{stderr}"
-    );
-    assert!(
-        text(&out.stdout).contains("1 kernel source(s) (1 tuned, 0 safe default(s))"),
-        "{}",
-        text(&out.stdout)
+    exported_with_warning(
+        &cuda_export_args(&db, &dir, &["--templates", ops.to_str().unwrap()]),
+        "no safe default for vector_add f32",
+        "1 kernel source(s) (1 tuned, 0 safe default(s))",
     );
     assert!(dir
         .join("vector_add_f32_10000000_nvidia_h100_80gb_hbm3.cu")
