@@ -13,7 +13,7 @@
 //! Also here, without Slurm: the script refuses bad input before it submits anything.
 
 use cuda_autotune::store::record::Status;
-use cuda_autotune::store::run_csv::read_run_csv;
+use cuda_autotune::store::run_csv::{read_run_csv, read_run_file};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -206,7 +206,8 @@ fn cache_files(cache: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// (shape CSV, variant name) of every compiled variant in the compile-only CSVs of `dir`.
+/// (shape, variant name) of every compiled variant in the compile-only CSVs of `dir` (a
+/// shard's CSV or an unsharded run's).
 fn compiled_variants(dir: &Path) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
@@ -215,9 +216,10 @@ fn compiled_variants(dir: &Path) -> BTreeSet<(String, String)> {
         if !file.ends_with("-compile-only.csv") {
             continue;
         }
-        for r in read_run_csv(&path).expect("a compile-only CSV") {
+        let run = read_run_file(&path).expect("a compile-only CSV");
+        for r in run.records {
             if r.kind == cuda_autotune::store::record::Kind::Variant && r.status == Status::Ok {
-                out.insert((file.clone(), r.name));
+                out.insert((run.labels.shape.clone(), r.name));
             }
         }
     }
