@@ -180,14 +180,19 @@ fn check_expressions(spec: &OpSpec) -> std::result::Result<(), (String, String)>
         .chain(spec.params.iter().map(|p| p.name.as_str()))
         .chain(spec.defines.keys().map(String::as_str))
         .collect();
-    let mut exprs: Vec<(String, &str, &[&str])> = Vec::new();
+    // What an expression sees, and how an error names it.
+    let (full, dims) = (
+        (&all[..], "dimension, parameter or define"),
+        (&shape[..], "dimension"),
+    );
+    let mut exprs: Vec<(String, &str, (&[&str], &str))> = Vec::new();
     for (name, v) in &spec.defines {
         if let Some(e) = v.as_str() {
-            exprs.push((format!("defines.{name}"), e, &all));
+            exprs.push((format!("defines.{name}"), e, full));
         }
     }
     for (i, c) in spec.constraints.iter().enumerate() {
-        exprs.push((format!("constraints[{i}].expr"), &c.expr, &all));
+        exprs.push((format!("constraints[{i}].expr"), &c.expr, full));
     }
     let launches = std::iter::once(("launch".to_string(), &spec.launch)).chain(
         spec.reference_launch
@@ -199,21 +204,21 @@ fn check_expressions(spec: &OpSpec) -> std::result::Result<(), (String, String)>
             .iter()
             .zip(l.block.iter().chain(&l.grid))
         {
-            exprs.push((format!("{field}.{axis}"), e, &all));
+            exprs.push((format!("{field}.{axis}"), e, full));
         }
         if let Some(e) = &l.shared {
-            exprs.push((format!("{field}.shared"), e, &all));
+            exprs.push((format!("{field}.shared"), e, full));
         }
     }
     if let Some(e) = &spec.compile_cost {
-        exprs.push(("compile_cost".into(), e, &all));
+        exprs.push(("compile_cost".into(), e, full));
     }
     for b in &spec.buffers {
-        exprs.push((format!("buffers.{}.elements", b.name), &b.elements, &shape));
+        exprs.push((format!("buffers.{}.elements", b.name), &b.elements, dims));
     }
     let (amount, _) = spec.metric.amount();
-    exprs.push(("metric".into(), amount, &shape));
-    for (field, expr, known) in exprs {
+    exprs.push(("metric".into(), amount, dims));
+    for (field, expr, (known, what)) in exprs {
         let names = crate::spec::expr::parse_variables(expr).map_err(|why| {
             (
                 expr.to_string(),
@@ -224,13 +229,8 @@ fn check_expressions(spec: &OpSpec) -> std::result::Result<(), (String, String)>
             return Err((
                 expr.to_string(),
                 format!(
-                    "{field}: '{expr}' names '{name}', which is not a {} of the op nor a name \
-                     every expression has",
-                    if known.len() == shape.len() {
-                        "dimension"
-                    } else {
-                        "dimension, parameter or define"
-                    }
+                    "{field}: '{expr}' names '{name}', which is not a {what} of the op nor a \
+                     name every expression has"
                 ),
             ));
         }
