@@ -163,6 +163,9 @@ pub const RESERVED_NAMES: [&str; 8] = [
     "NUM_SMS",
 ];
 
+/// The names an expression sees, and how an error names them.
+type Seen<'a> = (&'a [&'a str], &'static str);
+
 /// Checks that every expression of `spec` parses and names only what it is evaluated with, so
 /// that a misspelt name fails when the spec is read (`tune params --spec`), not at the first
 /// configuration of a run. Buffer sizes and the metric see the shape and [`RESERVED_NAMES`];
@@ -185,7 +188,7 @@ fn check_expressions(spec: &OpSpec) -> std::result::Result<(), (String, String)>
         (&all[..], "dimension, parameter or define"),
         (&shape[..], "dimension"),
     );
-    let mut exprs: Vec<(String, &str, (&[&str], &str))> = Vec::new();
+    let mut exprs: Vec<(String, &str, Seen)> = Vec::new();
     for (name, v) in &spec.defines {
         if let Some(e) = v.as_str() {
             exprs.push((format!("defines.{name}"), e, full));
