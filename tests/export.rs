@@ -604,6 +604,10 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
         // Past int, which the kernels take: 1000 + 2^32 would truncate to 1000.
         ("transpose", &[4294968296, 1000]),
         ("matmul", &[2000, 2000, 2000]),
+        // 1000 + 32k rows, as the 1000^3 entry's (BLOCK_SIZE=32): its grid has 65532 rows of
+        // blocks, then 65536, one past the device's limit.
+        ("matmul", &[2097000, 1000, 1000]),
+        ("matmul", &[2097128, 1000, 1000]),
         ("matmul", &[1024, 1024, 2048]),
         ("matmul", &[1024, 1024]),
         ("fft", &[1024]),
@@ -631,6 +635,8 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
          if (strcmp(e->kernel, \"transpose_f32_1000x1000_nvidia_h100_80gb_hbm3\") != 0 || e->block[0] != 64u) return 3;\n        \
          if (strcmp(CA_TRANSPOSE_F32_DEFAULT_KERNEL, \"transpose_f32_default\") != 0) return 4;\n        \
          if (ca_entry_param(ca_default(\"transpose\", \"f32\"), \"BOUNDS\") == NULL) return 5;\n    }\n    \
+         {\n        const long long big[] = {2000000000LL, 1000LL, 1000LL};\n        \
+         if (ca_select_or_default(\"matmul\", \"f32\", big, 3) != NULL) return 6;\n    }\n    \
          return 0;\n}\n",
     );
     std::fs::write(dir.join("select.c"), &program).unwrap();
@@ -664,6 +670,8 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
             "NULL",
             "NULL",
             "1000x1000x1000",
+            "1000x1000x1000",
+            "NULL",
             "1024x1024x1024",
             "NULL",
             "NULL"

@@ -170,6 +170,9 @@ pub struct Applicability {
     /// Only the tuned shape itself.
     pub exact_only: bool,
     pub moduli: Vec<u64>,
+    /// The largest value each dimension may take ([`max_dims`]): past it the launch's grid
+    /// exceeds the device's limits.
+    pub max_dims: Vec<u64>,
 }
 
 impl Applicability {
@@ -182,14 +185,16 @@ impl Applicability {
     }
 
     fn same_facts(&self, dims: &[u64]) -> bool {
-        dims.iter().zip(&self.dims).all(|(&q, &t)| {
-            // The kernels take each dimension as an int.
-            (1..=MAX_DIM).contains(&q)
-                && self
-                    .moduli
-                    .iter()
-                    .all(|&m| q.is_multiple_of(m) == t.is_multiple_of(m))
-        })
+        dims.iter()
+            .zip(&self.dims)
+            .zip(&self.max_dims)
+            .all(|((&q, &t), &max)| {
+                (1..=max).contains(&q)
+                    && self
+                        .moduli
+                        .iter()
+                        .all(|&m| q.is_multiple_of(m) == t.is_multiple_of(m))
+            })
     }
 }
 
@@ -213,6 +218,7 @@ pub fn applicability_of(tuned: &TunedKernel) -> Applicability {
     moduli.sort_unstable();
     moduli.dedup();
     let mut rule = Applicability {
+        max_dims: dims.clone(),
         dims,
         exact_only: false,
         moduli,
@@ -222,7 +228,52 @@ pub fn applicability_of(tuned: &TunedKernel) -> Applicability {
         None => false,
     };
     rule.exact_only = !ok;
+    if ok {
+        rule.max_dims = max_dims(tuned, &rule.moduli);
+    }
     rule
+}
+
+/// Per dimension, the largest value at which `tuned` is still valid, with the tuned value's
+/// divisibility facts (every multiple of the lcm of `moduli` away from it) and the other
+/// dimensions at the tuned shape's. A launch's grid grows with the shape, and past the
+/// device's limits (65535 blocks in y and z, 2^31 - 1 in x) the configuration is pruned;
+/// validity ends there, so a bisection finds it. At most [`MAX_DIM`], which the kernels take
+/// as an int. The bound holds one dimension at a time: a grid axis that grew with two
+/// dimensions at once could pass its limit inside them.
+pub fn max_dims(tuned: &TunedKernel, moduli: &[u64]) -> Vec<u64> {
+    let dims = &tuned.shape.dims;
+    let Some(lcm) = moduli.iter().try_fold(1u64, |acc, &m| {
+        let l = acc / gcd(acc, m) * m;
+        (l <= MAX_DIM).then_some(l)
+    }) else {
+        return dims.clone();
+    };
+    (0..dims.len())
+        .map(|i| {
+            let t = dims[i];
+            let valid = |k: u64| {
+                let mut q = dims.clone();
+                q[i] = t + k * lcm;
+                valid_at(tuned, &q)
+            };
+            let last = MAX_DIM.saturating_sub(t) / lcm;
+            if valid(last) {
+                return t + last * lcm;
+            }
+            // valid(lo) (the tuned shape, to start) and not valid(hi).
+            let (mut lo, mut hi) = (0u64, last);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if valid(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            t + lo * lcm
+        })
+        .collect()
 }
 
 /// Per dimension, values with the same divisibility facts as the tuned one: the tuned value,
