@@ -11,7 +11,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{names, repo, skipped, text, tmp, tune_bin};
+use common::{names, repo, skipped, text, tmp, tune_bin, tune_with_stdout_closed};
 
 /// The database every export here reads.
 fn db() -> PathBuf {
@@ -336,15 +336,7 @@ fn an_output_that_is_the_input_itself_is_refused_and_the_input_kept() {
 fn a_reader_that_stops_early_ends_the_output_quietly() {
     // `tune export ... | head -c 10`: the pipe closes before the output is written.
     let db = db();
-    let bin = assert_cmd::cargo::cargo_bin("tune");
-    let mut child = std::process::Command::new(bin)
-        .args(["export", "--format", "json", "--db", path_str(&db)])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = tune_with_stdout_closed(["export", "--format", "json", "--db", path_str(&db)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }

@@ -547,17 +547,12 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
 
     // A reader that stopped reading (`tune merge ... | head -1`) neither stops nor fails it.
     let piped = t.path().join("piped");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tune"))
-        .arg("merge")
-        .args(&dirs)
-        .arg("--out")
-        .arg(&piped)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
+    let args = [
+        vec![PathBuf::from("merge")],
+        dirs.clone(),
+        vec!["--out".into(), piped.clone()],
+    ];
+    let o = common::tune_with_stdout_closed(args.concat());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(files(&piped), before);
 }

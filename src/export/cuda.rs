@@ -41,7 +41,11 @@ pub const INFO: ExportFormat = ExportFormat {
 /// Writes the export of `rows` (those of ops with a spec here) into `dir`; says what it wrote.
 fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) -> Result<String> {
     let rows = with_known_ops(rows, args)?;
-    let Rendered { files, skipped } = render(
+    let Rendered {
+        files,
+        tuned,
+        skipped,
+    } = render(
         &rows,
         args.templates.as_deref(),
         &db.path().display().to_string(),
@@ -51,11 +55,6 @@ fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) ->
     }
     let written = write_folder(dir, &files)?;
     let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
-    let tuned = rows.len()
-        - skipped
-            .iter()
-            .filter(|w| w.starts_with(SKIPPED_ROW))
-            .count();
     let removed = match written.removed.len() {
         0 => String::new(),
         n => format!("; removed {n} file(s) of the previous export"),
@@ -264,15 +263,14 @@ struct Entry<'a> {
 #[derive(Debug, Clone)]
 pub struct Rendered {
     pub files: Vec<CudaFile>,
-    /// What was left out, one sentence each: a row ([`SKIPPED_ROW`] `op shape dtype on GPU
+    /// Rows rendered as tuned kernels (the rest of the `.cu` files are safe defaults).
+    pub tuned: usize,
+    /// What was left out, one sentence each: a row (`skipping the row op shape dtype on GPU
     /// (params): why`, a stale or hand-edited row whose configuration the op's spec no longer
     /// takes), or an op's safe default (a spec whose every configuration depends on the exact
     /// shape has none).
     pub skipped: Vec<String>,
 }
-
-/// How [`Rendered::skipped`] names a row left out.
-const SKIPPED_ROW: &str = "skipping the row ";
 
 /// Renders the `.cu` files and the header for `rows`. `origin` names the database in the
 /// generated comments; `templates` is where the op specs and templates are read from. A row
@@ -289,7 +287,7 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
             Ok(tuned) => tuned,
             Err(e) => {
                 skipped.push(format!(
-                    "{SKIPPED_ROW}{} {} {} on {} ({}): cannot render it: {e}",
+                    "skipping the row {} {} {} on {} ({}): cannot render it: {e}",
                     row.op, row.shape, row.dtype, row.gpu, row.params
                 ));
                 continue;
@@ -367,7 +365,11 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
         name: HEADER.into(),
         contents: header(&entries, &defaults, origin),
     });
-    Ok(Rendered { files, skipped })
+    Ok(Rendered {
+        files,
+        tuned: entries.len(),
+        skipped,
+    })
 }
 
 /// A C identifier made of `s`: every character other than an ASCII letter or digit becomes `_`.
@@ -723,12 +725,7 @@ fn entry_c(e: &EntryC) -> String {
         op = c_str(e.op),
         shape = c_str(e.shape),
         nd = e.dims.len(),
-        dims = e
-            .dims
-            .iter()
-            .map(|d| format!("{d}LL"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        dims = c_ll_list(&e.dims),
         dtype = c_str(e.dtype),
         gpu = text(|r| &r.gpu),
         cc = text(|r| &r.compute_capability),
@@ -749,23 +746,24 @@ fn entry_c(e: &EntryC) -> String {
         roof = text(|r| &r.roof),
         at = text(|r| &r.tuned_at),
         exact = i32::from(e.rule.is_some_and(|r| r.exact_only)),
-        max_dims = e
-            .max_dims
-            .iter()
-            .map(|d| format!("{d}LL"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        max_dims = c_ll_list(e.max_dims),
         nm = moduli.len(),
+        // An empty C initializer list is not C99.
         moduli = if moduli.is_empty() {
             "0LL".to_string()
         } else {
-            moduli
-                .iter()
-                .map(|m| format!("{m}LL"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            c_ll_list(&moduli)
         },
     )
+}
+
+/// `1LL, 2LL, ...`: the elements of a `long long` array initializer.
+fn c_ll_list(values: &[u64]) -> String {
+    values
+        .iter()
+        .map(|v| format!("{v}LL"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn header(entries: &[Entry], defaults: &[SafeDefault], origin: &str) -> String {

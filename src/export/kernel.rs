@@ -243,10 +243,7 @@ pub fn applicability_of(tuned: &TunedKernel) -> Applicability {
 /// dimensions at once could pass its limit inside them.
 pub fn max_dims(tuned: &TunedKernel, moduli: &[u64]) -> Vec<u64> {
     let dims = &tuned.shape.dims;
-    let Some(lcm) = moduli.iter().try_fold(1u64, |acc, &m| {
-        let l = acc / gcd(acc, m) * m;
-        (l <= MAX_DIM).then_some(l)
-    }) else {
+    let Some(lcm) = lcm_within_dims(moduli) else {
         return dims.clone();
     };
     (0..dims.len())
@@ -279,10 +276,7 @@ pub fn max_dims(tuned: &TunedKernel, moduli: &[u64]) -> Vec<u64> {
 /// Per dimension, values with the same divisibility facts as the tuned one: the tuned value,
 /// the two smallest, two nearby (± the lcm of the moduli) and a large one.
 fn probe_values(rule: &Applicability) -> Option<Vec<Vec<u64>>> {
-    let lcm = rule.moduli.iter().try_fold(1u64, |acc, &m| {
-        let l = acc / gcd(acc, m) * m;
-        (l <= MAX_DIM).then_some(l)
-    })?;
+    let lcm = lcm_within_dims(&rule.moduli)?;
     let mut out = Vec::new();
     for &t in &rule.dims {
         let facts = |q: u64| {
@@ -305,6 +299,15 @@ fn probe_values(rule: &Applicability) -> Option<Vec<Vec<u64>>> {
         out.push(values);
     }
     Some(out)
+}
+
+/// The step between values of a dimension with the same divisibility facts: the least common
+/// multiple of `moduli`, or `None` past [`MAX_DIM`] (no other value has them).
+fn lcm_within_dims(moduli: &[u64]) -> Option<u64> {
+    moduli.iter().try_fold(1u64, |acc, &m| {
+        let l = acc / gcd(acc, m) * m;
+        (l <= MAX_DIM).then_some(l)
+    })
 }
 
 fn cartesian(per_dim: &[Vec<u64>]) -> Vec<Vec<u64>> {

@@ -18,7 +18,7 @@ use crate::spec::space::Candidate;
 use crate::store::files::write_atomic;
 use crate::store::journal::JournalKey;
 use crate::store::record::{Kind, Note, Record, RunInfo, Status};
-use crate::store::run_csv::{run_csv, run_csv_path};
+use crate::store::run_csv::{run_csv, run_csv_path, run_csv_path_of};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -241,13 +241,16 @@ fn write_compile_only(opts: &TuneOptions, setup: &Setup, outcome: &mut TuneOutco
         driver: String::new(),
         nvrtc: format!("{major}.{minor}"),
     };
-    let mut path = run_csv_path(&opts.out_dir, &info);
-    if let Some(slice) = &opts.shard {
-        let (k, n) = (slice.shard.k, slice.shard.n);
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let stem = name.strip_suffix("-compile-only.csv").unwrap_or(&name);
-        path = path.with_file_name(format!("{stem}-shard-{k}-of-{n}-compile-only.csv"));
-    }
+    // A shard's file is named as if its label were `<arch> shard-K-of-N compile-only`.
+    let path = match &opts.shard {
+        None => run_csv_path(&opts.out_dir, &info),
+        Some(slice) => {
+            let (k, n) = (slice.shard.k, slice.shard.n);
+            let label = format!("{} shard-{k}-of-{n}", setup.arch);
+            let gpu = crate::store::run_csv::compile_only_gpu(&label);
+            run_csv_path_of(&opts.out_dir, &info.op, &info.shape, &info.dtype, &gpu)
+        }
+    };
     let csv = run_csv(&info, &outcome.param_names, &outcome.records)?;
     write_atomic(&path, &csv)?;
     outcome.csv_path = Some(path);

@@ -51,6 +51,22 @@ pub fn tune_bin() -> Command {
     Command::cargo_bin("tune").expect("the tune binary is built")
 }
 
+/// Runs `tune args` with its standard output closed before it writes (`tune ... | head`
+/// after the reader left), to its end.
+pub fn tune_with_stdout_closed<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> Output {
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tune"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tune starts");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("tune runs")
+}
+
 /// The `tune` binary with its cubin cache in `tmp` and results in `tmp/results`, run from
 /// the test's working folder.
 pub fn tune(tmp: &TempDir) -> Command {
