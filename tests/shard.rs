@@ -360,6 +360,9 @@ fn sweep(shapes: &[&str]) -> Sweep {
         rtol: None,
         adaptive: true,
         confirm_rounds: 50,
+        strategy: "auto".into(),
+        budget: Some("80".into()),
+        warm_start: true,
     }
 }
 
@@ -875,7 +878,7 @@ fn missing_unfinished_and_foreign_shards_are_refused_and_nothing_is_written() {
     });
 
     // Another GPU model, NVRTC, cache state, code version or sweep.
-    let foreign: [(&str, Box<Edit>); 6] = [
+    let foreign: [(&str, Box<Edit>); 9] = [
         (
             "different GPU models",
             Box::new(|m| m.outputs[0].run.as_mut().unwrap().gpu = "NVIDIA H200".into()),
@@ -899,6 +902,18 @@ fn missing_unfinished_and_foreign_shards_are_refused_and_nothing_is_written() {
         (
             "different sweeps (reps: 30 vs 100)",
             Box::new(|m| m.sweep.reps = 100),
+        ),
+        (
+            "different sweeps (budget: \"80\" vs \"400\")",
+            Box::new(|m| m.sweep.budget = Some("400".into())),
+        ),
+        (
+            "different sweeps (budget: \"80\" vs null)",
+            Box::new(|m| m.sweep.budget = None),
+        ),
+        (
+            "different sweeps (warm_start: true vs false)",
+            Box::new(|m| m.sweep.warm_start = false),
         ),
     ];
     for (why, edit) in foreign {

@@ -457,10 +457,12 @@ fn check_same_sweep(loaded: &[Loaded]) -> Result<()> {
                 serde_json::to_value(&a.m.sweep).expect("serializable"),
                 serde_json::to_value(&b.m.sweep).expect("serializable"),
             );
-            let field = va
-                .as_object()
-                .and_then(|o| o.iter().find(|(k, v)| vb.get(k.as_str()) != Some(v)))
-                .map(|(k, v)| format!("{k}: {v} vs {}", vb[k.as_str()]))
+            // A field either side may leave out (an unset --budget) reads as null.
+            let keys = [&va, &vb].into_iter().filter_map(|v| v.as_object());
+            let field = keys
+                .flat_map(|o| o.keys())
+                .find(|k| va.get(k.as_str()) != vb.get(k.as_str()))
+                .map(|k| format!("{k}: {} vs {}", va[k.as_str()], vb[k.as_str()]))
                 .unwrap_or_else(|| "split".into());
             return Err(usage(format!(
                 "{pa} and {pb} are shards of different sweeps ({field})"

@@ -150,6 +150,20 @@ pub struct Sweep {
     pub rtol: Option<f64>,
     pub adaptive: bool,
     pub confirm_rounds: usize,
+    /// `--strategy`: shards searched by other strategies or budgets rank different subsets
+    /// of the space, so their leaders are not one sweep's.
+    #[serde(default)]
+    pub strategy: String,
+    /// `--budget` as given (`200`, `90s`), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+    /// `--no-warm-start` clears it: the search starts from the stored winners or not.
+    #[serde(default = "yes")]
+    pub warm_start: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What a sharded run wrote for one shape.

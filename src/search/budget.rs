@@ -16,6 +16,16 @@ pub enum Budget {
     Seconds(f64),
 }
 
+/// As `--budget` takes it: `200`, `90s`.
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Variants(n) => write!(f, "{n}"),
+            Budget::Seconds(s) => write!(f, "{s}s"),
+        }
+    }
+}
+
 /// `200` → 200 variants; `90s`, `2m`, `1.5h` → a time. Zero, negatives and anything else are
 /// a usage error that says what is accepted.
 pub fn parse_budget(text: &str) -> Result<Budget> {
@@ -68,6 +78,9 @@ mod tests {
         assert_eq!(parse_budget(" 90s ").unwrap(), Budget::Seconds(90.0));
         assert_eq!(parse_budget("2m").unwrap(), Budget::Seconds(120.0));
         assert_eq!(parse_budget("1.5h").unwrap(), Budget::Seconds(5400.0));
+        for text in ["200", "90s", "1.5s"] {
+            assert_eq!(parse_budget(text).unwrap().to_string(), text);
+        }
         for bad in [
             "0",
             "0s",
