@@ -70,6 +70,11 @@ fn numeric_options_refuse_values_outside_their_domain() {
         (&["--top", "x"], "--top", "is not a whole number"),
         (&["--confirm-rounds", "-1"], "--confirm-rounds", NEGATIVE),
         (
+            &["--confirm-rounds", "1"],
+            "--confirm-rounds",
+            "must be 0 (no confirmation) or at least 2",
+        ),
+        (
             &["--confirm-rounds", "99999999999999999999999"],
             "--confirm-rounds",
             "must be at most",

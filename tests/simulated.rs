@@ -1090,6 +1090,80 @@ fn a_clearly_faster_configuration_wins_ahead_by_its_margin() {
     );
 }
 
+/// The planted fastest passes its first check and fails when the confirmation checks it
+/// again: it leaves the contest, its row becomes `failed` with its first timing in the
+/// reason, and the winner is the fastest of the others, however few are left to re-time.
+#[test]
+fn a_leader_that_fails_its_check_in_the_contest_is_failed_not_the_winner() {
+    let racy = "X=2 Y=3 BROKEN=0";
+    for others in [json!([]), json!([{"when": "X=3 Y=1", "factor": 0.8}])] {
+        let mut rules = vec![json!({"when": "X=2 Y=3", "factor": 0.7})];
+        rules.extend(others.as_array().unwrap().iter().cloned());
+        let mut model = flat_model(1, Value::Array(rules));
+        model["wrong_in_contest"] = json!(["X=2 Y=3"]);
+        let sim = Sim::new(model);
+        let (ran, records) = confirm_run(&sim);
+        let r = record(&records, racy);
+        assert_eq!(r.status, Status::Failed, "{}", ran.stdout);
+        assert!(
+            r.error
+                .starts_with("failed when re-run for the confirmation (first timed at 0.03")
+                && r.error.contains("wrong result"),
+            "{}",
+            r.error
+        );
+        assert!(r.stats.is_none() && r.confirm.is_none());
+        let best = &sim.best()[0];
+        assert_ne!(best.params, "X=2;Y=3;BROKEN=0", "{}", ran.stdout);
+        assert!(
+            !ran.line("Best: ").starts_with(&format!("Best: {racy} ")),
+            "{}",
+            ran.stdout
+        );
+    }
+}
+
+/// A contest whose interleaved rounds take longer than `--watchdog` (every launch of this
+/// model takes 10 ms of real time: 8 leaders and the roof, each verified, warmed up and
+/// launched in 10 rounds, 1.3 s in all): the worker's limit counts every launch of the job,
+/// so no leader is taken for hung, and the planted fastest wins.
+#[test]
+fn a_contest_longer_than_the_watchdog_is_not_taken_for_a_hang() {
+    let sim = Sim::new(json!({
+        "base_ms": 0.5,
+        "spread": 0,
+        "launch_us": 10000,
+        "baselines": {"copy": 0.4},
+        "rules": [{"when": "X=2 Y=3", "factor": 0.97}],
+    }));
+    let ran = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--confirm-rounds",
+        "40",
+        "--reps",
+        "5",
+        "--watchdog",
+        "1",
+    ]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    assert_eq!(count(&records, Status::Failed), 0, "{}", ran.stdout);
+    // Every leader within 10 % of the fastest (all twelve are; eight at most) was re-timed.
+    assert!(
+        ran.line("Confidence: ")
+            .starts_with("Confidence: re-timed interleaved (10 rounds, 8 leaders): ahead by 3.1%"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.line("Best: ").starts_with("Best: X=2 Y=3 BROKEN=0 "),
+        "{}",
+        ran.stdout
+    );
+    assert!(record(&records, "X=2 Y=3 BROKEN=0").confirm.unwrap().winner);
+}
+
 // ---------------------------------------------------------------------------------------
 // Failures
 // ---------------------------------------------------------------------------------------

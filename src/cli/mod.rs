@@ -363,7 +363,8 @@ pub struct TuneArgs {
     )]
     pub reps: usize,
 
-    /// Untimed launches before timing (one when it takes a millisecond or more).
+    /// Untimed launches before timing (at least one; one when it takes a millisecond or
+    /// more).
     #[arg(
         long,
         default_value_t = DEFAULT_WARMUP,
@@ -482,12 +483,13 @@ pub struct TuneArgs {
     #[arg(long)]
     pub no_adaptive: bool,
 
-    /// Interleaved rounds that re-time the leading configurations (up to 8 within 10 % of
-    /// the fastest, in halving stages) to put a confidence interval on the winner; 0 skips it.
+    /// Interleaved rounds that re-time the leading configurations (the two fastest, and up
+    /// to 8 within 10 % of the fastest, in halving stages) to put a confidence interval on the
+    /// winner; 0 skips it, else at least 2.
     #[arg(
         long,
         default_value_t = DEFAULT_CONFIRM_ROUNDS,
-        value_parser = values::count,
+        value_parser = values::confirm_rounds,
         allow_negative_numbers = true
     )]
     pub confirm_rounds: usize,

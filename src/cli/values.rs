@@ -25,10 +25,15 @@ fn whole(text: &str) -> Result<u64, String> {
     })
 }
 
-/// A count that may be 0 (`--warmup`, `--top`, `--confirm-rounds`, `--device`).
+/// A count that may be 0 (`--warmup`, `--top`, `--device`).
 pub fn count(text: &str) -> Result<usize, String> {
     let n = whole(text)?;
     usize::try_from(n).map_err(|_| format!("must be at most {}", usize::MAX))
+}
+
+/// `--confirm-rounds`: 0, or at least 2.
+pub fn confirm_rounds(text: &str) -> Result<usize, String> {
+    count(text).and_then(domain::confirm_rounds)
 }
 
 /// A count of at least 1 (`--reps`, `--jobs`).

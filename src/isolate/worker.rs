@@ -216,13 +216,24 @@ pub fn run_tasks(
 
 /// The time a task may take before the watchdog fires: the floor, plus a hundred times what
 /// its launches would take at the speed of the fastest task so far, plus a minute for the
-/// first task of a worker (it also builds the inputs, the reference and the context).
+/// first task of a worker (it also builds the inputs, the reference and the context) or while
+/// no speed is known (a first task of a few hundred milliseconds a launch must not be taken
+/// for a hang). An interleaved job answers once, after every round of every task, so its
+/// launches are all of theirs.
 fn task_limit(job: &Job, floor: Duration, fastest_ms: f64, first: bool) -> Duration {
-    let launches = job
-        .bench
-        .warmup
-        .saturating_add(job.bench.reps)
-        .saturating_add(2) as f64;
+    let launches = if job.confirm_rounds > 0 {
+        // Each task is verified, warmed up, then launched once a round.
+        job.bench
+            .warmup
+            .saturating_add(job.confirm_rounds)
+            .saturating_add(2)
+            .saturating_mul(job.tasks.len())
+    } else {
+        job.bench
+            .warmup
+            .saturating_add(job.bench.reps)
+            .saturating_add(2)
+    } as f64;
     // Capped at the longest time limit any option takes: the counts are bounded where they
     // are parsed, and a library caller's are not.
     let scaled = if fastest_ms.is_finite() {
@@ -232,7 +243,7 @@ fn task_limit(job: &Job, floor: Duration, fastest_ms: f64, first: bool) -> Durat
     };
     floor
         + Duration::from_secs_f64(scaled)
-        + if first {
+        + if first || !fastest_ms.is_finite() {
             Duration::from_secs(60)
         } else {
             Duration::ZERO
@@ -248,7 +259,8 @@ fn run_subprocess(
 ) -> Result<(usize, Option<GpuWorker>)> {
     let mut remaining: std::collections::VecDeque<Task> = job.tasks.iter().cloned().collect();
     let mut restarts = 0;
-    let mut fastest_ms = f64::INFINITY;
+    // The run's fastest contender so far: a job's first task is limited by it too.
+    let mut fastest_ms = job.best_ms.unwrap_or(f64::INFINITY);
     while !remaining.is_empty() {
         let (mut worker, reused) = match next.take() {
             Some(w) => (w, true),

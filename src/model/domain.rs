@@ -27,6 +27,16 @@ pub fn timed_launches(n: usize) -> Result<usize, String> {
     at_least_one(n).and_then(launches)
 }
 
+/// Interleaved confirmation rounds: 0 (none) or at least 2, since one round gives each
+/// leader one time, which compares with nothing.
+pub fn confirm_rounds(n: usize) -> Result<usize, String> {
+    if n == 1 {
+        Err("must be 0 (no confirmation) or at least 2".into())
+    } else {
+        Ok(n)
+    }
+}
+
 /// A count that must be at least 1 (timed launches, compile workers).
 pub fn at_least_one(n: usize) -> Result<usize, String> {
     if n >= 1 {

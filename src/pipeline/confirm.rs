@@ -130,9 +130,12 @@ pub(super) fn stored_winner(
     if op.is_builtin() {
         rows.extend(crate::store::best::shipped_best());
     }
-    let row = rows
-        .into_iter()
-        .find(|r| r.shape == info.shape && super::search::stored_for(r, op, Some(&info.gpu)))?;
+    // A winner stored under another --cache state won another contest.
+    let row = rows.into_iter().find(|r| {
+        r.shape == info.shape
+            && r.cache == info.cache
+            && super::search::stored_for(r, op, Some(&info.gpu))
+    })?;
     let mut want = crate::store::best::stored_params(op, &row.params);
     want.sort();
     records.iter().position(|r| {
@@ -206,6 +209,9 @@ fn retime_leaders(
         .filter(|(_, at)| roofs.contains(at))
         .map(|(&id, &at)| (id, at))
         .collect();
+    // Leaders that failed their check (or their launches) in a stage: they leave the contest
+    // and lose their verified status below.
+    let mut failed: Vec<(usize, String)> = Vec::new();
     let (mut samples, spent) = halving(&ids, kept, opts.confirm_rounds, seed, |alive, rounds| {
         let mut cjob = job.clone();
         cjob.tasks = job
@@ -216,14 +222,33 @@ fn retime_leaders(
             .collect();
         cjob.confirm_rounds = rounds;
         cjob.adaptive_cutoff = None;
+        // The worker's time limit for the whole interleaved job scales with this speed.
+        cjob.best_ms = Some(median(first)).filter(|m| m.is_finite());
         let mut got: HashMap<usize, Vec<f64>> = HashMap::new();
         gpus.run(&cjob, &mut |r| {
             if r.samples.len() >= 2 {
                 got.insert(r.id, r.samples);
+            } else if !r.error.is_empty() && alive.contains(&r.id) {
+                failed.push((r.id, r.error));
             }
         })?;
         Ok(got)
     })?;
+    for (id, why) in failed {
+        // Samples of the stages it passed do not make it a candidate.
+        samples.remove(&id);
+        if let Some(&(_, at)) = picked.iter().find(|(i, _)| *i == id) {
+            let rec = &mut records[at];
+            let first_ms = rec.stats.map_or(f64::NAN, |s| s.median_ms);
+            rec.status = Status::Failed;
+            rec.error = format!(
+                "failed when re-run for the confirmation (first timed at {first_ms:.4} ms): {why}"
+            );
+            rec.stats = None;
+            rec.throughput = None;
+            rec.frac_of_roof = None;
+        }
+    }
     let timed: Vec<(usize, Vec<f64>)> = picked
         .iter()
         .filter_map(|(id, at)| samples.remove(id).map(|s| (*at, s)))
@@ -266,7 +291,11 @@ fn halving(
     let mut alive: Vec<usize> = ids.to_vec();
     let mut spent = 0;
     while spent < total && alive.len() > 1 {
-        let rounds = stage.min(total - spent);
+        // A remainder too short to compare (under two rounds) joins this stage.
+        let rounds = match total - spent {
+            left if left < stage + 2 => left,
+            _ => stage,
+        };
         let got = time(&alive, rounds)?;
         if crate::isolate::interrupt::interrupted() {
             break;
@@ -347,19 +376,26 @@ fn pick(
     seed: u64,
     rounds: usize,
 ) -> Confidence {
+    // The leader is the fastest of those timed in every round: a leader the halving dropped
+    // was timed only in the first stages, and its median over them does not compare with a
+    // median over all the rounds (the GPU may run slower or faster later on).
+    let full = timed
+        .iter()
+        .map(|(_, s)| s.len())
+        .max()
+        .expect("two or more");
     let leader = timed
         .iter()
+        .filter(|(_, s)| s.len() == full)
         .min_by(|a, b| med(&a.1).total_cmp(&med(&b.1)))
         .expect("two or more");
-    let lead = med(&leader.1);
     let band = tie_band(&leader.1);
+    // Each comparison is over the rounds both were timed in (`compare` pairs them by round).
     let tied: Vec<usize> = timed
         .iter()
         .filter(|(at, s)| {
-            *at == leader.0
-                || med(s) <= lead * (1.0 + band)
-                || crate::measure::stats::compare(&leader.1, s, 2000, seed).ci_low_pct
-                    <= band * 100.0
+            let cmp = crate::measure::stats::compare(&leader.1, s, 2000, seed);
+            *at == leader.0 || cmp.slower_pct <= band * 100.0 || cmp.ci_low_pct <= band * 100.0
         })
         .map(|(at, _)| *at)
         .collect();
@@ -384,11 +420,7 @@ fn pick(
         // The winner is in its own tie set; it is tied only when others are.
         let is_tied = tied.len() > 1 && tied.contains(at);
         records[*at].confirm = Some(confirmed(s, &cmp, is_tied, mine));
-        if !mine
-            && runner_up.is_none_or(|(r, _)| {
-                med(s) < med(&timed.iter().find(|(a, _)| *a == r).expect("timed").1)
-            })
-        {
+        if !mine && runner_up.is_none_or(|(_, r)| cmp.slower_pct < r.slower_pct) {
             runner_up = Some((*at, cmp));
         }
     }
@@ -475,6 +507,45 @@ mod tests {
         let mut log = Vec::new();
         halving(&[0, 1], None, 8, 7, timer(vec![1.0, 1.02], 0.05, &mut log)).unwrap();
         assert_eq!(log.iter().map(|(_, r)| *r).collect::<Vec<_>>(), vec![5, 3]);
+        // A last stage of one round would compare nothing: it joins the stage before it.
+        let mut log = Vec::new();
+        let (_, spent) =
+            halving(&[0, 1], None, 21, 7, timer(vec![1.0, 1.02], 0.05, &mut log)).unwrap();
+        assert_eq!(spent, 21);
+        assert_eq!(
+            log.iter().map(|(_, r)| *r).collect::<Vec<_>>(),
+            vec![5, 5, 5, 6]
+        );
+    }
+
+    #[test]
+    fn a_leader_dropped_early_is_compared_over_its_own_rounds() {
+        // The GPU runs 10 % slower after the first stage (12 rounds). Leader 1 (fewest
+        // registers) was 6 % slower than 0 over that stage and dropped out; its median over
+        // those fast rounds is below the others' medians over all 50. It is neither the
+        // fastest nor tied: over the rounds both ran, it is 6 % slower.
+        let drift = |ms: f64, phase: usize| -> Vec<f64> {
+            around(ms, 0.005, 50, phase)
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| if i < 12 { t } else { t * 1.1 })
+                .collect()
+        };
+        let timed = vec![
+            (0, drift(1.0, 0)),
+            (1, around(1.06, 0.005, 12, 1)),
+            (2, drift(1.012, 2)),
+        ];
+        assert!(
+            med(&timed[1].1) < med(&timed[0].1),
+            "the unpaired medians mislead"
+        );
+        let mut recs = records(&[64, 16, 48]);
+        let c = pick(&timed, &mut recs, None, 7, 50);
+        // 0 and 2 are tied (1.2 % apart): 2 wins on registers.
+        assert_eq!((c.winner, c.tied_with.clone()), (2, vec![0]), "{c:?}");
+        let one = recs[1].confirm.expect("re-timed");
+        assert!(!one.tied && one.vs_winner_pct > 4.0, "{one:?}");
     }
 
     #[test]

@@ -183,6 +183,17 @@ fn write_results(
     {
         let r = &outcome.records[i];
         let runner_up = outcome.confidence.as_ref().and_then(|c| c.runner_up);
+        // Rounds too noisy to rank the leaders claim no margin (the report says so too).
+        let margin = runner_up.filter(|_| {
+            outcome.confidence.as_ref().is_none_or(|c| {
+                super::summary::too_noisy_to_rank(
+                    c.winner_iqr_pct,
+                    c.runner_up.as_ref().map(|(_, cmp)| cmp),
+                    c.rounds,
+                )
+                .is_none()
+            })
+        });
         let best_path = crate::store::best::best_path(&opts.out_dir);
         let upserted = upsert_best(
             &best_path,
@@ -214,9 +225,9 @@ fn write_results(
                 runner_up: runner_up
                     .map(|(at, _)| params_text(&outcome.records[at]))
                     .unwrap_or_default(),
-                margin_pct: runner_up.map(|(_, c)| c.slower_pct),
-                margin_ci_low_pct: runner_up.map(|(_, c)| c.ci_low_pct),
-                margin_ci_high_pct: runner_up.map(|(_, c)| c.ci_high_pct),
+                margin_pct: margin.map(|(_, c)| c.slower_pct),
+                margin_ci_low_pct: margin.map(|(_, c)| c.ci_low_pct),
+                margin_ci_high_pct: margin.map(|(_, c)| c.ci_high_pct),
                 tie: outcome
                     .confidence
                     .as_ref()

@@ -371,6 +371,7 @@ pub fn check_settings(opts: &TuneOptions) -> Result<()> {
         ))
     })?;
     domain::seconds(opts.watchdog_s).map_err(usage("--watchdog"))?;
+    domain::confirm_rounds(opts.confirm_rounds).map_err(usage("--confirm-rounds"))?;
     if let crate::isolate::compile_pool::CompileLimit::Seconds(s) = opts.compile_limit {
         // `Off` is the command line's 0.
         domain::seconds(s).map_err(usage("--compile-timeout"))?;

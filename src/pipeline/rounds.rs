@@ -586,6 +586,16 @@ fn remeasure_throttled(
                     first.sm_mhz, sum.steady_sm_mhz, first.throttle_bits
                 );
             }
+            // A variant that fails its second check is not verified, whatever its first
+            // timing was.
+            (None, _, _) if !r.error.is_empty() && rec.kind == Kind::Variant => {
+                done.still_flagged -= 1;
+                rec.status = Status::Failed;
+                rec.error = format!("failed when re-measured: {}", r.error);
+                rec.stats = None;
+                rec.throughput = None;
+                rec.frac_of_roof = None;
+            }
             _ => rec.error.push_str("; re-measured once, still flagged"),
         }
     }
