@@ -1047,6 +1047,75 @@ fn a_tied_stored_winner_is_kept_unless_the_run_asks_for_a_fresh_contest() {
     assert_eq!(sim.best()[0].params, "X=2;Y=3;BROKEN=0");
 }
 
+/// A winner stored under `--cache warm` won another contest: a cold run does not keep it by
+/// the tie rule, and the same tie goes to the first in the space.
+#[test]
+fn a_stored_winner_of_another_cache_state_is_not_kept() {
+    let sim = Sim::new(flat_model(
+        1,
+        json!([
+            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+            {"when": "X=3 Y=1", "factor": 0.6, "registers": 32},
+        ]),
+    ));
+    let warm = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--confirm-rounds",
+        "40",
+        "--cache",
+        "warm",
+    ]);
+    warm.expect_code(0);
+    assert_eq!(sim.best()[0].params, "X=3;Y=1;BROKEN=0");
+    sim.set_model(&flat_model(
+        2,
+        json!([
+            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+            {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
+        ]),
+    ));
+    let cold = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40"]);
+    cold.expect_code(0);
+    assert!(
+        cold.line("Best: ").starts_with("Best: X=2 Y=3 BROKEN=0 "),
+        "{}",
+        cold.stdout
+    );
+    assert_eq!(sim.best()[0].params, "X=2;Y=3;BROKEN=0");
+}
+
+/// Leaders 2 % apart in 40 % launch-to-launch noise over 10 rounds cannot be ranked: the
+/// report says so, and best.csv names the runner-up but claims no margin.
+#[test]
+fn a_contest_too_noisy_to_rank_claims_no_margin() {
+    let sim = Sim::new(json!({
+        "base_ms": 0.5,
+        "spread": 0,
+        "noise_pct": 40,
+        "baselines": {"copy": 0.4},
+        "rules": [{"when": "X=2 Y=3", "factor": 0.98}],
+    }));
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "10"]);
+    ran.expect_code(0);
+    assert!(
+        ran.line("Confidence: ")
+            .starts_with("Confidence: timings too noisy to rank the leaders"),
+        "{}",
+        ran.stdout
+    );
+    let row = &sim.best()[0];
+    assert!(!row.runner_up.is_empty());
+    assert_eq!(
+        (
+            row.margin_pct,
+            row.margin_ci_low_pct,
+            row.margin_ci_high_pct
+        ),
+        (None, None, None)
+    );
+}
+
 /// A configuration planted 30 % faster than all others wins its confirmation: "ahead by" the
 /// margin the model implies (the others take 1/0.7 - 1 = 42.9 % longer), within the noise.
 #[test]
