@@ -91,6 +91,7 @@ pipeline      gpu     resume_reuses_the_journal_and_measures_only_what_is_missin
 pipeline      gpu     ctrl_c_writes_what_was_measured_and_resume_finishes
 pipeline      gpu     pruned_rows_can_be_left_out_of_the_run_csv
 pipeline      gpu     the_vector_add_example_tunes_end_to_end_from_its_spec
+pipeline      gpu     a_reference_that_leaves_elements_unwritten_is_refused
 pipeline      gpu     the_winner_comes_with_a_confidence_interval
 pipeline      gpu     the_gpu_is_warmed_up_before_the_first_timed_task
 faults        gpu     wrong_results_are_failed_never_best

@@ -1109,6 +1109,42 @@ fn the_vector_add_example_tunes_end_to_end_from_its_spec() {
     assert!(o.best.is_some());
 }
 
+/// A reference configuration that leaves an element of the output unwritten is refused: its
+/// output cannot be the answer (poison left there would pass every variant that misses the
+/// same element).
+#[test]
+fn a_reference_that_leaves_elements_unwritten_is_refused() {
+    if skip("a_reference_that_leaves_elements_unwritten_is_refused") {
+        return;
+    }
+    let _lock = GPU.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/vector_add");
+    for name in ["vector_add.toml", "vector_add.cu.tera"] {
+        let mut text = std::fs::read_to_string(example.join(name)).unwrap();
+        if name.ends_with(".tera") {
+            // The reference (BLOCK=256, VECTOR=1) skips the last element.
+            text = plant(
+                &text,
+                "if (i < nvec) cv[i]",
+                "if (i < nvec - (BLOCK == 256 && VECTOR == 1)) cv[i]",
+            );
+        }
+        std::fs::write(spec.path().join(name), text).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options("1000003", out.path());
+    opts.spec = Some(spec.path().to_path_buf());
+    opts.params = vec!["BLOCK=128,256".into(), "VECTOR=1".into(), "ITEMS=1".into()];
+    let err = tune(&opts)
+        .expect_err("the reference is refused")
+        .to_string();
+    assert!(
+        err.contains("left 1 of 1000003 elements of the output 'c' unwritten"),
+        "{err}"
+    );
+}
+
 #[test]
 fn the_winner_comes_with_a_confidence_interval() {
     if skip("the_winner_comes_with_a_confidence_interval") {

@@ -178,9 +178,19 @@ impl Session {
                         other => *other,
                     })
                     .collect();
+                // Poisoned first, so an element the reference never writes is seen as such
+                // rather than passing every variant that misses it too.
+                gpu.fill_u32(&expected, verify::NAN_BITS)?;
                 kernel.enqueue(&gpu, &ref_args)?;
                 gpu.synchronize("computing the GPU reference")?;
                 let on_gpu = gpu.download(&expected)?;
+                let missed = verify::unwritten(&on_gpu, job.dtype.bytes());
+                if missed > 0 {
+                    return Err(Error::Usage(format!(
+                        "the reference ({}) left {missed} of {out_len} elements of the output                          '{}' unwritten: it cannot be the answer",
+                        job.reference, job.output
+                    )));
+                }
                 let refs: Vec<&[u8]> = host.inputs.iter().map(Vec::as_slice).collect();
                 // A reference configuration of a user's op is the answer by definition;
                 // built-in GPU references are checked against the CPU first.

@@ -15,6 +15,16 @@ use rand::{Rng, SeedableRng};
 /// repeated, as f64 (0x7ff87ff87ff87ff8) it is a NaN, so the poison is a NaN of every type.
 pub const NAN_BITS: u32 = 0x7ff8_7ff8;
 
+/// How many of the `elem_bytes`-wide elements of `bytes` still hold the poison
+/// ([`NAN_BITS`]): elements a kernel never wrote.
+pub fn unwritten(bytes: &[u8], elem_bytes: usize) -> usize {
+    let poison = NAN_BITS.to_le_bytes();
+    bytes
+        .chunks_exact(elem_bytes.max(1))
+        .filter(|e| e.iter().enumerate().all(|(i, b)| *b == poison[i % 4]))
+        .count()
+}
+
 /// Draws until `draw` gives a value that `is_zero` does not reject.
 fn nonzero<T>(mut draw: impl FnMut() -> T, is_zero: impl Fn(&T) -> bool) -> T {
     loop {
@@ -402,6 +412,20 @@ mod tests {
         assert!(half::f16::from_le_bytes([b[2], b[3]]).is_nan());
         let wide = [b, b].concat();
         assert!(f64::from_le_bytes(wide.try_into().unwrap()).is_nan());
+    }
+
+    #[test]
+    fn unwritten_elements_are_counted_in_every_width() {
+        let poison = NAN_BITS.to_le_bytes();
+        // f32: one of three elements never written.
+        let f32s = [1.0f32.to_le_bytes(), poison, 2.0f32.to_le_bytes()].concat();
+        assert_eq!(unwritten(&f32s, 4), 1);
+        // f16: each half of the pattern is an unwritten element; a written half is not.
+        let halves = [poison.to_vec(), vec![0, 0x3c, poison[2], poison[3]]].concat();
+        assert_eq!(unwritten(&halves, 2), 3);
+        // f64: the pattern twice; half of it is a written value.
+        let f64s = [poison, poison, poison, 0u32.to_le_bytes()].concat();
+        assert_eq!(unwritten(&f64s, 8), 1);
     }
 
     #[test]
