@@ -1136,11 +1136,13 @@ fn a_reference_that_leaves_elements_unwritten_is_refused() {
     let mut opts = options("1000003", out.path());
     opts.spec = Some(spec.path().to_path_buf());
     opts.params = vec!["BLOCK=128,256".into(), "VECTOR=1".into(), "ITEMS=1".into()];
-    let err = tune(&opts)
-        .expect_err("the reference is refused")
-        .to_string();
+    let err = tune(&opts).expect_err("the reference is refused");
+    // The spec's fault, not the GPU's: a usage error, exit 2.
+    assert_eq!(err.exit_code(), 2, "{err}");
     assert!(
-        err.contains("left 1 of 1000003 elements of the output 'c' unwritten"),
+        err.to_string().starts_with(
+            "the reference (config) left 1 of 1000003 elements of the output 'c' unwritten"
+        ),
         "{err}"
     );
 }

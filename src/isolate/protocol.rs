@@ -125,6 +125,9 @@ pub(crate) enum Line {
     Result(TaskResult),
     /// Setup failed before any task ran (no GPU, out of memory...).
     Fatal(String),
+    /// The job's input cannot be run (a reference whose output is not an answer): a usage
+    /// error, not the GPU's.
+    Refused(String),
     /// First line of every worker: the device it opened and its free memory in bytes.
     Device(DeviceInfo, u64),
     /// The session is set up (inputs, reference, context): task clocks start now.

@@ -187,7 +187,8 @@ impl Session {
                 let missed = verify::unwritten(&on_gpu, job.dtype.bytes());
                 if missed > 0 {
                     return Err(Error::Usage(format!(
-                        "the reference ({}) left {missed} of {out_len} elements of the output                          '{}' unwritten: it cannot be the answer",
+                        "the reference ({}) left {missed} of {out_len} elements of the output \
+                         '{}' unwritten: it cannot be the answer",
                         job.reference, job.output
                     )));
                 }

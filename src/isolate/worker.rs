@@ -304,6 +304,10 @@ fn run_subprocess(
                         worker.finish();
                         return Err(Error::NoGpu(format!("GPU worker could not start: {why}")));
                     }
+                    Ok(Line::Refused(why)) => {
+                        worker.finish();
+                        return Err(Error::Usage(why));
+                    }
                     _ => {} // a device report, or stray output
                 },
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -407,7 +411,10 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
             }
         };
         if let Err(e) = device.prepare(&job) {
-            emit(&Line::Fatal(e.to_string()));
+            emit(&match e {
+                Error::Usage(why) => Line::Refused(why),
+                e => Line::Fatal(e.to_string()),
+            });
             return 1;
         }
         emit(&Line::Ready);
