@@ -916,6 +916,30 @@ fn throttled_results_are_re_timed_when_they_are_many() {
     );
 }
 
+/// A throttled result whose re-measure fails its check (a race) is failed, without its
+/// first timing: it is no longer verified.
+#[test]
+fn a_result_that_fails_its_re_measure_is_failed() {
+    let sim = Sim::new(json!({
+        "baselines": {"copy": 0.04},
+        "throttle": [{"when": "X=1 Y=2"}, {"when": "X=4 Y=3"}],
+        "wrong_after": [{"when": "X=1 Y=2", "checks": 1}],
+    }));
+    let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "0"]);
+    ran.expect_code(0);
+    let records = sim.csv(SHAPE);
+    let racy = record(&records, "X=1 Y=2 BROKEN=0");
+    assert_eq!(racy.status, Status::Failed, "{}", ran.stdout);
+    assert!(
+        racy.error
+            .starts_with("failed when re-measured: wrong result: 1 of 4096 elements differ"),
+        "{}",
+        racy.error
+    );
+    assert!(racy.stats.is_none() && racy.throughput.is_none());
+    assert_eq!(record(&records, "X=4 Y=3 BROKEN=0").status, Status::Ok);
+}
+
 // ---------------------------------------------------------------------------------------
 // Confirmation
 // ---------------------------------------------------------------------------------------
@@ -1169,7 +1193,7 @@ fn a_leader_that_fails_its_check_in_the_contest_is_failed_not_the_winner() {
         let mut rules = vec![json!({"when": "X=2 Y=3", "factor": 0.7})];
         rules.extend(others.as_array().unwrap().iter().cloned());
         let mut model = flat_model(1, Value::Array(rules));
-        model["wrong_in_contest"] = json!(["X=2 Y=3"]);
+        model["wrong_after"] = json!([{"when": "X=2 Y=3", "checks": 1}]);
         let sim = Sim::new(model);
         let (ran, records) = confirm_run(&sim);
         let r = record(&records, racy);

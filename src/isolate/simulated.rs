@@ -57,9 +57,10 @@ pub struct Model {
     pub fault: Vec<String>,
     /// Configurations that never finish (run them in workers: the watchdog ends them).
     pub hang: Vec<String>,
-    /// Configurations whose output is right when first timed and wrong when the confirmation
-    /// checks them again (a race that shows now and then).
-    pub wrong_in_contest: Vec<String>,
+    /// Configurations whose output is right in their first `checks` checks in a process and
+    /// wrong after (a race that shows now and then): a leader that fails the confirmation's
+    /// check, a throttled result that fails its re-measure.
+    pub wrong_after: Vec<WrongAfter>,
     /// Configurations whose first `times` measurements in a process read as throttled.
     pub throttle: Vec<Throttle>,
 }
@@ -73,6 +74,15 @@ pub struct Rule {
     pub factor: f64,
     #[serde(default)]
     pub registers: Option<i32>,
+}
+
+/// A configuration whose output turns wrong after its first `checks` checks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrongAfter {
+    pub when: String,
+    #[serde(default = "one_time")]
+    pub checks: usize,
 }
 
 /// Throttled clock readings planted on matching configurations.
@@ -110,7 +120,7 @@ impl Default for Model {
             wrong: Vec::new(),
             fault: Vec::new(),
             hang: Vec::new(),
-            wrong_in_contest: Vec::new(),
+            wrong_after: Vec::new(),
             throttle: Vec::new(),
         }
     }
@@ -199,6 +209,8 @@ pub struct Simulated {
     launches: HashMap<String, u64>,
     /// Throttled readings handed out so far per throttle rule.
     throttled: Vec<usize>,
+    /// Checks so far per label (for [`Model::wrong_after`]).
+    checks: HashMap<String, usize>,
 }
 
 impl Simulated {
@@ -228,6 +240,7 @@ impl Simulated {
             prepared: None,
             launches: HashMap::new(),
             throttled,
+            checks: HashMap::new(),
         })
     }
 
@@ -303,7 +316,7 @@ impl Simulated {
 
     /// Loads and verifies a task, as the CUDA session does before timing it: its image must
     /// define what it launches, and its planted failures happen here.
-    fn check(&self, task: &Task, out_len: usize) -> std::result::Result<(), (String, bool)> {
+    fn check(&mut self, task: &Task, out_len: usize) -> std::result::Result<(), (String, bool)> {
         if let Work::Kernel {
             cubin,
             kernel,
@@ -333,6 +346,19 @@ impl Simulated {
                  (CUDA_ERROR_ILLEGAL_ADDRESS)"
                     .into(),
                 true,
+            ));
+        }
+        let checked = self.checks.entry(label.clone()).or_insert(0);
+        *checked += 1;
+        let turned = self
+            .model
+            .wrong_after
+            .iter()
+            .any(|w| matches(&w.when, label) && *checked > w.checks);
+        if turned {
+            return Err((
+                format!("wrong result: 1 of {out_len} elements differ from the reference"),
+                false,
             ));
         }
         if Model::planted(&self.model.wrong, label) {
@@ -386,17 +412,7 @@ impl Simulated {
         let mut results = Vec::new();
         let mut timed = Vec::new();
         for task in tasks {
-            let checked = self.check(task, out_len).and_then(|()| {
-                if Model::planted(&self.model.wrong_in_contest, &task.label) {
-                    Err((
-                        format!("wrong result: 1 of {out_len} elements differ from the reference"),
-                        false,
-                    ))
-                } else {
-                    Ok(())
-                }
-            });
-            match checked {
+            match self.check(task, out_len) {
                 Ok(()) => timed.push(task),
                 Err((why, sticky)) => {
                     results.push(failed_with(task.id, why, sticky));

@@ -240,13 +240,9 @@ fn retime_leaders(
         if let Some(&(_, at)) = picked.iter().find(|(i, _)| *i == id) {
             let rec = &mut records[at];
             let first_ms = rec.stats.map_or(f64::NAN, |s| s.median_ms);
-            rec.status = Status::Failed;
-            rec.error = format!(
+            rec.fail_after_timing(format!(
                 "failed when re-run for the confirmation (first timed at {first_ms:.4} ms): {why}"
-            );
-            rec.stats = None;
-            rec.throughput = None;
-            rec.frac_of_roof = None;
+            ));
         }
     }
     let timed: Vec<(usize, Vec<f64>)> = picked

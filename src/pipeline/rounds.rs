@@ -590,11 +590,7 @@ fn remeasure_throttled(
             // timing was.
             (None, _, _) if !r.error.is_empty() && rec.kind == Kind::Variant => {
                 done.still_flagged -= 1;
-                rec.status = Status::Failed;
-                rec.error = format!("failed when re-measured: {}", r.error);
-                rec.stats = None;
-                rec.throughput = None;
-                rec.frac_of_roof = None;
+                rec.fail_after_timing(format!("failed when re-measured: {}", r.error));
             }
             _ => rec.error.push_str("; re-measured once, still flagged"),
         }

@@ -245,6 +245,18 @@ impl Record {
         self.note = None;
     }
 
+    /// Fails a record that had verified and been timed, when a later check of it failed
+    /// (the confirmation's, a re-measure's): a timing of a kernel that is not verified is no
+    /// result, so it goes with the status.
+    pub fn fail_after_timing(&mut self, why: impl Into<String>) {
+        self.status = Status::Failed;
+        self.set_error(why);
+        self.stats = None;
+        self.throughput = None;
+        self.frac_of_roof = None;
+        self.confirm = None;
+    }
+
     pub fn label(&self) -> String {
         if self.params.is_empty() {
             return self.name.clone();
