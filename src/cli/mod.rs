@@ -389,7 +389,8 @@ pub struct TuneArgs {
     #[arg(long)]
     pub arch: Option<String>,
 
-    /// Write each variant's generated CUDA source to DIR/OP_vNNNN.cu.
+    /// Write each variant's generated CUDA source to DIR/OP_SHAPE_DTYPE_vNNNN.cu
+    /// (e.g. transpose_1000x1000_f32_v0042.cu).
     #[arg(long, value_name = "DIR")]
     pub emit: Option<PathBuf>,
 
