@@ -223,3 +223,30 @@ fn a_missing_spec_or_template_is_a_clear_error() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no .toml spec"), "{err}");
 }
+
+#[test]
+fn errors_in_a_template_override_name_the_override_file() {
+    let dir = edited(|s, t| (s, t));
+    let other = tempfile::tempdir().unwrap();
+    let over = other.path().join("mine.cu.tera");
+    std::fs::write(&over, "{% if %}\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let o = over.display().to_string();
+    let (code, _, err) = tune_text(
+        cache.path(),
+        &[
+            "--spec",
+            &d,
+            "--template",
+            &o,
+            "--shape",
+            "1000",
+            "--compile-only",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("mine.cu.tera"), "names the override: {err}");
+    assert!(!err.contains("vector_add.cu.tera"), "{err}");
+}

@@ -511,6 +511,9 @@ impl OpSpec {
 pub struct Op {
     pub spec: OpSpec,
     pub template: String,
+    /// The template file the variants render from, as errors name it: the spec's
+    /// `template`, or the `--template` file that replaces it.
+    pub template_name: String,
     pub baseline_template: Option<String>,
     /// Where the spec came from, for error messages.
     pub origin: String,
@@ -532,6 +535,7 @@ impl Op {
     ) -> Op {
         Op {
             dtype: spec.default_dtype(),
+            template_name: spec.template.clone(),
             spec,
             template,
             baseline_template,
@@ -589,6 +593,7 @@ impl Op {
             let text = crate::error::read_user_text("template", file)?;
             not_empty(text, &file.display().to_string())
         };
+        let override_name = template.map(|f| f.display().to_string());
         let template = read(
             &template
                 .map(Path::to_path_buf)
@@ -598,7 +603,11 @@ impl Op {
             Some(src) => Some(read(&dir.join(&src.template))?),
             None => None,
         };
-        Ok(Op::assemble(spec, template, baseline, origin, spec_text))
+        let mut op = Op::assemble(spec, template, baseline, origin, spec_text);
+        if let Some(name) = override_name {
+            op.template_name = name;
+        }
+        Ok(op)
     }
 
     /// `file:line` of the first line of the spec that contains `needle` (an expression), or
