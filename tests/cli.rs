@@ -536,17 +536,23 @@ fn small_transpose<'a>(pins: &'a [String], unroll: &'a str) -> Vec<&'a str> {
 }
 
 /// A compile past `--compile-timeout` is stopped and its variant recorded as not compiled,
-/// not failed; `--compile-timeout 0` waits for every compile. No NVRTC compile of a transpose
-/// takes under 10 ms, so with that limit none compiles, and the run still exits 0.
+/// not as a compile error; `--compile-timeout 0` waits for every compile. No NVRTC compile of
+/// a transpose takes under 10 ms, so with that limit none compiles, and the compile-only run,
+/// which left every source unbuilt, exits 1 saying so.
 #[test]
-fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
+fn compiles_past_the_time_limit_are_stopped_and_fail_a_compile_only_run() {
     let tmp = tmp();
     let pins = common::classic_transpose_pins();
     let args = small_transpose(&pins, "UNROLL=on");
     let mut limited = args.clone();
     limited.extend(["--compile-timeout", "0.01", "--jobs", "2"]);
     let run = compile_only(&tmp, &limited);
-    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stderr.trim(),
+        "error: 999x1001: 12 variant(s) ran past the compile time limit (--compile-timeout 0 \
+         waits for every compile)",
+    );
     let s = summary(&run.stdout);
     assert_eq!((s.compiled, s.failed), (0, 0), "{}", run.stdout);
     assert_eq!(
