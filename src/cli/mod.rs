@@ -386,6 +386,8 @@ pub struct TuneArgs {
     pub compile_only: bool,
 
     /// NVRTC target, e.g. sm_90 (default: the GPU's own, or sm_90 without a GPU).
+    /// With --compile-only, which configurations are valid is judged on an H100's limits
+    /// (1024 threads per block, 227 KiB shared, 132 SMs) whatever the target.
     #[arg(long)]
     pub arch: Option<String>,
 
