@@ -536,17 +536,23 @@ fn small_transpose<'a>(pins: &'a [String], unroll: &'a str) -> Vec<&'a str> {
 }
 
 /// A compile past `--compile-timeout` is stopped and its variant recorded as not compiled,
-/// not failed; `--compile-timeout 0` waits for every compile. No NVRTC compile of a transpose
-/// takes under 10 ms, so with that limit none compiles, and the run still exits 0.
+/// not as a compile error; `--compile-timeout 0` waits for every compile. No NVRTC compile of
+/// a transpose takes under 10 ms, so with that limit none compiles, and the compile-only run,
+/// which left every source unbuilt, exits 1 saying so.
 #[test]
-fn compiles_past_the_time_limit_are_stopped_and_not_counted_as_failures() {
+fn compiles_past_the_time_limit_are_stopped_and_fail_a_compile_only_run() {
     let tmp = tmp();
     let pins = common::classic_transpose_pins();
     let args = small_transpose(&pins, "UNROLL=on");
     let mut limited = args.clone();
     limited.extend(["--compile-timeout", "0.01", "--jobs", "2"]);
     let run = compile_only(&tmp, &limited);
-    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stderr.trim(),
+        "error: 999x1001: 12 variant(s) ran past the compile time limit (--compile-timeout 0 \
+         waits for every compile)",
+    );
     let s = summary(&run.stdout);
     assert_eq!((s.compiled, s.failed), (0, 0), "{}", run.stdout);
     assert_eq!(
@@ -581,7 +587,7 @@ fn emit_writes_one_source_per_compiled_variant() {
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         assert!(
-            name.starts_with("transpose_v") && name.ends_with(".cu"),
+            name.starts_with("transpose_999x1001_f32_v") && name.ends_with(".cu"),
             "unexpected file {name}"
         );
         let src = std::fs::read_to_string(f).expect("emitted source is UTF-8");
@@ -597,6 +603,57 @@ fn emit_writes_one_source_per_compiled_variant() {
             !src.contains("{{") && !src.contains("{%"),
             "{name} is not fully rendered"
         );
+    }
+}
+
+/// Runs of several shapes and element types into one `--emit` folder keep every source:
+/// each file's name carries the shape and the element type, not only the variant's index.
+#[test]
+fn emit_names_carry_the_shape_and_the_dtype() {
+    let tmp = tmp();
+    let emit = tmp.path().join("gen");
+    let emit_arg = emit.to_str().expect("a UTF-8 temp path");
+    let pins = common::classic_transpose_pins();
+    let mut args = small_transpose(&pins, "UNROLL=off");
+    (args[1], args[6], args[8]) = ("999x1001,1001x999", "BLOCK_ROWS=4", "PAD=0");
+    args.extend(["--emit", emit_arg]);
+    let first = compile_only(&tmp, &args);
+    assert_eq!(
+        first.code,
+        Some(0),
+        "{}
+{}",
+        first.stdout,
+        first.stderr
+    );
+    args.extend(["--dtype", "f64"]);
+    let second = compile_only(&tmp, &args);
+    assert_eq!(
+        second.code,
+        Some(0),
+        "{}
+{}",
+        second.stdout,
+        second.stderr
+    );
+    let names: Vec<String> = files_in(&emit)
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    for prefix in [
+        "transpose_999x1001_f32_v",
+        "transpose_1001x999_f32_v",
+        "transpose_999x1001_f64_v",
+        "transpose_1001x999_f64_v",
+    ] {
+        let mine: Vec<&String> = names.iter().filter(|n| n.starts_with(prefix)).collect();
+        assert!(!mine.is_empty(), "no {prefix}*.cu in {names:?}");
+        for name in mine {
+            let src = std::fs::read_to_string(emit.join(name)).expect("emitted source is UTF-8");
+            let dtype = if prefix.contains("f64") { "f64" } else { "f32" };
+            let header = format!("transpose variant ({dtype})");
+            assert!(src.contains(&header), "{name} is not the {dtype} source");
+        }
     }
 }
 

@@ -704,3 +704,18 @@ fn after_ctrl_c_a_compile_only_summary_agrees_with_its_csv_and_offers_no_resume(
         "{stderr}"
     );
 }
+
+/// Without a GPU a compile-only run judges validity on an H100's limits whatever `--arch`
+/// names, and `--jobs 1` compiles with no time limit: the help and the README say both.
+#[test]
+fn the_help_says_which_limits_compile_only_assumes() {
+    let help = text(&common::tune_bin().arg("--help").output().unwrap().stdout);
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("judged on an H100's limits"), "{help}");
+    assert!(
+        flat.contains("With --jobs 1 compiles run in this process and no limit"),
+        "{help}"
+    );
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    assert!(readme.contains("validity assumes an H100's limits"));
+}

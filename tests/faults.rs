@@ -211,10 +211,10 @@ fn count_entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
-/// `transpose_v0042.cu` (or `transpose_v10080.cu` past 9999): the final name of an emitted
-/// source.
+/// `transpose_2000x2000_f32_v0042.cu` (or `..._v10080.cu` past 9999): the final name of an
+/// emitted source.
 fn is_final_name(name: &str) -> bool {
-    name.strip_prefix("transpose_v")
+    name.strip_prefix("transpose_2000x2000_f32_v")
         .and_then(|rest| rest.strip_suffix(".cu"))
         .is_some_and(|n| n.len() >= 4 && n.bytes().all(|b| b.is_ascii_digit()))
 }

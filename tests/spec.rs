@@ -223,3 +223,85 @@ fn a_missing_spec_or_template_is_a_clear_error() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no .toml spec"), "{err}");
 }
+
+#[test]
+fn errors_in_a_template_override_name_the_override_file() {
+    let dir = edited(|s, t| (s, t));
+    let other = tempfile::tempdir().unwrap();
+    let over = other.path().join("mine.cu.tera");
+    std::fs::write(&over, "{% if %}\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let o = over.display().to_string();
+    let (code, _, err) = tune_text(
+        cache.path(),
+        &[
+            "--spec",
+            &d,
+            "--template",
+            &o,
+            "--shape",
+            "1000",
+            "--compile-only",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("mine.cu.tera"), "names the override: {err}");
+    assert!(!err.contains("vector_add.cu.tera"), "{err}");
+}
+
+/// The line `needle` is on in the example spec after `edit`, as `vector_add.toml:LINE`.
+fn line_of(spec: &str, needle: &str, last: bool) -> String {
+    let mut lines = spec
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with(needle));
+    let found = if last { lines.last() } else { lines.next() };
+    format!(
+        "vector_add.toml:{}",
+        found.expect("the needle is in the spec").0 + 1
+    )
+}
+
+#[test]
+fn bad_args_and_buffers_are_refused_at_load_with_their_line() {
+    let spec = |edit: &dyn Fn(String) -> String| {
+        let s = std::fs::read_to_string(example().join("vector_add.toml")).unwrap();
+        edit(s)
+    };
+    // An argument that is neither a buffer nor an expression over the dimensions.
+    let typo = |s: String| {
+        s.replace(
+            r#"args = ["c", "a", "b", "N"]"#,
+            r#"args = ["c", "a", "bb", "N"]"#,
+        )
+    };
+    let dir = edited(|s, t| (typo(s), t));
+    let err = rejected(dir.path(), "args: 'bb' is neither a buffer (a, b, c)");
+    assert!(err.contains(&line_of(&spec(&typo), "args", false)), "{err}");
+    let per_config = |s: String| s.replace(r#""b", "N"]"#, r#""b", "N / BLOCK"]"#);
+    let dir = edited(|s, t| (per_config(s), t));
+    rejected(dir.path(), "args: 'N / BLOCK' is neither a buffer");
+    // The output buffer left out of the arguments.
+    let no_out = |s: String| {
+        s.replace(
+            r#"args = ["c", "a", "b", "N"]"#,
+            r#"args = ["a", "b", "N"]"#,
+        )
+    };
+    let dir = edited(|s, t| (no_out(s), t));
+    let err = rejected(dir.path(), "args: the output buffer 'c' is not an argument");
+    assert!(
+        err.contains(&line_of(&spec(&no_out), "args", false)),
+        "{err}"
+    );
+    // Two buffers of one name: pointed at the second.
+    let twice = |s: String| s.replace("name = \"b\"", "name = \"a\"");
+    let dir = edited(|s, t| (twice(s), t));
+    let err = rejected(dir.path(), "buffers: two buffers are named 'a'");
+    assert!(
+        err.contains(&line_of(&spec(&twice), "name = \"a\"", true)),
+        "{err}"
+    );
+}

@@ -387,10 +387,13 @@ pub struct TuneArgs {
     pub compile_only: bool,
 
     /// NVRTC target, e.g. sm_90 (default: the GPU's own, or sm_90 without a GPU).
+    /// With --compile-only, which configurations are valid is judged on an H100's limits
+    /// (1024 threads per block, 227 KiB shared, 132 SMs) whatever the target.
     #[arg(long)]
     pub arch: Option<String>,
 
-    /// Write each variant's generated CUDA source to DIR/OP_vNNNN.cu.
+    /// Write each variant's generated CUDA source to DIR/OP_SHAPE_DTYPE_vNNNN.cu
+    /// (e.g. transpose_1000x1000_f32_v0042.cu).
     #[arg(long, value_name = "DIR")]
     pub emit: Option<PathBuf>,
 
@@ -454,7 +457,8 @@ pub struct TuneArgs {
     /// as not compiled; 0: no limit. Default: 15x the run's median compile, at least 1.5 s,
     /// once 8 and more than half of the compiles started have finished (a few configurations of a
     /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
-    /// would hold up their round).
+    /// would hold up their round). With --jobs 1 compiles run in this process and no limit
+    /// applies. Under --compile-only, a variant past the limit makes the run exit 1.
     #[arg(
         long,
         value_name = "SECONDS",

@@ -95,7 +95,7 @@ pub fn specialize(row: &BestRow, templates: Option<&Path>) -> Result<TunedKernel
     let source = Renderer::new(&op)?
         .render(&candidate)
         .map_err(|why| Error::Template {
-            template: op.spec.template.clone(),
+            template: op.template_name.clone(),
             why,
         })?;
     Ok(TunedKernel {
@@ -470,7 +470,7 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
     let renderer = Renderer::new(&op)?;
     let render = |c: &Candidate| {
         renderer.render(c).map_err(|why| Error::Template {
-            template: op.spec.template.clone(),
+            template: op.template_name.clone(),
             why,
         })
     };

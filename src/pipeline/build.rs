@@ -86,6 +86,7 @@ pub(super) fn env<'a>(opts: &'a TuneOptions, setup: &'a Setup, dir: &'a Path) ->
         compiler: &setup.compiler,
         opts,
         op: &setup.op,
+        shape: &setup.shape,
         base: &setup.base,
         dir,
         cache: setup.cache_dir.as_deref(),
@@ -359,6 +360,13 @@ pub(super) struct Build {
     not_compiled: Option<Note>,
 }
 
+/// The file name an emitted source gets: op, shape, element type and the variant's index
+/// (`transpose_1000x1000_f32_v0042.cu`), so that runs of several shapes or element types
+/// into one `--emit` folder keep each source under its own name.
+fn emit_name(op: &Op, shape: &crate::model::shape::Shape, index: usize) -> String {
+    format!("{}_{shape}_{}_v{index:04}.cu", op.name(), op.dtype)
+}
+
 /// What building a round needs, bundled so rounds after the first build the same way.
 pub(super) struct BuildEnv<'a> {
     pub(super) candidates: &'a [Candidate],
@@ -366,6 +374,8 @@ pub(super) struct BuildEnv<'a> {
     compiler: &'a Compiler,
     opts: &'a TuneOptions,
     op: &'a Op,
+    /// The run's shape, part of the names of emitted sources.
+    shape: &'a crate::model::shape::Shape,
     /// The shape's and the device's variables, for the spec's `compile_cost`.
     base: &'a crate::spec::expr::Vars,
     dir: &'a Path,
@@ -517,7 +527,7 @@ impl Prepared {
             let c = &env.candidates[i];
             let slot = env.renderer.render(c).map(|source| {
                 if let Some(dir) = &env.opts.emit {
-                    let path = dir.join(format!("{}_v{:04}.cu", env.op.name(), c.index));
+                    let path = dir.join(emit_name(env.op, env.shape, c.index));
                     write_atomic(&path, source.as_bytes())?;
                 }
                 let next = self.sources.len();

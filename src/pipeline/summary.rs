@@ -103,7 +103,7 @@ fn write_baselines(s: &mut String, o: &TuneOutcome, info: &RunInfo) {
 }
 
 /// Variants not compiled because NVRTC ran past the compile time limit.
-fn past_limit(o: &TuneOutcome) -> usize {
+pub fn past_limit(o: &TuneOutcome) -> usize {
     o.records
         .iter()
         .filter(|r| r.status == Status::NotRun && matches!(r.note, Some(Note::PastLimit { .. })))

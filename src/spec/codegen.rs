@@ -23,7 +23,7 @@ impl Renderer {
     /// Parses the op's templates; a syntax error is reported once, for the op, not per variant.
     pub fn new(op: &Op) -> Result<Renderer> {
         let mut tera = Tera::new();
-        let variant = op.spec.template.clone();
+        let variant = op.template_name.clone();
         let add = |tera: &mut Tera, name: &str, text: &str| {
             tera.add_raw_template(name, text)
                 .map_err(|e| Error::Template {
@@ -229,5 +229,24 @@ mod tests {
         let mut op = Op::load("transpose", None).unwrap();
         op.template = "{% if %}".into();
         assert!(matches!(Renderer::new(&op), Err(Error::Template { .. })));
+    }
+
+    #[test]
+    fn errors_name_the_template_file_that_replaces_the_specs() {
+        let mut op = Op::load("transpose", None).unwrap();
+        op.template_name = "mine/override.cu.tera".into();
+        op.template = "{{ NOT_A_PARAM }}".into();
+        let r = Renderer::new(&op).unwrap();
+        let shape = Shape::parse("64x64", &op.spec.dims).unwrap();
+        let all = enumerate(&op, &shape, &DeviceLimits::SM90_DEFAULT, &[]).unwrap();
+        let e = r.render(&all[0]).unwrap_err();
+        assert!(e.contains("mine/override.cu.tera"), "{e}");
+        op.template = "{% if %}".into();
+        let e = Renderer::new(&op)
+            .err()
+            .expect("a syntax error")
+            .to_string();
+        assert!(e.starts_with("template mine/override.cu.tera: "), "{e}");
+        assert!(!e.contains("transpose.cu.tera"), "{e}");
     }
 }

@@ -511,6 +511,9 @@ impl OpSpec {
 pub struct Op {
     pub spec: OpSpec,
     pub template: String,
+    /// The template file the variants render from, as errors name it: the spec's
+    /// `template`, or the `--template` file that replaces it.
+    pub template_name: String,
     pub baseline_template: Option<String>,
     /// Where the spec came from, for error messages.
     pub origin: String,
@@ -532,6 +535,7 @@ impl Op {
     ) -> Op {
         Op {
             dtype: spec.default_dtype(),
+            template_name: spec.template.clone(),
             spec,
             template,
             baseline_template,
@@ -589,6 +593,7 @@ impl Op {
             let text = crate::error::read_user_text("template", file)?;
             not_empty(text, &file.display().to_string())
         };
+        let override_name = template.map(|f| f.display().to_string());
         let template = read(
             &template
                 .map(Path::to_path_buf)
@@ -598,7 +603,11 @@ impl Op {
             Some(src) => Some(read(&dir.join(&src.template))?),
             None => None,
         };
-        Ok(Op::assemble(spec, template, baseline, origin, spec_text))
+        let mut op = Op::assemble(spec, template, baseline, origin, spec_text);
+        if let Some(name) = override_name {
+            op.template_name = name;
+        }
+        Ok(op)
     }
 
     /// `file:line` of the first line of the spec that contains `needle` (an expression), or
@@ -764,6 +773,71 @@ pub fn is_op_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// The buffers and the kernel arguments, checked as a launch will use them: buffer names are
+/// unique (an argument names one buffer), every argument is a buffer or an integer expression
+/// over the dimensions and the names every expression has (arguments are evaluated once per
+/// shape, before any configuration), and the output buffer is an argument (a kernel that is not
+/// given its output writes nothing the run could verify). An error is the start of the line to
+/// point at (`args=`, or `name="X"` of a buffer named twice: its last line) and the message.
+fn check_buffers_and_args(spec: &OpSpec) -> std::result::Result<(), (String, String)> {
+    let mut names = std::collections::BTreeSet::new();
+    for b in &spec.buffers {
+        if !names.insert(b.name.as_str()) {
+            return Err((
+                format!("name=\"{}\"", b.name),
+                format!("buffers: two buffers are named '{}'", b.name),
+            ));
+        }
+    }
+    let known: Vec<&str> = spec
+        .dims
+        .iter()
+        .map(String::as_str)
+        .chain(RESERVED_NAMES)
+        .collect();
+    for a in &spec.args {
+        if a.is_empty() {
+            return Err(("args=".to_string(), "args: an argument is empty".into()));
+        }
+        if names.contains(a.as_str()) {
+            continue;
+        }
+        let not_known = |detail: String| {
+            (
+                "args=".to_string(),
+                format!(
+                    "args: '{a}' is neither a buffer ({}) nor an integer expression over the \
+                     dimensions and the device limits{detail}",
+                    names.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+            )
+        };
+        let vars = crate::spec::expr::parse_variables(a)
+            .map_err(|why| not_known(format!(" (it does not parse: {why})")))?;
+        if let Some(name) = vars.iter().find(|n| !known.contains(&n.as_str())) {
+            return Err(not_known(if name == a {
+                String::new()
+            } else {
+                format!(" ('{name}' is neither)")
+            }));
+        }
+    }
+    if let Some(out) = spec
+        .buffers
+        .iter()
+        .find(|b| b.role == Role::Output && !spec.args.contains(&b.name))
+    {
+        return Err((
+            "args=".to_string(),
+            format!(
+                "args: the output buffer '{}' is not an argument, so the kernel cannot write it",
+                out.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Parses and checks a spec; every problem names the file and the field.
 pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     let err = |why: String| Error::Spec {
@@ -833,11 +907,16 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
             "buffers: exactly one buffer must have role = \"output\"".into(),
         ));
     }
-    for a in &spec.args {
-        if a.is_empty() {
-            return Err(err("args: an argument is empty".into()));
-        }
-    }
+    check_buffers_and_args(&spec).map_err(|(needle, why)| {
+        // Pointed at the field's line (the last one, for a buffer named twice), as the
+        // expression errors are; spaces do not count (`name="c"` is `name = "c"`).
+        let at = |l: &&str| l.replace([' ', '\t'], "").starts_with(&needle);
+        let file = match text.lines().enumerate().filter(|(_, l)| at(l)).last() {
+            Some((i, _)) => format!("{origin}:{}", i + 1),
+            None => origin.to_string(),
+        };
+        Error::Spec { file, why }
+    })?;
     for (i, p) in spec.prologue.iter().enumerate() {
         if p.kernel.trim().is_empty() || p.kernel == spec.kernel {
             return Err(err(format!(
