@@ -621,6 +621,40 @@ fn a_re_run_times_again_only_the_last_runs_leaders() {
 /// `tune check` on the simulated device, end to end through its pinned runs: the stored
 /// winner timed as stored passes (exit 0); slowed by 30 % it fails (exit 1), naming the row
 /// and the stored time, while its runner-up passes as before.
+/// A re-run over a narrower `--param` set writes a CSV without the other configurations'
+/// rows: the earlier CSV is kept as `.bak` first, and says so. A re-run of the same space
+/// carries every row forward and keeps no copy.
+#[test]
+fn a_re_run_that_drops_measured_rows_keeps_the_earlier_csv() {
+    let sim = Sim::new(json!({"baselines": {"copy": 0.04}}));
+    sim.run(&["--shape", SHAPE]).expect_code(0);
+    let full = std::fs::read(sim.csv_path(SHAPE)).unwrap();
+    let narrow = sim.run(&["--shape", SHAPE, "-p", "X=1"]);
+    narrow.expect_code(0);
+    let bak = sim.out().join(format!("sim_{SHAPE}_{GPU_SLUG}.csv.bak"));
+    assert_eq!(
+        std::fs::read(&bak).unwrap(),
+        full,
+        "the earlier CSV, byte for byte"
+    );
+    assert!(
+        narrow.stderr.contains(&format!(
+            "holds 9 measured row(s) this run does not: kept as {}",
+            bak.display()
+        )),
+        "{}",
+        narrow.stderr
+    );
+    assert_eq!(variants(&sim.csv(SHAPE)).count(), 3);
+    let again = sim.run(&["--shape", SHAPE, "-p", "X=1"]);
+    again.expect_code(0);
+    assert!(!again.stderr.contains("kept as"), "{}", again.stderr);
+    assert!(!sim
+        .out()
+        .join(format!("sim_{SHAPE}_{GPU_SLUG}.csv.bak.1"))
+        .exists());
+}
+
 #[test]
 fn tune_check_passes_a_winner_timed_as_stored_and_fails_a_slowed_one() {
     let rules = |factor: f64| json!({"baselines": {"copy": 0.04}, "rules": [{"when": "X=3 Y=2", "factor": factor}]});

@@ -152,6 +152,43 @@ fn rank_records(
     outcome.records = records;
 }
 
+/// Keeps the run CSV at `path` as `NAME.bak` (or `.bak.N`) before it is replaced, when it
+/// holds a measured row (ok or failed) that `rows` lack, or cannot be read: a re-run over
+/// another `--param` set, or one stopped early, would otherwise take those results with it.
+/// A re-run of the same space carries every earlier row forward, and keeps no copy.
+fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) -> Result<()> {
+    if !path.is_file() {
+        return Ok(());
+    }
+    let dropped = match crate::store::run_csv::read_run_csv(path) {
+        Ok(old) => {
+            let now: std::collections::HashSet<String> = rows.iter().map(Record::label).collect();
+            old.iter()
+                .filter(|r| matches!(r.status, Status::Ok | Status::Failed))
+                .filter(|r| !now.contains(&r.label()))
+                .count()
+        }
+        // Unreadable: whatever it holds is not this run's to throw away.
+        Err(_) => usize::MAX,
+    };
+    if dropped == 0 {
+        return Ok(());
+    }
+    let backup = crate::store::files::backup_path(path);
+    std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
+    let what = if dropped == usize::MAX {
+        "could not be read back".to_string()
+    } else {
+        format!("holds {dropped} measured row(s) this run does not")
+    };
+    eprintln!(
+        "note: {} {what}: kept as {}",
+        path.display(),
+        backup.display()
+    );
+    Ok(())
+}
+
 /// Writes the run CSV (always) and this run's row of best.csv (when a variant won, the run
 /// was not interrupted and is not a shard's share), and notes both paths in `outcome`.
 /// `source_hash` gives a record's source hash (for best.csv).
@@ -175,6 +212,7 @@ fn write_results(
             .collect();
         &kept
     };
+    keep_what_this_run_drops(&csv_path, rows)?;
     write_atomic(&csv_path, &run_csv(info, &outcome.param_names, rows)?)?;
     outcome.csv_path = Some(csv_path);
     if let Some(i) = outcome
