@@ -188,6 +188,13 @@ const CASES: &[Case] = &[
     (&["best", "--op", "nosuch", "--shape", "10x10", "--db", DB], 2, "no op 'nosuch' in"),
     (&["best", "--op", "transpose", "--shape", "1000x3000", "--dtype", "f64", "--db", DB], 2,
         "never tuned for f64"),
+    // The hint tunes the type asked for; the op's own type needs no --dtype.
+    (&["best", "--op", "transpose", "--shape", "2000x2000", "--dtype", "f16", "--db", DB], 2,
+        "tune it with: tune --op transpose --shape 2000x2000 --dtype f16"),
+    (&["best", "--op", "matmul", "--shape", "8x8x8", "--dtype", "f32", "--db", DB], 2,
+        "tune it with: tune --op matmul --shape 8x8x8\n"),
+    (&["best", "--op", "transpose", "--shape", "1000x1000", "--dtype", "int8", "--db", DB], 2,
+        "--dtype int8: 'int8' is not an element type (f32, f64, f16, bf16)"),
     // The GPU is named once, however many dtypes it was tuned for.
     (&["best", "--op", "transpose", "--shape", "1000x1000", "--gpu", "A100", "--db", DB], 2,
         "it was tuned on: NVIDIA H100 80GB HBM3 (leave out --gpu to see it)"),

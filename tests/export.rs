@@ -159,6 +159,50 @@ fn best_of_a_shape_never_tuned_names_the_nearest_shapes() {
     );
 }
 
+/// Without --db, outside a folder holding results/best.csv, `tune best` reads the database
+/// built into the binary (as the tuner's warm start does) and says so in one note; a --db
+/// that does not exist stays an error.
+#[test]
+fn best_without_a_database_here_reads_the_built_in_one() {
+    let tmp = tempfile::tempdir().expect("a temporary folder");
+    let out = tune_bin()
+        .current_dir(tmp.path())
+        .args([
+            "best",
+            "--op",
+            "transpose",
+            "--shape",
+            "1000x1000",
+            "--dtype",
+            "f32",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("transpose 1000x1000 f32 on NVIDIA H100 80GB HBM3"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stderr.trim_end(),
+        "note: results/best.csv does not exist here; reading the database built into tune \
+         (the winners shipped with it; --db FILE reads another)"
+    );
+    let out = tune_bin()
+        .current_dir(tmp.path())
+        .args(["best", "--op", "transpose", "--shape", "1000x1000"])
+        .args(["--db", "results/best.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("tuning database results/best.csv does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn csv_export_round_trips() {
     let (tmp, db) = db_copy();

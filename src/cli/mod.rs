@@ -256,9 +256,10 @@ pub struct BestArgs {
     /// Element type to match: f32, f64, f16 or bf16 (default: any; every match is printed).
     #[arg(long, value_name = "TYPE")]
     pub dtype: Option<String>,
-    /// The tuning database.
-    #[arg(long, default_value = DEFAULT_DB)]
-    pub db: PathBuf,
+    /// The tuning database [default: results/best.csv; where that file does not exist, the
+    /// database built into tune].
+    #[arg(long)]
+    pub db: Option<PathBuf>,
 }
 
 /// `--cache`: whether L2 is flushed between timed launches.

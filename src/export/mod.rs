@@ -48,9 +48,11 @@ pub mod markdown;
 pub mod report;
 
 use crate::error::{Error, Result};
+use crate::model::dtype::{self, Dtype};
 use crate::model::shape::Shape;
+use crate::pipeline::options::DEFAULT_DB;
 use crate::spec::ops::Op;
-use crate::store::best::{parse_params, BestRow};
+use crate::store::best::{parse_params, shipped_best, BestRow};
 use crate::store::files::{check_not_an_input, is_stdout, write_atomic, STDOUT};
 use db::{parse_dims, TunedDb};
 use std::path::{Path, PathBuf};
@@ -97,9 +99,13 @@ pub struct BestQuery {
     pub gpu: Option<String>,
     /// Element type to match (any when `None`).
     pub dtype: Option<String>,
-    /// The tuning database.
-    pub db: PathBuf,
+    /// The tuning database; `None`: `results/best.csv`, or where that file does not exist the
+    /// winners built into this binary ([`shipped_best`]), as the tuner's warm start reads them.
+    pub db: Option<PathBuf>,
 }
+
+/// How messages name the database built into the binary.
+const SHIPPED_DB: &str = "the database built into tune";
 
 /// `tune export`: what to export, from where, to where.
 #[derive(Debug, Clone)]
@@ -218,7 +224,13 @@ fn never_tuned(
             nearest.push(&r.shape);
         }
     }
-    let hint = format!("tune it with: tune --op {op} --shape {shape}");
+    // `--dtype` only where the run would not tune that type without it.
+    let default_dtype = Op::load(op, None).map_or(Dtype::F32, |o| o.spec.default_dtype());
+    let dtype_arg = dtype
+        .filter(|&d| d != default_dtype.name())
+        .map(|d| format!(" --dtype {d}"))
+        .unwrap_or_default();
+    let hint = format!("tune it with: tune --op {op} --shape {shape}{dtype_arg}");
     if nearest.is_empty() {
         return Error::Usage(format!(
             "{op} {shape} was never tuned{on} in {}, nor any other {op} shape; {hint}",
@@ -270,7 +282,18 @@ pub fn describe(r: &BestRow) -> String {
 /// `tune best`: prints the stored best configuration of an op and shape (one block per
 /// matching GPU and dtype), without tuning.
 pub fn best(args: &BestQuery) -> Result<()> {
-    let db = TunedDb::load(&args.db)?;
+    check_dtype(args.dtype.as_deref())?;
+    let db = match &args.db {
+        Some(path) => TunedDb::load(path)?,
+        None if Path::new(DEFAULT_DB).exists() => TunedDb::load(DEFAULT_DB)?,
+        None => {
+            eprintln!(
+                "note: {DEFAULT_DB} does not exist here; reading {SHIPPED_DB} (the winners \
+                 shipped with it; --db FILE reads another)"
+            );
+            TunedDb::from_rows(SHIPPED_DB, shipped_best())
+        }
+    };
     let rows = best_rows(
         &db,
         &args.op,
@@ -293,12 +316,24 @@ pub fn best_rows<'a>(
     shape: &str,
     gpu: Option<&str>,
 ) -> Result<Vec<&'a BestRow>> {
+    check_dtype(dtype)?;
     let dims = query_dims(db, op, shape)?;
     let rows = db.exact(op, dtype, &dims, gpu);
     if rows.is_empty() {
         return Err(never_tuned(db, op, dtype, &dims, gpu));
     }
     Ok(rows)
+}
+
+/// A `--dtype` to match that names no element type is bad input (no row can be of it).
+fn check_dtype(dtype: Option<&str>) -> Result<()> {
+    match dtype.filter(|d| Dtype::parse(d).is_none()) {
+        Some(d) => Err(Error::Usage(format!(
+            "--dtype {d}: '{d}' is not an element type ({})",
+            dtype::names(&dtype::ALL)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn print_stdout(bytes: &[u8]) -> Result<()> {
