@@ -56,9 +56,9 @@ const CASES: &[Case] = &[
     (&["--shapes", "no_such_shapes.txt"], 2, "--shapes no_such_shapes.txt: no such file"),
     (&["--shapes", "folder"], 2, "--shapes folder: is a folder, not a file"),
     (&["--shapes", "binary.bin"], 2, "--shapes binary.bin: not UTF-8 text (line 2"),
-    (&["--shapes", "/dev/null"], 2, "invalid shape '/dev/null': the file lists no shape"),
-    (&["--shapes", "empty.txt"], 2, "the file lists no shape"),
-    (&["--shapes", "comments.txt"], 2, "the file lists no shape"),
+    (&["--shapes", "/dev/null"], 2, "error: --shapes /dev/null: the file lists no shape"),
+    (&["--shapes", "empty.txt"], 2, "error: --shapes empty.txt: the file lists no shape"),
+    (&["--shapes", "comments.txt"], 2, "error: --shapes comments.txt: the file lists no shape"),
     (&["--shapes", "bad_line.txt"], 2, "--shapes bad_line.txt:4: invalid shape"),
     // --- Ops and specs ------------------------------------------------------------------
     (&["--op", "fft", "--shape", "64x64"], 2, "unknown op 'fft' (known ops: transpose, matmul, sgemm)"),

@@ -101,10 +101,10 @@ pub fn read_file(path: &std::path::Path, names: &[String]) -> Result<Vec<Shape>>
         shapes.push(shape);
     }
     if shapes.is_empty() {
-        return Err(Error::Shape {
-            input: path.display().to_string(),
-            why: "the file lists no shape".into(),
-        });
+        return Err(Error::Usage(format!(
+            "--shapes {}: the file lists no shape",
+            path.display()
+        )));
     }
     Ok(shapes)
 }
