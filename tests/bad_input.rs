@@ -110,8 +110,10 @@ const CASES: &[Case] = &[
     (&["--shape", "64x64", "--param", "=4"], 2, "unknown parameter ''"),
     (&["--shape", "64x64", "-p", "TILE_DIM=32", "-p", "TILE_DIM=16"], 2,
         "TILE_DIM is given twice (--param TILE_DIM=32 before it); give its values in one list: --param TILE_DIM=32,16"),
+    // Named as typed: --block-size is no --param to the user.
     (&["--op", "matmul", "--shape", "64x64x64", "--block-size", "16", "-p", "BLOCK_SIZE=32"], 2,
-        "BLOCK_SIZE is given twice"),
+        "--block-size 16 and --param BLOCK_SIZE=32 both give BLOCK_SIZE; give its values in one \
+         list: --block-size 32,16"),
     (&["--op", "matmul", "--shape", "64x64x64", "--block-size", "16,x"], 2, "BLOCK_SIZE takes integers"),
     // A value that leaves an expression undefined prunes its configurations with the reason.
     (&["--shape", "64x64", "-p", "TILE_DIM=0", "--compile-only"], 2,

@@ -4,7 +4,7 @@
 use crate::check::CheckOptions;
 use crate::cluster::merge::MergeOptions;
 use crate::cluster::sweep::SweepOptions;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::export::{self, BestQuery, ExportOptions, ReportOptions};
 use crate::isolate::compile_pool::CompileLimit;
 use crate::measure::bench::{BenchSettings, CacheState};
@@ -559,6 +559,7 @@ impl TuneArgs {
             .as_deref()
             .map(crate::search::budget::parse_budget)
             .transpose()?;
+        self.check_block_size()?;
         Ok(TuneOptions {
             op: self.op.clone(),
             templates: self.templates.clone(),
@@ -611,6 +612,33 @@ impl TuneArgs {
 }
 
 impl TuneArgs {
+    /// `--block-size LIST` is `--param BLOCK_SIZE=LIST`: given with a `--param` of
+    /// BLOCK_SIZE too, it is refused here, where both options can be named as typed (later
+    /// checks see two `--param`s).
+    fn check_block_size(&self) -> Result<()> {
+        let Some(block_size) = &self.block_size else {
+            return Ok(());
+        };
+        let param = self.params.iter().find_map(|p| {
+            let (name, list) = p.split_once('=')?;
+            (name.trim() == "BLOCK_SIZE").then_some((p, list))
+        });
+        let Some((param, list)) = param else {
+            return Ok(());
+        };
+        let mut values: Vec<&str> = Vec::new();
+        for v in list.split(',').chain(block_size.split(',')).map(str::trim) {
+            if !v.is_empty() && !values.contains(&v) {
+                values.push(v);
+            }
+        }
+        Err(Error::Usage(format!(
+            "--block-size {block_size} and --param {param} both give BLOCK_SIZE; give its \
+             values in one list: --block-size {}",
+            values.join(",")
+        )))
+    }
+
     /// The options of the whole run: the per-shape tuning options plus what the sweep over
     /// shapes, GPUs and shards needs. `command_line` is the program and its arguments as given
     /// (for the resume hint after Ctrl-C).
