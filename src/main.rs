@@ -2,7 +2,6 @@
 //! stderr and a non-zero exit code (`cuda_autotune::error::EXIT_*`: 2 bad input; 1 environment,
 //! GPU, or nothing verified; 130 interrupted, partial results written).
 
-use clap::Parser;
 use cuda_autotune::cli::{Cli, Command};
 use cuda_autotune::cluster::{merge, sweep};
 use cuda_autotune::error::{EXIT_FAILED, EXIT_INTERRUPTED};
@@ -49,7 +48,7 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     if let Some(command) = &cli.command {
         // Ok(false): the command ran and found a problem it reports itself (exit code 1).
         let done = match command {
@@ -87,6 +86,7 @@ fn main() -> ExitCode {
     match run.and_then(|opts| sweep::sweep(&opts)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            let e = cli.explain(e);
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }

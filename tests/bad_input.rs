@@ -95,6 +95,15 @@ const CASES: &[Case] = &[
     (&["--templates", "spec_only", "--shape", "64x64"], 2, "template file transpose.cu.tera not found"),
     (&["--templates", "spec_only", "--op", "fft", "--shape", "64x64"], 2,
         "unknown op 'fft' (known ops: transpose)"),
+    // Without --op, the op is --op's default, which the message says.
+    (&["--templates", "scale_only", "--shape", "64"], 2,
+        "unknown op 'transpose' (known ops: scale); --op was not given and defaults to \
+         transpose: name the op with --op\n"),
+    (&["--templates", "scale_only", "--op", "transpose", "--shape", "64"], 2,
+        "unknown op 'transpose' (known ops: scale)\n"),
+    // A --spec op reads nothing of a --templates folder.
+    (&["--spec", "@/examples/vector_add", "--templates", "folder", "--shape", "100"], 2,
+        "the argument '--spec <FILE|DIR>' cannot be used with '--templates <DIR>'"),
     (&["--dtype", "f8", "--shape", "64x64"], 2, "'f8' is not an element type"),
     (&["--op", "matmul", "--dtype", "f64", "--shape", "64x64x64"], 2, "op matmul supports f32 only"),
     // --- --param ------------------------------------------------------------------------
@@ -243,6 +252,8 @@ const CASES: &[Case] = &[
     (&["params", "--op", "fft"], 2, "unknown op 'fft' (known ops: transpose, matmul, sgemm)"),
     (&["params", "--op", "transpose", "--spec", "x.toml"], 2, "cannot be used with"),
     (&["params", "--spec", "no_such_spec.toml"], 2, "--spec no_such_spec.toml: no such file"),
+    (&["params", "--spec", "@/examples/vector_add", "--templates", "folder"], 2,
+        "the argument '--spec <FILE|DIR>' cannot be used with '--templates <DIR>'"),
     (&["params", "--templates", "empty_folder", "--op", "x"], 2, "holds no op spec"),
     (&["params", "--op", "transpose"], 0, "default sweep: 16, 32, 64; accepts: any integer"),
     (&["params", "--op", "sgemm", "--templates", "@/templates"], 0, "sgemm: "),
@@ -300,6 +311,12 @@ fn bad_files(dir: &Path) {
     write(
         "latin1_templates/transpose.toml",
         b"name = \"transpos\xe9\"\n",
+    );
+    write(
+        "scale_only/scale.toml",
+        vector_add
+            .replace("name = \"vector_add\"", "name = \"scale\"")
+            .as_bytes(),
     );
     write(
         "spec_only/transpose.toml",

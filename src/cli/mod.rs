@@ -137,6 +137,19 @@ pub struct Cli {
     pub tune: TuneArgs,
 }
 
+impl Cli {
+    /// The command line, parsed as [`Parser::parse`] does (exiting on bad usage), with
+    /// [`TuneArgs::op_given`] set.
+    pub fn parse_args() -> Cli {
+        use clap::{parser::ValueSource, CommandFactory, FromArgMatches};
+        let matches = Cli::command().get_matches();
+        let mut cli = Cli::from_arg_matches(&matches)
+            .unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
+        cli.tune.op_given = matches.value_source("op") == Some(ValueSource::CommandLine);
+        cli
+    }
+}
+
 /// Commands that work on stored results instead of tuning.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -172,7 +185,7 @@ pub struct ParamsArgs {
     #[arg(long, required_unless_present = "spec", conflicts_with = "spec")]
     pub op: Option<String>,
     /// Read op specs and templates from DIR instead of the built-in ones.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "spec")]
     pub templates: Option<PathBuf>,
     /// A spec of your own (.toml), or a folder holding one spec and its template.
     #[arg(long, value_name = "FILE|DIR")]
@@ -537,7 +550,7 @@ pub struct TuneArgs {
     pub no_warm_start: bool,
 
     /// Read op specs and templates from DIR instead of the built-in ones.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "spec")]
     pub templates: Option<PathBuf>,
 
     /// Tune your own kernel: its spec (.toml), or a folder holding one spec and its template.
@@ -548,6 +561,11 @@ pub struct TuneArgs {
     /// The kernel template (.cu.tera) to use instead of the one the spec names.
     #[arg(long, value_name = "FILE", requires = "spec")]
     pub template: Option<PathBuf>,
+
+    /// Whether `--op` was typed (set by [`Cli::parse_args`]): where it was not, an unknown op
+    /// is the default one, and the error says so.
+    #[arg(skip)]
+    pub op_given: bool,
 }
 
 impl TuneArgs {
@@ -612,6 +630,21 @@ impl TuneArgs {
 }
 
 impl TuneArgs {
+    /// `e` with what the command line adds to it: an unknown op that is `--op`'s default,
+    /// where `--op` was not typed (a `--templates` folder without that op), says so.
+    pub fn explain(&self, e: Error) -> Error {
+        match &e {
+            Error::UnknownOp { name, .. }
+                if !self.op_given && self.spec.is_none() && name == DEFAULT_OP =>
+            {
+                Error::Usage(format!(
+                    "{e}; --op was not given and defaults to {DEFAULT_OP}: name the op with --op"
+                ))
+            }
+            _ => e,
+        }
+    }
+
     /// `--block-size LIST` is `--param BLOCK_SIZE=LIST`: given with a `--param` of
     /// BLOCK_SIZE too, it is refused here, where both options can be named as typed (later
     /// checks see two `--param`s).
