@@ -544,8 +544,10 @@ fn cu_file(e: &Entry, origin: &str) -> String {
     let r = e.row;
     let mut s = String::new();
     let launch = e.tuned.candidate.launch.expect("not pruned");
+    // A fraction of no named roof (an op without a baseline) says nothing: left out.
     let roof = r
         .frac_of_roof
+        .filter(|_| !r.roof.trim().is_empty())
         .map(|f| format!(", {:.1} % of {}", f * 100.0, in_comment(&r.roof)))
         .unwrap_or_default();
     let _ = writeln!(
@@ -1196,6 +1198,29 @@ mod tests {
         let cu = &files[0].contents;
         assert!(cu.starts_with("// Generated"), "{cu}");
         assert!(cu.contains("tuned on GPU int injected = 1; //"), "{cu}");
+    }
+
+    /// A row's roof phrase names its roof; a row without a roof name has none.
+    #[test]
+    fn a_row_without_a_roof_name_has_no_roof_phrase() {
+        let mut row = crate::store::best::shipped_best()
+            .into_iter()
+            .find(|r| r.op == "transpose")
+            .unwrap();
+        row.frac_of_roof = Some(0.9);
+        row.roof = "copy_vec4".into();
+        let cu = |row: &BestRow| {
+            render(&[row], None, "db").unwrap().files[0]
+                .contents
+                .clone()
+        };
+        let named = cu(&row);
+        assert!(named.contains(", 90.0 % of copy_vec4.\n"), "{named}");
+        row.roof = String::new();
+        let none = cu(&row);
+        assert!(!none.contains("% of"), "{none}");
+        let line = none.lines().nth(1).unwrap();
+        assert!(line.ends_with(" GB/s."), "{line}");
     }
 
     #[test]
