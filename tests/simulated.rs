@@ -1916,8 +1916,8 @@ fn a_source_past_the_compile_limit_costs_only_its_own_record() {
         let why = r.reason();
         assert_eq!(r.status, Status::NotRun, "{label}: {why}");
         assert!(
-            why.starts_with("not compiled: NVRTC ran past the compile time limit (")
-                && why.ends_with(" s; --compile-timeout sets it)"),
+            why.starts_with("not compiled: NVRTC ran past the compile time limit (stopped after ")
+                && why.ends_with(" s; --compile-timeout sets the limit)"),
             "{label}: {why}"
         );
     }

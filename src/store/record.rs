@@ -76,8 +76,14 @@ impl std::fmt::Display for Kind {
 
 /// The start of the reason a source past the compile time limit has no image.
 const PAST_LIMIT: &str = "not compiled: NVRTC ran past the compile time limit";
+/// What stands between [`PAST_LIMIT`] and the seconds in [`Note::PastLimit`]'s text: the
+/// seconds are how long NVRTC ran before it was stopped, not the limit.
+const PAST_LIMIT_AFTER: &str = " (stopped after ";
 /// What follows the seconds in [`Note::PastLimit`]'s text.
-const PAST_LIMIT_END: &str = " s; --compile-timeout sets it)";
+const PAST_LIMIT_END: &str = " s; --compile-timeout sets the limit)";
+/// The text around the seconds in run CSVs written by earlier versions (`... limit (0.1 s;
+/// --compile-timeout sets it)`), read back as the same note.
+const PAST_LIMIT_EARLIER: (&str, &str) = (" (", " s; --compile-timeout sets it)");
 /// The reason of a variant whose compile the time budget abandoned.
 const BUDGET_SPENT: &str = "not compiled: the --budget time ran out before its compile started";
 
@@ -98,26 +104,33 @@ pub enum Note {
 impl std::fmt::Display for Note {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Note::PastLimit { seconds } => write!(f, "{PAST_LIMIT} ({seconds:.1}{PAST_LIMIT_END}"),
+            Note::PastLimit { seconds } => {
+                write!(
+                    f,
+                    "{PAST_LIMIT}{PAST_LIMIT_AFTER}{seconds:.1}{PAST_LIMIT_END}"
+                )
+            }
             Note::BudgetSpent => f.write_str(BUDGET_SPENT),
         }
     }
 }
 
 impl Note {
-    /// The note whose text is exactly `text`, if any (the inverse of its `Display`).
+    /// The note whose text is exactly `text`, if any (the inverse of its `Display`; the
+    /// text earlier versions wrote for [`Note::PastLimit`] is read too).
     pub fn parse(text: &str) -> Option<Note> {
         if text == BUDGET_SPENT {
             return Some(Note::BudgetSpent);
         }
-        let seconds = text
-            .strip_prefix(PAST_LIMIT)?
-            .strip_prefix(" (")?
-            .strip_suffix(PAST_LIMIT_END)?
-            .parse::<f64>()
-            .ok()?;
-        let note = Note::PastLimit { seconds };
-        (note.to_string() == text).then_some(note)
+        let rest = text.strip_prefix(PAST_LIMIT)?;
+        [(PAST_LIMIT_AFTER, PAST_LIMIT_END), PAST_LIMIT_EARLIER]
+            .into_iter()
+            .find_map(|(start, end)| {
+                let figure = rest.strip_prefix(start)?.strip_suffix(end)?;
+                let seconds = figure.parse::<f64>().ok()?;
+                // Only the text the note is written as: one decimal, nothing around it.
+                (format!("{seconds:.1}") == figure).then_some(Note::PastLimit { seconds })
+            })
     }
 }
 
@@ -306,6 +319,32 @@ mod tests {
             winner: false,
         });
         r
+    }
+
+    /// A note's text reads back as the note; a past-limit note says the seconds are how long
+    /// NVRTC ran, and the text earlier run CSVs hold reads back as the same note.
+    #[test]
+    fn notes_read_back_from_their_text() {
+        let note = Note::PastLimit { seconds: 0.1 };
+        let text = note.to_string();
+        assert_eq!(
+            text,
+            "not compiled: NVRTC ran past the compile time limit (stopped after 0.1 s; \
+             --compile-timeout sets the limit)"
+        );
+        assert_eq!(Note::parse(&text), Some(note));
+        let earlier =
+            "not compiled: NVRTC ran past the compile time limit (0.1 s; --compile-timeout sets it)";
+        assert_eq!(Note::parse(earlier), Some(note));
+        assert_eq!(Note::parse(BUDGET_SPENT), Some(Note::BudgetSpent));
+        for other in [
+            "not compiled: NVRTC ran past the compile time limit (0.10 s; --compile-timeout sets it)",
+            "not compiled: NVRTC ran past the compile time limit (stopped after x s; \
+             --compile-timeout sets the limit)",
+            "compile: error",
+        ] {
+            assert_eq!(Note::parse(other), None, "{other}");
+        }
     }
 
     /// The roof counts at the faster of its two medians; a re-timed variant is taken at its
