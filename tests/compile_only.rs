@@ -441,6 +441,37 @@ fn compile_seconds(line: &str) -> f64 {
 /// and not started, and returns once the compiles under way finish; its compile phase lasts
 /// at most the budget plus the longest compile (and a second for the bookkeeping). The
 /// summary and the CSV agree, and the CSV has a row for every valid configuration.
+/// An exhaustive sweep cut by `--budget` says it takes the first configurations in the
+/// space's order, not that it times them all.
+#[test]
+fn an_exhaustive_sweep_with_a_budget_says_what_it_takes() {
+    require_nvrtc();
+    let t = tmp();
+    let out = tune_cmd(&t)
+        .args(["--op", "transpose", "--shape", "64x64", "--compile-only"])
+        .args([
+            "--strategy",
+            "exhaustive",
+            "--budget",
+            "3",
+            "--out",
+            "results",
+        ])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "searching with exhaustive (budget 3 variants); in the space's order; without \
+             --budget it times them all"
+        ),
+        "{stderr}"
+    );
+    let (_, records) = the_csv(&t.path().join("results"));
+    assert_eq!(with(&records, Status::Ok), 3);
+}
+
 #[test]
 fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_under_way() {
     require_nvrtc();

@@ -252,6 +252,7 @@ pub fn describe(r: &BestRow) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let roof = match r.frac_of_roof {
+        Some(f) if r.roof.is_empty() => format!(", {:.1} % of the roof", f * 100.0),
         Some(f) => format!(", {:.1} % of the roof ({})", f * 100.0, r.roof),
         None => String::new(),
     };
@@ -424,5 +425,19 @@ mod tests {
         assert_eq!(super::format_ms(0.0123), "12.300 µs");
         assert_eq!(super::format_ms(2.5), "2.500 ms");
         assert_eq!(super::format_ms(1e308), "1.000e308 ms");
+    }
+
+    #[test]
+    fn a_row_without_a_roof_name_prints_its_fraction_alone() {
+        let mut row = crate::store::best::shipped_best()
+            .into_iter()
+            .next()
+            .expect("a shipped row");
+        row.frac_of_roof = Some(0.9);
+        row.roof.clear();
+        let text = super::describe(&row);
+        assert!(text.contains(", 90.0 % of the roof\n"), "{text}");
+        row.roof = "memcpy".into();
+        assert!(super::describe(&row).contains(", 90.0 % of the roof (memcpy)"));
     }
 }

@@ -701,9 +701,15 @@ impl Search {
                 search.finishing.text
             )
         };
+        // An exhaustive sweep cut by --budget takes the space in order.
+        let all = if search.name == "exhaustive" {
+            "in the space's order; without --budget it times them all"
+        } else {
+            "--strategy exhaustive times them all"
+        };
         eprintln!(
             "{} {shape}: {live} valid configurations; searching with {} ({}{warm}{leaders}); \
-             --strategy exhaustive times them all",
+             {all}",
             op.name(),
             search.name,
             search.budget_text()
