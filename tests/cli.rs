@@ -550,8 +550,8 @@ fn compiles_past_the_time_limit_are_stopped_and_fail_a_compile_only_run() {
     assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
     assert_eq!(
         run.stderr.trim(),
-        "error: 999x1001: 12 variant(s) ran past the compile time limit (--compile-timeout 0 \
-         waits for every compile)",
+        "error: 999x1001: no variant compiled (12 ran past the compile time limit; \
+         --compile-timeout 0 waits for every compile)",
     );
     let s = summary(&run.stdout);
     assert_eq!((s.compiled, s.failed), (0, 0), "{}", run.stdout);

@@ -436,11 +436,6 @@ fn compile_seconds(line: &str) -> f64 {
         .unwrap_or_else(|| panic!("no time in: {line}"))
 }
 
-/// `--compile-only --budget 3s` over a space of 9168 valid configurations that takes minutes
-/// to compile whole: the run stops proposing when the 3 s are spent, abandons what is queued
-/// and not started, and returns once the compiles under way finish; its compile phase lasts
-/// at most the budget plus the longest compile (and a second for the bookkeeping). The
-/// summary and the CSV agree, and the CSV has a row for every valid configuration.
 /// An exhaustive sweep cut by `--budget` says it takes the first configurations in the
 /// space's order, not that it times them all.
 #[test]
@@ -472,6 +467,11 @@ fn an_exhaustive_sweep_with_a_budget_says_what_it_takes() {
     assert_eq!(with(&records, Status::Ok), 3);
 }
 
+/// `--compile-only --budget 3s` over a space of 9168 valid configurations that takes minutes
+/// to compile whole: the run stops proposing when the 3 s are spent, abandons what is queued
+/// and not started, and returns once the compiles under way finish; its compile phase lasts
+/// at most the budget plus the longest compile (and a second for the bookkeeping). The
+/// summary and the CSV agree, and the CSV has a row for every valid configuration.
 #[test]
 fn a_time_budget_ends_a_compile_only_run_within_the_budget_plus_the_compiles_under_way() {
     require_nvrtc();
@@ -748,5 +748,5 @@ fn the_help_says_which_limits_compile_only_assumes() {
         "{help}"
     );
     let readme = std::fs::read_to_string(repo("README.md")).unwrap();
-    assert!(readme.contains("validity assumes an H100's limits"));
+    assert!(readme.contains("validity is judged on an H100's limits"));
 }

@@ -618,9 +618,6 @@ fn a_re_run_times_again_only_the_last_runs_leaders() {
     );
 }
 
-/// `tune check` on the simulated device, end to end through its pinned runs: the stored
-/// winner timed as stored passes (exit 0); slowed by 30 % it fails (exit 1), naming the row
-/// and the stored time, while its runner-up passes as before.
 /// A re-run over a narrower `--param` set writes a CSV without the other configurations'
 /// rows: the earlier CSV is kept as `.bak` first, and says so. A re-run of the same space
 /// carries every row forward and keeps no copy.
@@ -649,12 +646,35 @@ fn a_re_run_that_drops_measured_rows_keeps_the_earlier_csv() {
     let again = sim.run(&["--shape", SHAPE, "-p", "X=1"]);
     again.expect_code(0);
     assert!(!again.stderr.contains("kept as"), "{}", again.stderr);
-    assert!(!sim
-        .out()
-        .join(format!("sim_{SHAPE}_{GPU_SLUG}.csv.bak.1"))
-        .exists());
+    let bak1 = sim.out().join(format!("sim_{SHAPE}_{GPU_SLUG}.csv.bak.1"));
+    assert!(!bak1.exists());
+    // A search that does not read the last run and measures one of the three: the other
+    // two rows lose their times (skipped), so the CSV is kept, beside the first copy.
+    let fresh = sim.run(&[
+        "--shape",
+        SHAPE,
+        "-p",
+        "X=1",
+        "--strategy",
+        "random",
+        "--budget",
+        "1",
+        "--no-warm-start",
+    ]);
+    fresh.expect_code(0);
+    assert!(
+        fresh
+            .stderr
+            .contains("holds 2 measured row(s) this run does not"),
+        "{}",
+        fresh.stderr
+    );
+    assert!(bak1.is_file());
 }
 
+/// `tune check` on the simulated device, end to end through its pinned runs: the stored
+/// winner timed as stored passes (exit 0); slowed by 30 % it fails (exit 1), naming the row
+/// and the stored time, while its runner-up passes as before.
 #[test]
 fn tune_check_passes_a_winner_timed_as_stored_and_fails_a_slowed_one() {
     let rules = |factor: f64| json!({"baselines": {"copy": 0.04}, "rules": [{"when": "X=3 Y=2", "factor": factor}]});
@@ -1247,6 +1267,19 @@ fn a_leader_that_fails_its_check_in_the_contest_is_failed_not_the_winner() {
             "{}",
             ran.stdout
         );
+        // The failure is journaled: resumed, the run reuses it, not the first timing (the
+        // fresh worker's first check of the racy kernel would pass).
+        let resumed = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40", "--resume"]);
+        resumed.expect_code(0);
+        let r = record(&sim.csv(SHAPE), racy).clone();
+        assert_eq!(r.status, Status::Failed, "{}", resumed.stdout);
+        assert!(
+            r.error
+                .starts_with("failed when re-run for the confirmation"),
+            "{}",
+            r.error
+        );
+        assert_ne!(sim.best()[0].params, "X=2;Y=3;BROKEN=0");
     }
 }
 

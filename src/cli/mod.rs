@@ -472,7 +472,7 @@ pub struct TuneArgs {
     /// once 8 and more than half of the compiles started have finished (a few configurations of a
     /// space, loops fully unrolled over a large tile, take 10-40x the typical compile and
     /// would hold up their round). With --jobs 1 compiles run in this process and no limit
-    /// applies. Under --compile-only, a variant past the limit makes the run exit 1.
+    /// applies. Under --compile-only, a run that compiled nothing exits 1.
     #[arg(
         long,
         value_name = "SECONDS",

@@ -351,34 +351,31 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         .iter()
         .filter(|r| r.status == Status::Failed)
         .count();
-    // A compile-only run prebuilds: a variant left uncompiled because NVRTC ran past the
-    // compile time limit is a source the run did not build, so it fails the run like a
-    // compile error; so does a run (other than a shard's share, which may be empty) that
-    // compiled nothing at all.
-    let past_limit = summary::past_limit(outcome);
+    // A compile-only run prebuilds. A source past the compile time limit is one a GPU run
+    // under the same limit would stop too, so it is reported (the summary counts them) and
+    // does not fail the run; a run (other than a shard's share, which may be empty) that
+    // compiled nothing at all built nothing, and fails.
     let compiled = outcome
         .records
         .iter()
         .filter(|r| r.status == Status::Ok)
         .count();
-    if cli.compile_only && (failed_compiles > 0 || past_limit > 0) {
-        let past = match past_limit {
-            0 => String::new(),
-            n if failed_compiles == 0 => format!(
-                "{n} variant(s) ran past the compile time limit (--compile-timeout 0 waits for \
-                 every compile)"
-            ),
-            n => format!(", {n} ran past the compile time limit"),
-        };
-        let failed = match failed_compiles {
-            0 => String::new(),
-            n => format!("{n} variant(s) failed to compile"),
-        };
-        eprintln!("error: {}: {failed}{past}", opts.shape);
+    if cli.compile_only && failed_compiles > 0 {
+        eprintln!(
+            "error: {}: {failed_compiles} variant(s) failed to compile",
+            opts.shape
+        );
         return EXIT_FAILED;
     }
     if cli.compile_only && compiled == 0 && opts.shard.is_none() {
-        eprintln!("error: {}: no variant compiled", opts.shape);
+        let past = match summary::past_limit(outcome) {
+            0 => String::new(),
+            n => format!(
+                " ({n} ran past the compile time limit; --compile-timeout 0 waits for every \
+                 compile)"
+            ),
+        };
+        eprintln!("error: {}: no variant compiled{past}", opts.shape);
         return EXIT_FAILED;
     }
     if !cli.compile_only && outcome.best.is_none() {

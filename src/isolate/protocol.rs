@@ -90,8 +90,10 @@ pub struct Job {
     #[serde(default)]
     pub confirm_rounds: usize,
     /// The fastest contender median the run had measured before this job: the adaptive cutoff
-    /// starts from it (and tightens as the job's own contenders finish). The run holds it, not
-    /// the worker, so a worker kept from an earlier run does not cut by that run's best.
+    /// starts from it (and tightens as the job's own contenders finish), and the watchdog
+    /// scales its first task's limit by it. The run holds it, not the worker, so a worker kept
+    /// from an earlier run does not cut by that run's best. A confirmation job, which has no
+    /// cutoff, holds its slowest task's median instead: its limit covers all its launches.
     #[serde(default)]
     pub best_ms: Option<f64>,
     pub tasks: Vec<Task>,
@@ -111,6 +113,11 @@ pub struct TaskResult {
     /// Every timed launch, in order (interleaved confirmation rounds only).
     #[serde(default)]
     pub samples: Vec<f64>,
+    /// In a confirmation job: the task's own check failed (a wrong output, or a fault while
+    /// verifying it), as opposed to a failure the job's tasks share (the rounds' timing, the
+    /// watchdog or a lost worker, which an interleaved job cannot pin on one task).
+    #[serde(default)]
+    pub check_failed: bool,
     /// Clocks, temperature and throttle reasons right after the task (NVML, when present).
     #[serde(default)]
     pub clock: Option<crate::measure::clocks::ClockSample>,
@@ -125,8 +132,8 @@ pub(crate) enum Line {
     Result(TaskResult),
     /// Setup failed before any task ran (no GPU, out of memory...).
     Fatal(String),
-    /// The job's input cannot be run (a reference whose output is not an answer): a usage
-    /// error, not the GPU's.
+    /// The job cannot be set up for a reason of its input, not of the GPU (a reference whose
+    /// output is not an answer, a job naming a buffer it lacks): a usage error.
     Refused(String),
     /// First line of every worker: the device it opened and its free memory in bytes.
     Device(DeviceInfo, u64),
@@ -195,6 +202,7 @@ pub(crate) fn failed(id: usize, error: String) -> TaskResult {
         verify_s: 0.0,
         timing_s: 0.0,
         samples: Vec::new(),
+        check_failed: false,
         clock: None,
         warmup: None,
     }

@@ -400,7 +400,10 @@ impl Session {
             match ready {
                 Ok((launch, registers)) => loaded.push((task.id, launch, registers)),
                 Err((why, sticky)) => {
-                    results.push(failed_with(task.id, why, sticky));
+                    results.push(TaskResult {
+                        check_failed: true,
+                        ..failed_with(task.id, why, sticky)
+                    });
                     if sticky {
                         // The context is lost: nothing more runs in it.
                         return results;

@@ -415,7 +415,10 @@ impl Simulated {
             match self.check(task, out_len) {
                 Ok(()) => timed.push(task),
                 Err((why, sticky)) => {
-                    results.push(failed_with(task.id, why, sticky));
+                    results.push(TaskResult {
+                        check_failed: true,
+                        ..failed_with(task.id, why, sticky)
+                    });
                     if sticky {
                         // The device is lost: nothing more runs on it.
                         return results;

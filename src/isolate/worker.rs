@@ -219,10 +219,11 @@ pub fn run_tasks(
 /// first task of a worker (it also builds the inputs, the reference and the context) or while
 /// no speed is known (a first task of a few hundred milliseconds a launch must not be taken
 /// for a hang). An interleaved job answers once, after every round of every task, so its
-/// launches are all of theirs.
+/// launches are all of theirs (its `best_ms` is its slowest task's speed).
 fn task_limit(job: &Job, floor: Duration, fastest_ms: f64, first: bool) -> Duration {
     let launches = if job.confirm_rounds > 0 {
-        // Each task is verified, warmed up, then launched once a round.
+        // Each task is verified, warmed up, then timed once a round (a short kernel as a
+        // batch of launches, which the hundredfold margin and the floor cover).
         job.bench
             .warmup
             .saturating_add(job.confirm_rounds)

@@ -10,6 +10,7 @@ use super::rounds::{Gpus, Measured};
 use crate::error::{Error, Result};
 use crate::isolate::protocol::Job;
 use crate::isolate::worker::GpuWorker;
+use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{Kind, Record, RunInfo, Status};
 use std::collections::HashMap;
 
@@ -39,6 +40,7 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         all_tasks,
         fatal,
         mut gpus,
+        mut journal,
         ..
     } = m;
     if opts.confirm_rounds > 0 && fatal.is_none() && !built.outcome.interrupted {
@@ -65,11 +67,11 @@ pub(super) fn confirm(opts: &TuneOptions, m: Measured) -> Result<Measurements> {
         let confidence = retime_leaders(
             &cjob,
             &mut gpus,
-            &ledger.task_record,
+            (&ledger.task_record, &ledger.task_key),
             &mut ledger.records,
             opts,
-            stored,
-            &roofs,
+            (stored, &roofs),
+            &mut journal,
         );
         built.outcome.phases.confirm_s = t.elapsed().as_secs_f64();
         // Ctrl-C during the contest stops the run like any other: no winner is claimed and
@@ -128,7 +130,13 @@ pub(super) fn stored_winner(
             .map(|f| f.rows)
             .unwrap_or_default();
     if op.is_builtin() {
-        rows.extend(crate::store::best::shipped_best());
+        // The shipped row stands in only where the run's best.csv has none for its key (a
+        // row of the other --cache state included).
+        let shipped: Vec<_> = crate::store::best::shipped_best()
+            .into_iter()
+            .filter(|s| !rows.iter().any(|r| r.key() == s.key()))
+            .collect();
+        rows.extend(shipped);
     }
     // A winner stored under another --cache state won another contest.
     let row = rows.into_iter().find(|r| {
@@ -156,14 +164,16 @@ pub(super) fn stored_winner(
 /// than the tie band at 95 % confidence) drop out and the rest get another stage, until
 /// `--confirm-rounds` rounds are spent, one leader is left, or every one left is surely
 /// within the band (tied whatever more rounds would show).
+/// Each task's record and journal key come in `(task_record, task_key)`; the stored winner and
+/// the roofs in `(stored, roofs)`. A leader whose own check fails is failed and journaled so.
 fn retime_leaders(
     job: &Job,
     gpus: &mut Gpus,
-    task_record: &HashMap<usize, usize>,
+    (task_record, task_key): (&HashMap<usize, usize>, &HashMap<usize, JournalKey>),
     records: &mut [Record],
     opts: &TuneOptions,
-    stored: Option<usize>,
-    roofs: &[usize],
+    (stored, roofs): (Option<usize>, &[usize]),
+    journal: &mut Journal,
 ) -> Result<Option<Confidence>> {
     let median = |at: usize| {
         records[at]
@@ -209,10 +219,17 @@ fn retime_leaders(
         .filter(|(_, at)| roofs.contains(at))
         .map(|(&id, &at)| (id, at))
         .collect();
-    // Leaders that failed their check (or their launches) in a stage: they leave the contest
-    // and lose their verified status below.
+    let slowest = picked
+        .iter()
+        .map(|(_, at)| *at)
+        .chain(roof_ids.iter().map(|(_, at)| *at))
+        .map(median)
+        .filter(|m| m.is_finite())
+        .reduce(f64::max);
+    // Leaders whose own check failed in a stage: they leave the contest and lose their
+    // verified status below.
     let mut failed: Vec<(usize, String)> = Vec::new();
-    let (mut samples, spent) = halving(&ids, kept, opts.confirm_rounds, seed, |alive, rounds| {
+    let halved = halving(&ids, kept, opts.confirm_rounds, seed, |alive, rounds| {
         let mut cjob = job.clone();
         cjob.tasks = job
             .tasks
@@ -222,28 +239,36 @@ fn retime_leaders(
             .collect();
         cjob.confirm_rounds = rounds;
         cjob.adaptive_cutoff = None;
-        // The worker's time limit for the whole interleaved job scales with this speed.
-        cjob.best_ms = Some(median(first)).filter(|m| m.is_finite());
+        // The worker's time limit for the whole interleaved job scales with this speed: the
+        // slowest task's, so that no task of the job runs longer than the limit assumes.
+        cjob.best_ms = slowest;
         let mut got: HashMap<usize, Vec<f64>> = HashMap::new();
         gpus.run(&cjob, &mut |r| {
             if r.samples.len() >= 2 {
                 got.insert(r.id, r.samples);
-            } else if !r.error.is_empty() && alive.contains(&r.id) {
+            } else if r.check_failed && alive.contains(&r.id) {
                 failed.push((r.id, r.error));
             }
         })?;
         Ok(got)
-    })?;
-    for (id, why) in failed {
-        // Samples of the stages it passed do not make it a candidate.
-        samples.remove(&id);
-        if let Some(&(_, at)) = picked.iter().find(|(i, _)| *i == id) {
+    });
+    // Recorded even when a later stage ended the contest with an error.
+    for (id, why) in &failed {
+        if let Some(&(_, at)) = picked.iter().find(|(i, _)| i == id) {
             let rec = &mut records[at];
             let first_ms = rec.stats.map_or(f64::NAN, |s| s.median_ms);
             rec.fail_after_timing(format!(
                 "failed when re-run for the confirmation (first timed at {first_ms:.4} ms): {why}"
             ));
+            if let Some(key) = task_key.get(id) {
+                super::rounds::journal_failure(journal, key, *id, &rec.error);
+            }
         }
+    }
+    let (mut samples, spent) = halved?;
+    for (id, _) in &failed {
+        // Samples of the stages it passed do not make it a candidate.
+        samples.remove(id);
     }
     let timed: Vec<(usize, Vec<f64>)> = picked
         .iter()

@@ -153,19 +153,30 @@ fn rank_records(
 }
 
 /// Keeps the run CSV at `path` as `NAME.bak` (or `.bak.N`) before it is replaced, when it
-/// holds a measured row (ok or failed) that `rows` lack, or cannot be read: a re-run over
-/// another `--param` set, or one stopped early, would otherwise take those results with it.
-/// A re-run of the same space carries every earlier row forward, and keeps no copy.
+/// holds a measured row that `rows` drop, or cannot be read: a re-run over another `--param`
+/// set, one stopped before it re-timed the last run's leaders, or one that did not read the
+/// last run (`--no-warm-start`) would otherwise take those results with it. A timed row is
+/// dropped when this run has no row of its configuration, or one neither measured nor
+/// carried forward (`not timed again: ...`); a failed row when this run has no row of it (a
+/// re-run does not carry failures forward, it compiles and runs them again). A re-run of
+/// the same space carries every timed row forward, and keeps no copy.
 fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) -> Result<()> {
     if !path.is_file() {
         return Ok(());
     }
     let dropped = match crate::store::run_csv::read_run_csv(path) {
         Ok(old) => {
-            let now: std::collections::HashSet<String> = rows.iter().map(Record::label).collect();
+            let now: HashMap<String, &Record> = rows.iter().map(|r| (r.label(), r)).collect();
+            let kept = |r: &Record| {
+                matches!(r.status, Status::Ok | Status::Failed)
+                    || r.error.starts_with(super::search::NOT_TIMED_AGAIN)
+            };
             old.iter()
-                .filter(|r| matches!(r.status, Status::Ok | Status::Failed))
-                .filter(|r| !now.contains(&r.label()))
+                .filter(|r| match (r.status, now.get(&r.label())) {
+                    (Status::Ok, Some(new)) => !kept(new),
+                    (Status::Ok | Status::Failed, None) => true,
+                    _ => false,
+                })
                 .count()
         }
         // Unreadable: whatever it holds is not this run's to throw away.

@@ -76,6 +76,9 @@ pub(super) struct Measured {
     pub all_tasks: Vec<Task>,
     /// The NVML reading taken after each fresh result, with its record's index.
     pub clock_samples: Vec<(usize, ClockSample)>,
+    /// The run's journal, still open: a result that fails a later check (a re-measure, the
+    /// confirmation) is journaled too, so that `--resume` does not bring its first timing back.
+    pub journal: Journal,
     pub journal_error: Option<Error>,
     /// What stopped the rounds, when something did.
     pub fatal: Option<Error>,
@@ -286,6 +289,7 @@ pub(super) fn rounds(opts: &TuneOptions, staged: Staged) -> Result<Measured> {
         job,
         all_tasks,
         clock_samples: tally.clock_samples,
+        journal: tally.journal,
         journal_error: tally.journal_error,
         fatal,
         gpus,
@@ -471,9 +475,11 @@ pub(super) fn settle(m: Measured) -> Measured {
             &m.all_tasks,
             &m.clock_samples,
             &m.ledger.task_record,
+            &m.ledger.task_key,
             records,
             m.work,
             &mut m.gpus,
+            &mut m.journal,
         );
     }
     if let Some(e) = &m.journal_error {
@@ -495,6 +501,16 @@ pub(super) fn settle(m: Measured) -> Measured {
         }
     }
     m
+}
+
+/// Journals a result that failed a later check, as `why`: a resumed run reads the last entry
+/// of a key, so it takes the failure, not the first timing. A journal that cannot be written
+/// is a warning (the run's CSV has the failure).
+pub(super) fn journal_failure(journal: &mut Journal, key: &JournalKey, id: usize, why: &str) {
+    let failure = crate::isolate::protocol::failed(id, why.to_string());
+    if let Err(e) = journal.append(key, &failure) {
+        eprintln!("warning: a failure could not be journaled: {e}");
+    }
 }
 
 /// How many of `round`'s last proposals may still compile when the search is asked again: its
@@ -520,15 +536,18 @@ const _: () = assert!(STRAGGLERS < super::search::SEARCH_BATCH);
 /// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
 /// and a new result replaces the first only when its own clock reading is clean. `isolation`
 /// runs the second job. Returns what it did; a failure of the second job is a warning (the
-/// first results stand).
+/// first results stand). A variant that fails its second check is failed, and journaled so.
+#[allow(clippy::too_many_arguments)]
 fn remeasure_throttled(
     job: &Job,
     all_tasks: &[Task],
     clock_samples: &[(usize, crate::measure::clocks::ClockSample)],
     task_record: &HashMap<usize, usize>,
+    task_key: &HashMap<usize, JournalKey>,
     records: &mut [Record],
     work: f64,
     gpus: &mut Gpus,
+    journal: &mut Journal,
 ) -> Option<Remeasured> {
     // The steady clock of every reading, as the CSV's flags use; the timed results' readings.
     let all: Vec<crate::measure::clocks::ClockSample> =
@@ -591,6 +610,9 @@ fn remeasure_throttled(
             (None, _, _) if !r.error.is_empty() && rec.kind == Kind::Variant => {
                 done.still_flagged -= 1;
                 rec.fail_after_timing(format!("failed when re-measured: {}", r.error));
+                if let Some(key) = task_key.get(&r.id) {
+                    journal_failure(journal, key, r.id, &rec.error);
+                }
             }
             _ => rec.error.push_str("; re-measured once, still flagged"),
         }

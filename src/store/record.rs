@@ -81,8 +81,8 @@ const PAST_LIMIT: &str = "not compiled: NVRTC ran past the compile time limit";
 const PAST_LIMIT_AFTER: &str = " (stopped after ";
 /// What follows the seconds in [`Note::PastLimit`]'s text.
 const PAST_LIMIT_END: &str = " s; --compile-timeout sets the limit)";
-/// The text around the seconds in run CSVs written by earlier versions (`... limit (0.1 s;
-/// --compile-timeout sets it)`), read back as the same note.
+/// The older text form around the seconds (`... limit (0.1 s; --compile-timeout sets it)`),
+/// which run CSVs may hold: read back as the same note.
 const PAST_LIMIT_EARLIER: (&str, &str) = (" (", " s; --compile-timeout sets it)");
 /// The reason of a variant whose compile the time budget abandoned.
 const BUDGET_SPENT: &str = "not compiled: the --budget time ran out before its compile started";
@@ -117,7 +117,7 @@ impl std::fmt::Display for Note {
 
 impl Note {
     /// The note whose text is exactly `text`, if any (the inverse of its `Display`; the
-    /// text earlier versions wrote for [`Note::PastLimit`] is read too).
+    /// older text form of [`Note::PastLimit`] is read too).
     pub fn parse(text: &str) -> Option<Note> {
         if text == BUDGET_SPENT {
             return Some(Note::BudgetSpent);
