@@ -164,6 +164,7 @@ pub(super) fn stored_winner(
 /// than the tie band at 95 % confidence) drop out and the rest get another stage, until
 /// `--confirm-rounds` rounds are spent, one leader is left, or every one left is surely
 /// within the band (tied whatever more rounds would show).
+///
 /// Each task's record and journal key come in `(task_record, task_key)`; the stored winner and
 /// the roofs in `(stored, roofs)`. A leader whose own check fails is failed and journaled so.
 fn retime_leaders(
