@@ -952,7 +952,20 @@ fn throttled_results_are_re_timed_when_they_are_many() {
         again.error,
         "re-measured: first timed at 1100 MHz (steady 1980 MHz), throttle bits 0x4"
     );
+    // The clean result is journaled after the throttled one, so a resumed run takes it; the
+    // one still flagged has its first entry only.
+    let entries = sim.journal(SHAPE);
+    let of = |r: &Record| -> Vec<&Value> {
+        entries
+            .iter()
+            .filter(|e| e["result"]["id"].as_u64() == Some(task_id(r)))
+            .collect()
+    };
+    let again_entries = of(again);
+    assert_eq!(again_entries.len(), 2, "{again_entries:?}");
+    assert_eq!(again_entries[1]["result"]["clock"]["sm_mhz"], json!(1980));
     let still = record(&records, "X=4 Y=3 BROKEN=0");
+    assert_eq!(of(still).len(), 1);
     assert_eq!(still.status, Status::Ok);
     assert_eq!(
         still.error,

@@ -536,7 +536,8 @@ const _: () = assert!(STRAGGLERS < super::search::SEARCH_BATCH);
 /// after [`REMEASURE_PAUSE`], the same tasks go through the same worker path as a second job,
 /// and a new result replaces the first only when its own clock reading is clean. `isolation`
 /// runs the second job. Returns what it did; a failure of the second job is a warning (the
-/// first results stand). A variant that fails its second check is failed, and journaled so.
+/// first results stand). A new result, and a variant that fails its second check, are
+/// journaled after the first, so that a resumed run takes them.
 #[allow(clippy::too_many_arguments)]
 fn remeasure_throttled(
     job: &Job,
@@ -604,6 +605,12 @@ fn remeasure_throttled(
                     "re-measured: first timed at {} MHz (steady {} MHz), throttle bits {:#x}",
                     first.sm_mhz, sum.steady_sm_mhz, first.throttle_bits
                 );
+                // Journaled after the first: a resumed run takes the clean result.
+                if let Some(key) = task_key.get(&r.id) {
+                    if let Err(e) = journal.append(key, &r) {
+                        eprintln!("warning: a re-measured result could not be journaled: {e}");
+                    }
+                }
             }
             // A variant that fails its second check is not verified, whatever its first
             // timing was.
