@@ -261,9 +261,8 @@ fn retime_leaders(
             rec.fail_after_timing(format!(
                 "failed when re-run for the confirmation (first timed at {first_ms:.4} ms): {why}"
             ));
-            if let Some(key) = task_key.get(id) {
-                super::rounds::journal_failure(journal, key, *id, &rec.error);
-            }
+            let failure = crate::isolate::protocol::failed(*id, rec.error.clone());
+            super::rounds::journal_again(journal, task_key.get(id), &failure);
         }
     }
     let (mut samples, spent) = halved?;

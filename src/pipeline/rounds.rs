@@ -503,13 +503,15 @@ pub(super) fn settle(m: Measured) -> Measured {
     m
 }
 
-/// Journals a result that failed a later check, as `why`: a resumed run reads the last entry
-/// of a key, so it takes the failure, not the first timing. A journal that cannot be written
-/// is a warning (the run's CSV has the failure).
-pub(super) fn journal_failure(journal: &mut Journal, key: &JournalKey, id: usize, why: &str) {
-    let failure = crate::isolate::protocol::failed(id, why.to_string());
-    if let Err(e) = journal.append(key, &failure) {
-        eprintln!("warning: a failure could not be journaled: {e}");
+/// Journals a later result of a task already journaled (a re-measure, or the failure of a
+/// later check): a resumed run reads the last entry of a key, so it takes this one, not the
+/// first. A task without a key is not journaled; a journal that cannot be written is a
+/// warning (the run's CSV has the result).
+pub(super) fn journal_again(journal: &mut Journal, key: Option<&JournalKey>, result: &TaskResult) {
+    if let Some(key) = key {
+        if let Err(e) = journal.append(key, result) {
+            eprintln!("warning: a later result could not be journaled: {e}");
+        }
     }
 }
 
@@ -605,21 +607,15 @@ fn remeasure_throttled(
                     "re-measured: first timed at {} MHz (steady {} MHz), throttle bits {:#x}",
                     first.sm_mhz, sum.steady_sm_mhz, first.throttle_bits
                 );
-                // Journaled after the first: a resumed run takes the clean result.
-                if let Some(key) = task_key.get(&r.id) {
-                    if let Err(e) = journal.append(key, &r) {
-                        eprintln!("warning: a re-measured result could not be journaled: {e}");
-                    }
-                }
+                journal_again(journal, task_key.get(&r.id), &r);
             }
             // A variant that fails its second check is not verified, whatever its first
             // timing was.
             (None, _, _) if !r.error.is_empty() && rec.kind == Kind::Variant => {
                 done.still_flagged -= 1;
                 rec.fail_after_timing(format!("failed when re-measured: {}", r.error));
-                if let Some(key) = task_key.get(&r.id) {
-                    journal_failure(journal, key, r.id, &rec.error);
-                }
+                let failure = crate::isolate::protocol::failed(r.id, rec.error.clone());
+                journal_again(journal, task_key.get(&r.id), &failure);
             }
             _ => rec.error.push_str("; re-measured once, still flagged"),
         }

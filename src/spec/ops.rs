@@ -613,10 +613,10 @@ impl Op {
     /// `file:line` of the first line of the spec that contains `needle` (an expression), or
     /// the file alone: where an error in that expression should send the user.
     pub fn at(&self, needle: &str) -> String {
-        match self.spec_text.lines().position(|l| l.contains(needle)) {
-            Some(i) => format!("{}:{}", self.origin, i + 1),
-            None => self.origin.clone(),
-        }
+        located(
+            &self.origin,
+            self.spec_text.lines().position(|l| l.contains(needle)),
+        )
     }
 
     /// Loads an op by name: built-in, or from `dir` when given.
@@ -838,6 +838,14 @@ fn check_buffers_and_args(spec: &OpSpec) -> std::result::Result<(), (String, Str
     Ok(())
 }
 
+/// `origin:N` for the 0-based line `line` of the spec, or `origin` where no line is known.
+fn located(origin: &str, line: Option<usize>) -> String {
+    match line {
+        Some(i) => format!("{origin}:{}", i + 1),
+        None => origin.to_string(),
+    }
+}
+
 /// Parses and checks a spec; every problem names the file and the field.
 pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     let err = |why: String| Error::Spec {
@@ -878,11 +886,11 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     }
     check_expressions(&spec).map_err(|(expr, why)| {
         // Pointed at the expression's line, as a run's evaluation errors are.
-        let file = match text.lines().position(|l| l.contains(expr.as_str())) {
-            Some(i) => format!("{origin}:{}", i + 1),
-            None => origin.to_string(),
-        };
-        Error::Spec { file, why }
+        let line = text.lines().position(|l| l.contains(expr.as_str()));
+        Error::Spec {
+            file: located(origin, line),
+            why,
+        }
     })?;
     for (i, c) in spec.constraints.iter().enumerate() {
         if let Some(name) = c
@@ -910,12 +918,17 @@ pub fn parse_spec(text: &str, origin: &str) -> Result<OpSpec> {
     check_buffers_and_args(&spec).map_err(|(needle, why)| {
         // Pointed at the field's line (the last one, for a buffer named twice), as the
         // expression errors are; spaces do not count (`name="c"` is `name = "c"`).
-        let at = |l: &&str| l.replace([' ', '\t'], "").starts_with(&needle);
-        let file = match text.lines().enumerate().filter(|(_, l)| at(l)).last() {
-            Some((i, _)) => format!("{origin}:{}", i + 1),
-            None => origin.to_string(),
-        };
-        Error::Spec { file, why }
+        let at = |l: &str| l.replace([' ', '\t'], "").starts_with(&needle);
+        let line = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| at(l))
+            .map(|(i, _)| i)
+            .last();
+        Error::Spec {
+            file: located(origin, line),
+            why,
+        }
     })?;
     for (i, p) in spec.prologue.iter().enumerate() {
         if p.kernel.trim().is_empty() || p.kernel == spec.kernel {
