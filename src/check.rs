@@ -12,6 +12,7 @@
 //! that.
 
 use crate::error::{Error, Result};
+use crate::export::kernel::{specialize, untimed_note};
 use crate::isolate::worker::{GpuWorker, KeptWorker};
 use crate::measure::bench::{BenchSettings, CacheState, Stats};
 use crate::pipeline::options::{Isolation, TuneOptions, DEFAULT_WARMUP};
@@ -192,6 +193,9 @@ pub struct CheckResult {
     pub runner_up_margin_pct: Option<f64>,
     /// `None` when it passes, else why it fails.
     pub failure: Option<String>,
+    /// Why the stored figures are of another source than the one timed now (the template
+    /// changed since the row was tuned: [`untimed_note`]), if they are.
+    pub untimed: Option<String>,
 }
 
 /// How a margin is written: `margin 10%` when given, `margin 6.2% from measured noise`.
@@ -223,6 +227,7 @@ pub fn judge(
                 margin_pct: None,
                 runner_up_margin_pct: None,
                 failure: Some(format!("no longer verifies or runs: {why_not}")),
+                untimed: None,
             }
         }
     };
@@ -263,6 +268,7 @@ pub fn judge(
         margin_pct: Some(margin),
         runner_up_margin_pct: ru_margin,
         failure,
+        untimed: None,
     }
 }
 
@@ -539,7 +545,13 @@ pub fn check_with(opts: &CheckOptions, retimer: &mut dyn Retimer) -> Result<Vec<
             None => Measured::of(&now).ok_or_else(|| "not timed".to_string()),
         };
         let runner_up = runner_up.as_deref().and_then(Measured::of);
-        out.push(judge(row, now, runner_up, opts.margin_pct));
+        // The pinned runs rendered today's template; the row may have timed an earlier one.
+        let untimed = specialize(&row, opts.templates.as_deref())
+            .ok()
+            .and_then(|tuned| untimed_note(&row, &tuned));
+        let mut result = judge(row, now, runner_up, opts.margin_pct);
+        result.untimed = untimed;
+        out.push(result);
         pb.inc(1);
     }
     pb.finish_and_clear();
@@ -638,6 +650,9 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
                 why.as_deref().unwrap_or("not timed")
             ),
         };
+        if let Some(why) = &r.untimed {
+            let _ = writeln!(s, "  note: {why}");
+        }
     }
     let failed = results.iter().filter(|r| r.failure.is_some()).count();
     let margins: Vec<f64> = results
@@ -658,7 +673,15 @@ pub fn report(results: &[CheckResult], margin_pct: Option<f64>) -> (String, bool
             }
         }
     };
-    let _ = writeln!(s, "{} checked, {failed} failed ({which})", results.len());
+    let untimed = match results.iter().filter(|r| r.untimed.is_some()).count() {
+        0 => String::new(),
+        n => format!("; {n} timed a source their template renders differently now (notes above)"),
+    };
+    let _ = writeln!(
+        s,
+        "{} checked, {failed} failed ({which}){untimed}",
+        results.len()
+    );
     (s, failed == 0)
 }
 

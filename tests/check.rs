@@ -5,6 +5,7 @@
 //! error → its own code (2 for input the user can fix).
 
 use cuda_autotune::check::{run, CheckOptions, Retimer, Timing};
+use cuda_autotune::cuda::compile::source_key;
 use cuda_autotune::error::Result;
 use cuda_autotune::pipeline::options::Isolation;
 use cuda_autotune::store::best::{upsert_best, BestRow};
@@ -530,4 +531,54 @@ fn zero_rounds_is_bad_input() {
         stderr.contains("invalid value '0' for '--rounds <ROUNDS>': must be at least 1"),
         "{stderr}"
     );
+}
+
+/// A row whose `source_hash` is not the source its template renders today was timed with an
+/// earlier template: it is re-timed and judged as any other, and its line is followed by a
+/// note saying the stored figures are of that earlier source. A row whose hash is today's
+/// source's, or that records none, gets no note.
+#[test]
+fn a_row_timed_with_an_earlier_source_is_noted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = db(tmp.path());
+    opts.db = tmp.path().join("renderable.csv");
+    let params = "TILE_DIM=32;BLOCK_ROWS=8;PAD=1;UNROLL=on;BOUNDS=edge";
+    for (shape, hash) in [
+        ("1000x1000", "today"),
+        ("4096x4096", "earlier"),
+        ("8192x8192", ""),
+    ] {
+        let mut r = row(shape, params, 0.1, "", GPU);
+        let today = cuda_autotune::export::kernel::tuned_source(&r, None).unwrap();
+        r.source_hash = match hash {
+            "today" => source_key(&today, "sm_90", (13, 0)),
+            "earlier" => source_key("an earlier template's source", "sm_90", (13, 0)),
+            _ => String::new(),
+        };
+        upsert_best(&opts.db, r, false).unwrap();
+    }
+    let runs: Vec<(String, std::result::Result<Vec<Timing>, &str>)> =
+        ["1000x1000", "4096x4096", "8192x8192"]
+            .iter()
+            .map(|s| (format!("{s} {params}"), Ok(vec![t(0.1, 1.0)])))
+            .collect();
+    let runs: Vec<(&str, _)> = runs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let (text, code) = check(&opts, &mut Recorded::new(&runs));
+    assert_eq!(code, 0, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[1].starts_with("PASS transpose 4096x4096 "), "{text}");
+    assert!(
+        lines[2].starts_with(
+            "  note: the template changed since it was tuned at 2025-01-01T00:00:00Z: the \
+             stored figures are of the source it rendered then"
+        ),
+        "{text}"
+    );
+    assert!(
+        lines[4]
+            .ends_with("; 1 timed a source their template renders differently now (notes above)"),
+        "{text}"
+    );
+    assert_eq!(text.matches("note").count(), 2, "{text}");
 }

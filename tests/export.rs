@@ -6,7 +6,7 @@
 //! `export LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)`. The header tests need gcc and g++. No test
 //! needs a GPU.
 
-use cuda_autotune::cuda::compile::Compiler;
+use cuda_autotune::cuda::compile::{source_key, Compiler};
 use cuda_autotune::export::db::{parse_dims, shape_distance, TunedDb};
 use cuda_autotune::export::kernel::{applicability, rename_identifier, tuned_source, valid_for};
 use cuda_autotune::store::best::{read_best, BestRow};
@@ -526,6 +526,80 @@ fn cuda_export_skips_a_row_that_does_not_render_and_says_so() {
     let err = input_error(&cuda_export_args(&only, &empty, &[]));
     assert!(err.contains("nothing to export: no row renders"), "{err}");
     assert!(!empty.exists(), "nothing written");
+}
+
+/// A row timed with a source today's template no longer renders (its `source_hash` names
+/// another source: the template changed since it was tuned) is still exported, with a warning
+/// naming it and a note in its `.cu` file, and `tune best` notes it too; rows whose hash is
+/// their source's today have neither.
+#[test]
+fn a_row_timed_with_an_earlier_source_is_exported_with_a_note() {
+    let (tmp, db) = db_copy();
+    let mut rows = read_best(&db).unwrap();
+    for r in &mut rows {
+        assert_eq!(
+            (r.compute_capability.as_str(), r.nvrtc.as_str()),
+            ("9.0", "13.0")
+        );
+        r.source_hash = source_key(&tuned_source(r, None).unwrap(), "sm_90", (13, 0));
+    }
+    let at = rows
+        .iter()
+        .position(|r| r.op == "transpose" && r.shape == "1000x1000")
+        .expect("a transpose 1000x1000 row");
+    rows[at].source_hash = source_key("an earlier template's source", "sm_90", (13, 0));
+    let mut w = csv::Writer::from_path(&db).unwrap();
+    for r in &rows {
+        w.serialize(r).unwrap();
+    }
+    w.flush().unwrap();
+    let dir = tmp.path().join("cuda");
+    let warning = exported_with_warning(
+        &cuda_export_args(&db, &dir, &[]),
+        "the template changed since it was tuned",
+        "11 kernel source(s) (9 tuned, 2 safe default(s))",
+    );
+    assert!(
+        warning.contains("transpose 1000x1000 f32 on NVIDIA H100 80GB HBM3"),
+        "{warning}"
+    );
+    let noted: Vec<PathBuf> = cu_files(&dir)
+        .into_iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("// Not timed as it reads: the template changed")
+        })
+        .collect();
+    assert_eq!(noted.len(), 1, "{noted:?}");
+    assert!(
+        noted[0].ends_with("transpose_f32_1000x1000_nvidia_h100_80gb_hbm3.cu"),
+        "{noted:?}"
+    );
+    let db = db.to_str().unwrap();
+    let best = stdout_of(&[
+        "best",
+        "--op",
+        "transpose",
+        "--shape",
+        "1000x1000",
+        "--db",
+        db,
+    ]);
+    assert!(
+        best.contains("note        the template changed since it was tuned at"),
+        "{best}"
+    );
+    let best = stdout_of(&[
+        "best",
+        "--op",
+        "matmul",
+        "--shape",
+        "1000x1000x1000",
+        "--db",
+        db,
+    ]);
+    assert!(!best.contains("note"), "{best}");
 }
 
 /// An op whose every configuration depends on the exact shape (a template that compiles in

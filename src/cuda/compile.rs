@@ -131,20 +131,39 @@ pub fn unsupported_arch(arch: &str) -> Option<((i32, i32), String)> {
     (!supported.contains(&arch_number(arch))).then(|| (version, arch_list(&supported)))
 }
 
+/// The NVRTC options every source is compiled with for `arch`.
+fn nvrtc_options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--device-int128".to_string(),
+    ]
+}
+
+/// The key of `source` compiled for `arch` by NVRTC `version`: a hash of everything that
+/// changes the compiled image (source, options, NVRTC version, architecture). It is the cubin
+/// cache's file name and best.csv's `source_hash`, so a stored row can be checked against
+/// what its template renders today without loading NVRTC.
+pub fn source_key(source: &str, arch: &str, version: (i32, i32)) -> String {
+    let mut h = Sha256::new();
+    h.update(source.as_bytes());
+    for o in nvrtc_options(arch) {
+        h.update([0u8]);
+        h.update(o.as_bytes());
+    }
+    h.update(format!("\0nvrtc {}.{}\0{}", version.0, version.1, arch));
+    format!("{:x}", h.finalize())
+}
+
 const CACHE_MAGIC: &[u8; 8] = b"CATCUBN1";
 
 impl Compiler {
     pub fn new(arch: &str, cache_dir: Option<PathBuf>) -> Result<Compiler> {
         check_arch(arch)?;
         let version = nvrtc_version()?;
-        let options = vec![
-            format!("--gpu-architecture={arch}"),
-            "--std=c++17".to_string(),
-            "--device-int128".to_string(),
-        ];
         Ok(Compiler {
             arch: arch.to_string(),
-            options,
+            options: nvrtc_options(arch),
             version,
             cache_dir,
         })
@@ -163,19 +182,9 @@ impl Compiler {
         self.version
     }
 
-    /// The cache key: everything that changes the compiled image.
+    /// The cache key: everything that changes the compiled image ([`source_key`]).
     pub fn key(&self, source: &str) -> String {
-        let mut h = Sha256::new();
-        h.update(source.as_bytes());
-        for o in &self.options {
-            h.update([0u8]);
-            h.update(o.as_bytes());
-        }
-        h.update(format!(
-            "\0nvrtc {}.{}\0{}",
-            self.version.0, self.version.1, self.arch
-        ));
-        format!("{:x}", h.finalize())
+        source_key(source, &self.arch, self.version)
     }
 
     /// Compiles `source`, using the cache when one is set.

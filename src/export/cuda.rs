@@ -21,7 +21,7 @@
 use super::db::parse_dims;
 use super::kernel::{
     applicability_of, max_dims, params_text, rename_identifier, safe_default, specialize,
-    Applicability, TunedKernel,
+    untimed_note, Applicability, TunedKernel,
 };
 use super::{ExportFormat, ExportOptions, TunedDb, Writes};
 use crate::error::{Error, Result};
@@ -45,12 +45,13 @@ fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) ->
         files,
         tuned,
         skipped,
+        untimed,
     } = render(
         &rows,
         args.templates.as_deref(),
         &db.path().display().to_string(),
     )?;
-    for why in &skipped {
+    for why in skipped.iter().chain(&untimed) {
         eprintln!("warning: {}: {why}", db.path().display());
     }
     let written = write_folder(dir, &files)?;
@@ -257,6 +258,8 @@ struct Entry<'a> {
     tuned: TunedKernel,
     name: String,
     rule: Applicability,
+    /// Why the row's figures are not of this source ([`untimed_note`]), if they are not.
+    untimed: Option<String>,
 }
 
 /// What [`render`] made of a database's rows.
@@ -270,6 +273,9 @@ pub struct Rendered {
     /// takes), or an op's safe default (a spec whose every configuration depends on the exact
     /// shape has none).
     pub skipped: Vec<String>,
+    /// Rows rendered as another source than the one they were timed with, one sentence each
+    /// (`op shape dtype on GPU: why`, [`untimed_note`]); their `.cu` files say so too.
+    pub untimed: Vec<String>,
 }
 
 /// Renders the `.cu` files and the header for `rows`. `origin` names the database in the
@@ -282,6 +288,7 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
     let names = kernel_names(rows, templates)?;
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
+    let mut untimed_rows = Vec::new();
     for (row, name) in rows.iter().zip(names) {
         let tuned = match specialize(row, templates) {
             Ok(tuned) => tuned,
@@ -294,11 +301,19 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
             }
         };
         let rule = applicability_of(&tuned);
+        let untimed = untimed_note(row, &tuned);
+        if let Some(why) = &untimed {
+            untimed_rows.push(format!(
+                "{} {} {} on {}: {why}",
+                row.op, row.shape, row.dtype, row.gpu
+            ));
+        }
         entries.push(Entry {
             row,
             tuned,
             name,
             rule,
+            untimed,
         });
     }
     let mut files = Vec::new();
@@ -369,6 +384,7 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
         files,
         tuned: entries.len(),
         skipped,
+        untimed: untimed_rows,
     })
 }
 
@@ -591,6 +607,9 @@ fn cu_file(e: &Entry, origin: &str) -> String {
         prologue_lines(e),
         in_comment(&rule_text(&e.rule, &e.tuned.op, &r.shape)),
     );
+    if let Some(why) = &e.untimed {
+        let _ = writeln!(s, "// Not timed as it reads: {}.", in_comment(why));
+    }
     s.push_str(&namespaced(&e.tuned, &e.name));
     s
 }

@@ -2,6 +2,7 @@
 //! parameters, exactly as the tuner rendered it for that shape; and which other shapes that
 //! same kernel may run on.
 
+use crate::cuda::compile::source_key;
 use crate::error::{Error, Result};
 use crate::model::limits::DeviceLimits;
 use crate::model::shape::{Shape, MAX_DIM};
@@ -109,6 +110,42 @@ pub fn specialize(row: &BestRow, templates: Option<&Path>) -> Result<TunedKernel
 /// The CUDA source of a row's kernel, as the tuner compiled it for the row's shape.
 pub fn tuned_source(row: &BestRow, templates: Option<&Path>) -> Result<String> {
     Ok(specialize(row, templates)?.source)
+}
+
+/// Whether `tuned`, rendered from `row` with today's template, is the very source the row was
+/// timed with: its compile key ([`source_key`]) under the row's NVRTC version and compute
+/// capability (`sm_XY`, or `sm_XYa` where `--arch` named that) is the row's `source_hash`. A
+/// template edited since the row was tuned renders another source, whose speed the row's
+/// figures do not state (even a comment changes the key, though not the machine code).
+/// `None` where the row records no hash or no readable versions (nothing to compare).
+pub fn renders_as_timed(row: &BestRow, tuned: &TunedKernel) -> Option<bool> {
+    if row.source_hash.is_empty() {
+        return None;
+    }
+    let version = |text: &str| -> Option<(i32, i32)> {
+        let (major, minor) = text.trim().split_once('.')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    };
+    let (major, minor) = version(&row.compute_capability)?;
+    let nvrtc = version(&row.nvrtc)?;
+    let arch = format!("sm_{major}{minor}");
+    Some(
+        [arch.clone(), format!("{arch}a")]
+            .iter()
+            .any(|a| source_key(&tuned.source, a, nvrtc) == row.source_hash),
+    )
+}
+
+/// One line saying that `row`'s figures are of an earlier source than `tuned` (see
+/// [`renders_as_timed`]), or `None` when they are of this one or there is nothing to compare.
+pub fn untimed_note(row: &BestRow, tuned: &TunedKernel) -> Option<String> {
+    (renders_as_timed(row, tuned) == Some(false)).then(|| {
+        format!(
+            "the template changed since it was tuned at {}: the stored figures are of the \
+             source it rendered then, not of today's; re-tune the shape to time today's",
+            row.tuned_at
+        )
+    })
 }
 
 /// Whether the kernel of `row` may run on shape `dims`, by the tuner's own rule: a kernel is
@@ -581,6 +618,60 @@ pub fn params_text(tuned: &TunedKernel) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The row of a built-in transpose whose `source_hash` is `hash`, tuned on a GPU of
+    /// compute capability `cc` with NVRTC `nvrtc`.
+    fn transpose_row(hash: &str, cc: &str, nvrtc: &str) -> BestRow {
+        let params = "TILE_DIM=32;BLOCK_ROWS=8;PAD=1;UNROLL=on;BOUNDS=edge";
+        BestRow {
+            op: "transpose".into(),
+            shape: "1000x1000".into(),
+            dtype: "f32".into(),
+            compute_capability: cc.into(),
+            nvrtc: nvrtc.into(),
+            params: params.into(),
+            source_hash: hash.into(),
+            tuned_at: "2026-01-01T00:00:00Z".into(),
+            ..BestRow::default()
+        }
+    }
+
+    #[test]
+    fn a_row_renders_as_timed_when_its_hash_is_the_source_of_today() {
+        let probe = transpose_row("", "9.0", "13.0");
+        let tuned = specialize(&probe, None).unwrap();
+        // As the tuner keys it: the GPU's own sm_90, or an sm_90a that --arch named.
+        for arch in ["sm_90", "sm_90a"] {
+            let row = transpose_row(&source_key(&tuned.source, arch, (13, 0)), "9.0", "13.0");
+            assert_eq!(renders_as_timed(&row, &tuned), Some(true), "{arch}");
+            assert_eq!(untimed_note(&row, &tuned), None);
+        }
+        // Another source, another NVRTC or another GPU: not what the row timed.
+        for (hash, cc, nvrtc) in [
+            (
+                source_key("an earlier source", "sm_90", (13, 0)),
+                "9.0",
+                "13.0",
+            ),
+            (source_key(&tuned.source, "sm_90", (12, 8)), "9.0", "13.0"),
+            (source_key(&tuned.source, "sm_80", (13, 0)), "9.0", "13.0"),
+        ] {
+            let row = transpose_row(&hash, cc, nvrtc);
+            assert_eq!(renders_as_timed(&row, &tuned), Some(false));
+            let note = untimed_note(&row, &tuned).unwrap();
+            assert!(note.contains("tuned at 2026-01-01T00:00:00Z"), "{note}");
+        }
+        // Nothing to compare: no hash, or versions that do not read.
+        for (hash, cc, nvrtc) in [
+            ("", "9.0", "13.0"),
+            ("abc", "", "13.0"),
+            ("abc", "9.0", "x"),
+        ] {
+            let row = transpose_row(hash, cc, nvrtc);
+            assert_eq!(renders_as_timed(&row, &tuned), None, "{cc} {nvrtc}");
+            assert_eq!(untimed_note(&row, &tuned), None);
+        }
+    }
 
     #[test]
     fn rename_touches_whole_words_only() {

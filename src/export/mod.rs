@@ -302,7 +302,19 @@ pub fn best(args: &BestQuery) -> Result<()> {
         &args.shape,
         args.gpu.as_deref(),
     )?;
-    let text: Vec<String> = rows.iter().map(|r| describe(r)).collect();
+    let text: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            // A row of an op not built in (a user's spec) cannot be rendered here: no note.
+            let untimed = kernel::specialize(r, None)
+                .ok()
+                .and_then(|tuned| kernel::untimed_note(r, &tuned));
+            match untimed {
+                Some(why) => format!("{}  note        {why}\n", describe(r)),
+                None => describe(r),
+            }
+        })
+        .collect();
     print_stdout(text.join("\n").as_bytes())
 }
 

@@ -15,7 +15,7 @@ pub fn best_path(dir: &Path) -> PathBuf {
 }
 
 /// One row of `best.csv`: the winning configuration for an op, shape, dtype and GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BestRow {
     pub op: String,
     pub shape: String,
