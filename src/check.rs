@@ -334,6 +334,8 @@ pub struct GpuRetimer<'a> {
     opts: &'a CheckOptions,
     /// Where the pinned runs write their files (made on first use, removed on drop).
     scratch: Option<tempfile::TempDir>,
+    /// Pinned runs so far: each writes into a folder of its own under `scratch`.
+    runs: usize,
     kept: KeptWorker,
 }
 
@@ -342,6 +344,7 @@ impl<'a> GpuRetimer<'a> {
         GpuRetimer {
             opts,
             scratch: None,
+            runs: 0,
             kept: KeptWorker::default(),
         }
     }
@@ -374,10 +377,14 @@ impl Retimer for GpuRetimer<'_> {
                 )
             })?),
         };
-        time_of(
-            pinned(self.opts, row, params, scratch.path()),
-            &mut self.kept,
-        )
+        // A folder of its own: the winner's and its runner-up's runs of one shape would
+        // otherwise replace each other's run CSV, each a re-run that drops the other's row
+        // (and keeps it as a backup). Removed when done: nothing in it is kept.
+        self.runs += 1;
+        let out = scratch.path().join(format!("run-{}", self.runs));
+        let timing = time_of(pinned(self.opts, row, params, &out), &mut self.kept);
+        let _ = std::fs::remove_dir_all(&out);
+        timing
     }
 }
 

@@ -701,6 +701,9 @@ fn tune_check_passes_a_winner_timed_as_stored_and_fails_a_slowed_one() {
     );
     assert!(pass.contains("; runner-up"), "{pass}");
     assert!(ran.stdout.contains("1 checked, 0 failed"), "{}", ran.stdout);
+    // The pinned runs of the winner and its runner-up each write a scratch run of their own:
+    // none is a re-run that drops the other's rows.
+    assert!(!ran.stderr.contains("kept as"), "{}", ran.stderr);
 
     sim.set_model(&rules(0.65));
     let ran = sim.check(&db);
