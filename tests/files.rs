@@ -259,6 +259,49 @@ fn dash_and_dev_stdout_mean_stdout_and_create_no_file() {
     assert!(text(&out.stderr).contains("--output DIR"));
 }
 
+/// `--output /dev/stdout` (or `/proc/self/fd/1`, `/dev/fd/1`) writes to standard output as
+/// it is open: where a shell appended it to a log (`>> log`, a Slurm job's output), the export
+/// is appended there, and the log is neither replaced nor truncated. `/dev/stderr` likewise.
+#[test]
+fn dev_stdout_redirected_to_a_file_is_appended_to_never_replaced() {
+    let tmp = tmp();
+    let db = db();
+    for name in ["/dev/stdout", "/proc/self/fd/1", "/dev/fd/1", "/dev/stderr"] {
+        let log = tmp.path().join("job.log");
+        std::fs::write(&log, "earlier output\n").unwrap();
+        let inode = std::fs::metadata(&log).unwrap().ino();
+        let appended = || std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tune"));
+        cmd.args([
+            "export",
+            "--format",
+            "json",
+            "--db",
+            path_str(&db),
+            "--output",
+            name,
+        ]);
+        let out = if name == "/dev/stderr" {
+            cmd.stderr(appended()).output().unwrap()
+        } else {
+            cmd.stdout(appended()).output().unwrap()
+        };
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        let mut want = b"earlier output\n".to_vec();
+        want.extend(json_export());
+        assert_eq!(
+            text(&std::fs::read(&log).unwrap()),
+            text(&want),
+            "{name}: the log holds what it held, then the export"
+        );
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().ino(),
+            inode,
+            "{name}: the log was replaced"
+        );
+    }
+}
+
 #[test]
 fn an_output_that_is_the_input_itself_is_refused_and_the_input_kept() {
     let tmp = tmp();

@@ -146,16 +146,42 @@ pub fn is_stdout(path: &Path) -> bool {
 /// - a character or block device, a FIFO or a socket (`/dev/null`, `/dev/stdout`, a named
 ///   pipe): opened and written in place, never replaced; a failed write (`/dev/full`) is an
 ///   error.
-/// - [`STDOUT`] (`-`): standard output.
+/// - [`STDOUT`] (`-`), or a name of this process's standard output (`/dev/stdout`,
+///   `/dev/fd/1`, `/proc/self/fd/1`): standard output, as it is open (a file it was redirected
+///   to with `>>` is appended to, never replaced or truncated); the same for standard error.
+/// - a name of another open file descriptor (`/dev/fd/N`, `/proc/PID/fd/N`): appended to in
+///   place, never replaced.
 /// - a folder: an error.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if is_stdout(path) {
-        let mut out = std::io::stdout().lock();
-        return match out.write_all(bytes).and_then(|_| out.flush()) {
-            // The reader stopped reading (`| head`): it has what it wanted.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            r => r.map_err(|e| Error::io("cannot write", "<stdout>", e)),
-        };
+    let descriptor = if is_stdout(path) {
+        Some(Descriptor::Stdout)
+    } else {
+        descriptor_of(path)
+    };
+    match descriptor {
+        Some(Descriptor::Stdout) => {
+            let mut out = std::io::stdout().lock();
+            return match out.write_all(bytes).and_then(|_| out.flush()) {
+                // The reader stopped reading (`| head`): it has what it wanted.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.map_err(|e| Error::io("cannot write", "<stdout>", e)),
+            };
+        }
+        Some(Descriptor::Stderr) => {
+            let mut err = std::io::stderr().lock();
+            return err
+                .write_all(bytes)
+                .and_then(|_| err.flush())
+                .map_err(|e| Error::io("cannot write", "<stderr>", e));
+        }
+        Some(Descriptor::Other) => {
+            return std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()))
+                .map_err(|e| Error::io("cannot write", path, e));
+        }
+        None => {}
     }
     // What the name is after every link, as the system resolves it (the links of /proc and
     // /dev/stdout included).
@@ -187,6 +213,59 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()))
             .map_err(|e| Error::io("cannot write", path, e)),
     }
+}
+
+/// An open file descriptor that a path names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Descriptor {
+    Stdout,
+    Stderr,
+    Other,
+}
+
+/// Which open file descriptor `path` names, if its chain of links passes through one
+/// (`/dev/stdout` is a link to `/proc/self/fd/1`, which links to whatever standard output is
+/// open on: a file renamed over through it would replace the file a shell redirected to,
+/// a Slurm job's log among them). `None` for every other path.
+fn descriptor_of(path: &Path) -> Option<Descriptor> {
+    const MAX_LINKS: usize = 40;
+    let own = [
+        format!("/proc/{}/fd/", std::process::id()),
+        "/proc/self/fd/".to_string(),
+        "/proc/thread-self/fd/".to_string(),
+        "/dev/fd/".to_string(),
+    ];
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let text = at.to_string_lossy();
+        let named = match text.as_ref() {
+            "/dev/stdout" => Some(Descriptor::Stdout),
+            "/dev/stderr" => Some(Descriptor::Stderr),
+            t => own
+                .iter()
+                .find_map(|p| t.strip_prefix(p.as_str()))
+                .map(|fd| match fd {
+                    "1" => Descriptor::Stdout,
+                    "2" => Descriptor::Stderr,
+                    _ => Descriptor::Other,
+                })
+                .or_else(|| {
+                    // Another process's descriptor.
+                    let rest = t.strip_prefix("/proc/")?;
+                    let (_, fd) = rest.split_once("/fd/")?;
+                    (!fd.is_empty() && !fd.contains('/')).then_some(Descriptor::Other)
+                }),
+        };
+        if named.is_some() {
+            return named;
+        }
+        let to = std::fs::read_link(&at).ok()?;
+        at = match at.parent() {
+            Some(dir) if to.is_relative() => dir.join(to),
+            _ => to,
+        };
+    }
+    None
 }
 
 /// Where a chain of symbolic links at `path` that ends at nothing points (`path` itself when
