@@ -736,17 +736,47 @@ fn after_ctrl_c_a_compile_only_summary_agrees_with_its_csv_and_offers_no_resume(
     );
 }
 
-/// Without a GPU a compile-only run judges validity on an H100's limits whatever `--arch`
-/// names, and `--jobs 1` compiles with no time limit: the help and the README say both.
+/// What the code may use follows the compile target: a split-K sgemm tile (a thread block
+/// cluster) compiles for sm_90 and is pruned for sm_80, the error naming why; the help says
+/// so, and that `--jobs 1` compiles with no time limit.
 #[test]
-fn the_help_says_which_limits_compile_only_assumes() {
+fn the_compile_target_decides_what_code_may_use() {
+    require_nvrtc();
     let help = text(&common::tune_bin().arg("--help").output().unwrap().stdout);
     let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(flat.contains("judged on an H100's limits"), "{help}");
+    assert!(
+        flat.contains("thread block clusters from sm_90, cp.async from sm_80"),
+        "{help}"
+    );
     assert!(
         flat.contains("With --jobs 1 compiles run in this process and no limit"),
         "{help}"
     );
-    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
-    assert!(readme.contains("validity is judged on an H100's limits"));
+    let dir = tmp();
+    let tile = "BM=64 BN=128 BK=16 TM=8 TN=8 WARP_N=4 VEC=4 PAD=4 STAGES=2 LOAD=async \
+                BOUNDS=specialized REPACK=0 WINDOWS=0 ORDER=snakek B_ELEMS=0 GROUP_M=8 \
+                OCCUPANCY=0 CSTORE=scalar KSPLIT=1 SPLITK=2 TAIL=0";
+    let run = |arch: &str| {
+        let mut cmd = tune_cmd(&dir);
+        cmd.args(["--op", "sgemm", "--shape", "512x512x1024", "--compile-only"]);
+        cmd.args(["--arch", arch]);
+        for p in tile.split_whitespace() {
+            cmd.args(["-p", p]);
+        }
+        cmd.output().unwrap()
+    };
+    let ok = run("sm_90");
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert!(
+        text(&ok.stdout).contains("1 variants compiled"),
+        "{}",
+        text(&ok.stdout)
+    );
+    let pruned = run("sm_80");
+    let stderr = text(&pruned.stderr);
+    assert_eq!(pruned.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("thread block clusters (SPLITK > 1, TAIL=1) need compute capability 9.0"),
+        "{stderr}"
+    );
 }

@@ -224,3 +224,43 @@ fn tail_zero_renders_the_kernel_without_the_split() {
     assert!(one.contains(") __cluster_dims__(1, 1, SPLITK)\nsgemm("));
     assert!(one.contains("\nsgemm_lead("));
 }
+
+/// Thread block clusters (SPLITK > 1, TAIL=1) need compute capability 9.0 and cp.async
+/// (LOAD=async) 8.0: a compile target without them prunes those configurations, saying why,
+/// and keeps the rest.
+#[test]
+fn clusters_and_cp_async_are_pruned_for_targets_without_them() {
+    let op = Op::load("sgemm", None).unwrap();
+    let shape = Shape::parse("4096x4096x4096", &op.spec.dims).unwrap();
+    let why = |arch: &str, extra: &[&str]| {
+        let pins: Vec<_> = FLOAT4_TILE
+            .iter()
+            .filter(|t| !t.starts_with("LOAD="))
+            .chain(extra)
+            .map(|t| parse_override(&op, t).unwrap())
+            .collect();
+        let limits = DeviceLimits::for_arch(arch).unwrap();
+        let mut all = enumerate(&op, &shape, &limits, &pins).unwrap();
+        assert_eq!(all.len(), 1, "{extra:?}");
+        all.remove(0)
+            .pruned
+            .map(|w| w.to_string())
+            .unwrap_or_default()
+    };
+    let async_copies = ["LOAD=async", "SPLITK=1", "TAIL=0"];
+    let clusters = [
+        ["LOAD=async", "SPLITK=2", "TAIL=0"],
+        ["LOAD=async", "SPLITK=1", "TAIL=1"],
+    ];
+    for extra in clusters {
+        assert_eq!(why("sm_90", &extra), "");
+        assert_eq!(why("sm_100", &extra), "");
+        assert!(
+            why("sm_80", &extra).contains("thread block clusters"),
+            "{extra:?}"
+        );
+    }
+    assert_eq!(why("sm_80", &async_copies), "");
+    assert!(why("sm_75", &async_copies).contains("cp.async"));
+    assert_eq!(why("sm_75", &["LOAD=regs", "SPLITK=1", "TAIL=0"]), "");
+}

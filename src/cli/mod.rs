@@ -400,9 +400,9 @@ pub struct TuneArgs {
     #[arg(long)]
     pub compile_only: bool,
 
-    /// NVRTC target, e.g. sm_90 (default: the GPU's own, or sm_90 without a GPU).
-    /// With --compile-only, which configurations are valid is judged on an H100's limits
-    /// (1024 threads per block, 227 KiB shared, 132 SMs) whatever the target.
+    /// NVRTC target, e.g. sm_90 (default: the GPU's own, or sm_90 without a GPU). What the
+    /// code may use follows it (thread block clusters from sm_90, cp.async from sm_80); with
+    /// --compile-only so does the shared memory a block may opt into (grids sized for 132 SMs).
     #[arg(long)]
     pub arch: Option<String>,
 

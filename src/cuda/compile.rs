@@ -6,6 +6,7 @@
 //! and carry a checksum of their payload, so a damaged entry is detected and rebuilt.
 
 use crate::error::{Error, Result};
+use crate::model::limits::arch_compute_capability;
 use cudarc::nvrtc::{result as nvrtc, sys};
 use sha2::{Digest, Sha256};
 use std::ffi::{c_char, CString};
@@ -52,10 +53,9 @@ pub const NVRTC_ENV: [(&str, &str); 1] = [("CUDA_CACHE_DISABLE", "1")];
 
 /// Checks that `arch` looks like `sm_90` / `sm_90a` / `sm_120`.
 pub fn check_arch(arch: &str) -> Result<()> {
-    let digits = arch.strip_prefix("sm_").map(|s| s.trim_end_matches('a'));
-    match digits {
-        Some(d) if !d.is_empty() && d.len() <= 3 && d.chars().all(|c| c.is_ascii_digit()) => Ok(()),
-        _ => Err(Error::Usage(format!(
+    match arch_compute_capability(arch) {
+        Some(_) => Ok(()),
+        None => Err(Error::Usage(format!(
             "invalid --arch '{arch}': expected sm_XY such as sm_90"
         ))),
     }
@@ -106,11 +106,10 @@ fn nvrtc_archs() -> Option<((i32, i32), Vec<i32>)> {
     Some((version, archs))
 }
 
-/// `sm_90a` → 90.
+/// `sm_90a` → 90 (0 for a name that is not an architecture).
 fn arch_number(arch: &str) -> i32 {
-    arch.trim_start_matches("sm_")
-        .trim_end_matches('a')
-        .parse()
+    arch_compute_capability(arch)
+        .and_then(|cc| i32::try_from(cc).ok())
         .unwrap_or(0)
 }
 

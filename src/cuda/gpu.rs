@@ -235,6 +235,7 @@ impl Gpu {
                 num_sms: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as i64,
                 max_shared_optin: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
                     as i64,
+                compute_capability: i64::from(cc.0 * 10 + cc.1),
             },
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
             total_mem: ctx.total_mem().map_err(fault("reading total memory"))?,

@@ -208,10 +208,6 @@ pub(super) fn device(
             (Some(d.info().clone()), free, None, Some(d))
         }
     };
-    let limits = device
-        .as_ref()
-        .map(|d| d.limits)
-        .unwrap_or(DeviceLimits::SM90_DEFAULT);
     let arch = match (arch_without_device(opts), &device) {
         (Some(a), _) => a,
         (None, Some(g)) => g.arch(),
@@ -221,6 +217,15 @@ pub(super) fn device(
             ))
         }
     };
+    // The device's own limits, or a compile-only target's; what the code may use is the
+    // compile target's (an --arch older than the GPU rules out what it lacks).
+    let mut limits = match &device {
+        Some(d) => d.limits,
+        None => DeviceLimits::for_arch(&arch).unwrap_or(DeviceLimits::SM90_DEFAULT),
+    };
+    if let Some(cc) = crate::model::limits::arch_compute_capability(&arch) {
+        limits.compute_capability = cc;
+    }
     // The GPU's own architecture, which NVRTC may be too old to know: one error, not one
     // per variant (an --arch given was checked above, as input).
     if opts.arch.is_none() {

@@ -152,7 +152,7 @@ impl ParamSpec {
 /// Names the templates and expressions see besides an op's own (the element type and the
 /// device's limits, set by [`crate::spec::codegen`] and [`crate::spec::space::base_vars`]):
 /// a dimension, parameter or define of one of these names would shadow it.
-pub const RESERVED_NAMES: [&str; 8] = [
+pub const RESERVED_NAMES: [&str; 9] = [
     "T",
     "T_DECL",
     "dtype",
@@ -161,6 +161,7 @@ pub const RESERVED_NAMES: [&str; 8] = [
     "MAX_SHARED_PER_BLOCK",
     "MAX_SHARED_OPTIN",
     "NUM_SMS",
+    "COMPUTE_CAPABILITY",
 ];
 
 /// The names an expression sees, and how an error names them.

@@ -288,6 +288,7 @@ pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
     vars.set_int("MAX_SHARED_PER_BLOCK", limits.max_shared_per_block);
     vars.set_int("MAX_SHARED_OPTIN", limits.max_shared_optin);
     vars.set_int("NUM_SMS", limits.num_sms);
+    vars.set_int("COMPUTE_CAPABILITY", limits.compute_capability);
     vars
 }
 
