@@ -32,7 +32,8 @@
 #   PREBUILD_TASKS  the number of prebuild tasks (default N); any number covers the sweep
 #   PREBUILD_ARGS   extra sbatch options for the prebuild tasks, e.g. "--partition=cpu"
 #   PREBUILD_TUNE_ARGS  extra tune options of the prebuild tasks only, e.g. "--budget 1000" to
-#                   compile more of a search's space than the first rounds a GPU run measures
+#                   compile more of a search's space than the first rounds a GPU run measures;
+#                   an option named here replaces the same option of TUNE_ARGS in these tasks
 #   PREBUILD_CPUS   cores of one prebuild task (default 8); PREBUILD_TIME its time limit
 #                   (default 02:00:00)
 #   SBATCH_ARGS     extra sbatch options for the shards, e.g. "--partition=gpu --constraint=h100"
@@ -52,8 +53,36 @@ prebuild)
     p=$1 run_dir=$2
     shift 2
     k=$SLURM_ARRAY_TASK_ID
-    # shellcheck disable=SC2086  # PREBUILD_TUNE_ARGS holds several options
-    exec "$tune" "$@" ${PREBUILD_TUNE_ARGS:-} --compile-only --arch "$TUNE_ARCH" \
+    # An option of PREBUILD_TUNE_ARGS replaces the same option of TUNE_ARGS (every occurrence,
+    # with its value) rather than being refused: tune takes most options once, and the point
+    # of PREBUILD_TUNE_ARGS is another value for these tasks than the GPU tasks get (a larger
+    # --budget than TUNE_ARGS' own). An option takes a value where PREBUILD_TUNE_ARGS writes
+    # one after it (--budget 1000 or --budget=1000).
+    read -ra extra <<<"${PREBUILD_TUNE_ARGS:-}"
+    declare -A replaced=()
+    for ((i = 0; i < ${#extra[@]}; i++)); do
+        opt=${extra[i]}
+        [[ "$opt" == --* ]] || continue
+        if [[ "$opt" == *=* ]] || { ((i + 1 < ${#extra[@]})) && [[ "${extra[i + 1]}" != -* ]]; }; then
+            replaced[${opt%%=*}]=value
+        else
+            replaced[$opt]=flag
+        fi
+    done
+    args=()
+    while (($#)); do
+        opt=$1
+        shift
+        key=${opt%%=*}
+        if [[ -n "$key" && -n "${replaced[$key]:-}" ]]; then
+            if [[ "$opt" != *=* && "${replaced[$opt]}" == value ]] && (($#)); then
+                shift
+            fi
+            continue
+        fi
+        args+=("$opt")
+    done
+    exec "$tune" "${args[@]}" "${extra[@]}" --compile-only --arch "$TUNE_ARCH" \
         --shard "$k/$p" --out "$run_dir/prebuild/shard-$k"
     ;;
 shard)
@@ -121,6 +150,28 @@ for arg in "${@:3}"; do
     case "$arg" in
     --out | --out=* | --shard | --shard=* | --resume)
         echo "error: TUNE_ARGS may not hold ${arg%%=*}: each task sets --shard K/N, --out RUN_DIR/shard-K (prebuild: RUN_DIR/prebuild/shard-K) and --resume itself" >&2
+        exit 2
+        ;;
+    esac
+done
+# The prebuild tasks add --compile-only and --arch TUNE_ARCH themselves; in TUNE_ARGS they
+# would be given twice there, and make every GPU task compile only, or compile for another
+# architecture than the one whose cubins the prebuild put in the cache.
+if has prebuild; then
+    for arg in "${@:3}"; do
+        case "$arg" in
+        --compile-only | --arch | --arch=*)
+            echo "error: with the prebuild, TUNE_ARGS may not hold ${arg%%=*}: the prebuild tasks compile for TUNE_ARCH themselves (set it there) and each GPU task for its own GPU" >&2
+            exit 2
+            ;;
+        esac
+    done
+fi
+read -ra extra <<<"${PREBUILD_TUNE_ARGS:-}"
+for arg in "${extra[@]}"; do
+    case "$arg" in
+    --compile-only | --arch | --arch=* | --out | --out=* | --shard | --shard=*)
+        echo "error: PREBUILD_TUNE_ARGS may not hold ${arg%%=*}: each prebuild task sets --compile-only, --arch TUNE_ARCH, --shard K/P and --out RUN_DIR/prebuild/shard-K itself" >&2
         exit 2
         ;;
     esac
