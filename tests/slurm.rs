@@ -1028,3 +1028,125 @@ fn the_prebuild_tune_args_replace_the_same_options_of_tune_args() {
     let (argv, cli) = task_argv(dir, "shard");
     assert!(cli.is_ok(), "{argv:?}: {cli:?}", cli = cli.err());
 }
+
+/// The merge job gets the cluster's sbatch options (an account, a partition): MERGE_ARGS,
+/// SBATCH_ARGS where MERGE_ARGS is not set. Where sbatch refuses a stage after earlier ones
+/// were queued, one line names them and how to cancel them. The stand-in sbatch refuses, as
+/// such a cluster does, every job without --account=lab.
+#[test]
+fn the_merge_gets_the_sbatch_options_and_a_refused_stage_names_what_was_queued() {
+    let t = tmp();
+    let dir = t.path();
+    let run = dir.join("run");
+    let run = run.to_str().unwrap();
+    let args = ["2", run, "--op", "transpose"];
+    let calls = dir.join("sbatch-calls");
+    let submit = |env: &[(&str, &str)]| -> (Output, Vec<String>) {
+        let _ = std::fs::remove_file(&calls);
+        let mut all = vec![
+            ("SBATCH_REQUIRES", "--account=lab"),
+            ("STAGES", "prebuild,shards,merge"),
+            ("TUNE_ARCH", "sm_90"),
+        ];
+        all.extend(env);
+        let out = tune_array(dir, &all, &args);
+        let calls = std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        (out, calls)
+    };
+    let merge_call = |calls: &[String]| -> String {
+        calls
+            .iter()
+            .find(|c| c.contains("TUNE_ROLE=merge"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no merge job: {calls:?}"))
+    };
+
+    // MERGE_ARGS unset: the merge gets SBATCH_ARGS.
+    let (out, calls) = submit(&[
+        ("PREBUILD_ARGS", "--account=lab --partition=cpu"),
+        ("SBATCH_ARGS", "--account=lab --partition=gpu"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        merge_call(&calls).contains(" --account=lab --partition=gpu "),
+        "{calls:?}"
+    );
+    assert_eq!(
+        job_ids(&text(&out.stdout)).keys().collect::<Vec<_>>(),
+        ["merge", "prebuild", "shards"]
+    );
+
+    // MERGE_ARGS set: its own options only.
+    let (out, calls) = submit(&[
+        ("PREBUILD_ARGS", "--account=lab --partition=cpu"),
+        ("SBATCH_ARGS", "--account=lab --partition=gpu"),
+        ("MERGE_ARGS", "--account=lab --partition=short"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let merge = merge_call(&calls);
+    assert!(
+        merge.contains(" --account=lab --partition=short ") && !merge.contains("gpu"),
+        "{merge}"
+    );
+
+    // MERGE_ARGS set and empty: none, and this cluster refuses the merge after the prebuild
+    // and the shards were queued.
+    let (out, calls) = submit(&[
+        ("PREBUILD_ARGS", "--account=lab"),
+        ("SBATCH_ARGS", "--account=lab"),
+        ("MERGE_ARGS", ""),
+    ]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let ids = job_ids(&stdout);
+    assert_eq!(
+        ids.keys().collect::<Vec<_>>(),
+        ["prebuild", "shards"],
+        "{stdout}"
+    );
+    let (p, s) = (&ids["prebuild"], &ids["shards"]);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            &format!(
+                "error: sbatch refused the merge job (its message above); already queued: \
+                 prebuild job {p}, shards job {s}; cancel them with: scancel {p} {s}"
+            ),
+        ]
+    );
+
+    // The shards refused after the prebuild: the prebuild is named.
+    let (out, calls) = submit(&[("PREBUILD_ARGS", "--account=lab")]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let p = &job_ids(&text(&out.stdout))["prebuild"];
+    assert!(
+        stderr.ends_with(&format!(
+            "error: sbatch refused the shards job (its message above); already queued: \
+             prebuild job {p}; cancel them with: scancel {p}\n"
+        )),
+        "{stderr}"
+    );
+
+    // The first stage refused: nothing to cancel.
+    let (out, calls) = submit(&[("SBATCH_ARGS", "--account=lab")]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(calls.is_empty(), "{calls:?}");
+    assert!(
+        stderr.ends_with(
+            "error: sbatch refused the prebuild job (its message above); nothing was queued\n"
+        ),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+}

@@ -37,6 +37,10 @@
 #   PREBUILD_CPUS   cores of one prebuild task (default 8); PREBUILD_TIME its time limit
 #                   (default 02:00:00)
 #   SBATCH_ARGS     extra sbatch options for the shards, e.g. "--partition=gpu --constraint=h100"
+#   MERGE_ARGS      extra sbatch options for the merge (default SBATCH_ARGS, so an --account or
+#                   --partition the cluster requires reaches it too), e.g. "--partition=cpu";
+#                   MERGE_ARGS= (set, empty) gives it none. PREBUILD_ARGS defaults to none:
+#                   its CPU tasks belong elsewhere than where SBATCH_ARGS sends the GPU tasks
 #   SHARD_CPUS      cores of one shard (default 8); SHARD_TIME its time limit (default 04:00:00)
 #   ONLY            submit only these tasks (e.g. ONLY=3,5) of the first array in STAGES after a
 #                   failure, and the later stages whole: shards resume from their journals,
@@ -212,34 +216,52 @@ tasks() {
 # The resources are given here, not as #SBATCH lines, because the stages (this same script)
 # need different ones.
 after=()
+queued='' ids=''
+# `submit STAGE SBATCH_OPTIONS...` sets `job`. Where sbatch refuses a stage (an option the
+# cluster requires missing from that stage's options), the stages queued before it would run
+# for nothing: one line names them and how to cancel them.
+submit() {
+    local stage=$1
+    shift
+    if ! job=$(sbatch --parsable "$@"); then
+        if [[ -n "$ids" ]]; then
+            echo "error: sbatch refused the $stage job (its message above); already queued: $queued; cancel them with: scancel $ids" >&2
+        else
+            echo "error: sbatch refused the $stage job (its message above); nothing was queued" >&2
+        fi
+        exit 1
+    fi
+    job=${job%%;*}
+    queued="${queued:+$queued, }$stage job $job"
+    ids="${ids:+$ids }$job"
+}
 if has prebuild; then
     tasks "$p"
     # shellcheck disable=SC2086  # PREBUILD_ARGS holds several options
-    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=prebuild --array="$array" \
+    submit prebuild --export=ALL,TUNE_ROLE=prebuild --array="$array" \
         --cpus-per-task="${PREBUILD_CPUS:-8}" --time="${PREBUILD_TIME:-02:00:00}" ${PREBUILD_ARGS:-} \
         --job-name=tune-prebuild --output="$logs/prebuild-%a-%A.out" \
-        "$0" "$p" "$run_dir" "${@:3}")
-    job=${job%%;*}
+        "$0" "$p" "$run_dir" "${@:3}"
     echo "prebuild: job array $job, tasks $array of 0-$((p - 1)) (CPU, compile-only for $TUNE_ARCH)"
     after=(--dependency="afterok:$job" --kill-on-invalid-dep=yes)
 fi
 if has shards; then
     tasks "$n"
     # shellcheck disable=SC2086  # SBATCH_ARGS holds several options
-    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=shard --array="$array" "${after[@]}" \
+    submit shards --export=ALL,TUNE_ROLE=shard --array="$array" "${after[@]}" \
         --gres=gpu:1 --cpus-per-task="${SHARD_CPUS:-8}" --time="${SHARD_TIME:-04:00:00}" ${SBATCH_ARGS:-} \
         --job-name=tune-shard --output="$logs/shard-%a-%A.out" \
-        "$0" "$n" "$run_dir" "${@:3}")
-    job=${job%%;*}
+        "$0" "$n" "$run_dir" "${@:3}"
     echo "shards: job array $job, tasks $array of 0-$((n - 1)) (one GPU each)"
     after=(--dependency="afterok:$job" --kill-on-invalid-dep=yes)
 fi
 if has merge; then
-    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=merge "${after[@]}" \
-        --cpus-per-task=1 --time=00:30:00 \
+    # MERGE_ARGS unset: SBATCH_ARGS; set (even empty): its own.
+    # shellcheck disable=SC2086  # MERGE_ARGS holds several options
+    submit merge --export=ALL,TUNE_ROLE=merge "${after[@]}" \
+        --cpus-per-task=1 --time=00:30:00 ${MERGE_ARGS-${SBATCH_ARGS:-}} \
         --job-name=tune-merge --output="$logs/merge-%j.out" \
-        "$0" "$n" "$run_dir")
-    job=${job%%;*}
+        "$0" "$n" "$run_dir"
     echo "merge: job $job"
 fi
 echo "cubin cache: $CUDA_AUTOTUNE_CACHE; merged results: $run_dir/merged; logs: $run_dir/logs"
