@@ -1150,3 +1150,32 @@ fn the_merge_gets_the_sbatch_options_and_a_refused_stage_names_what_was_queued()
     );
     assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
 }
+
+/// `tune --help` recommends for Slurm what tune-array.sh does: a fixed N with an array of
+/// 0..N-1, not SLURM_ARRAY_TASK_COUNT, which counts only the tasks of one submission (1 for
+/// a task resubmitted alone) and is off by one for an array that starts at 1.
+#[test]
+fn the_shard_help_recommends_a_fixed_count_as_the_slurm_script_uses() {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let shard = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "shard")
+        .expect("tune --shard");
+    let help = format!(
+        "{} {}",
+        shard.get_help().map(|h| h.to_string()).unwrap_or_default(),
+        shard
+            .get_long_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    );
+    assert!(
+        help.contains("$SLURM_ARRAY_TASK_ID/N with --array=0-(N-1)"),
+        "{help}"
+    );
+    assert!(!help.contains("SLURM_ARRAY_TASK_COUNT"), "{help}");
+    let script = std::fs::read_to_string(repo("deploy/slurm/tune-array.sh")).unwrap();
+    assert!(script.contains("--shard \"$k/$n\""));
+    assert!(script.contains("array=0-$(($1 - 1))"));
+}
