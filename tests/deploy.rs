@@ -9,7 +9,7 @@
 //! * The Dockerfile's build context holds everything the binary is built from, and its image is
 //!   the one the manifests and docs name. The image itself cannot be built here (its base
 //!   images cannot be pulled on these machines); a `cargo check` of what its build stage
-//!   copies is an ignored test (about a minute on two cores).
+//!   copies is an ignored test (one to two minutes on two cores).
 
 use clap::Parser;
 use cuda_autotune::cli::Cli;
@@ -651,9 +651,9 @@ fn literal_args(code: &str, mac: &str) -> Vec<String> {
 }
 
 /// The build context laid out in `context` is a crate whose binary builds, judged without
-/// building it (a `cargo check` of it takes a minute on two cores; the ignored test below
-/// runs one): every target the build compiles is there as in the repository, every file the
-/// sources include is in the context, and the build script, compiled and run there (in
+/// building it (a `cargo check` of it takes one to two minutes on two cores; the ignored test
+/// below runs one): every target the build compiles is there as in the repository, every file
+/// the sources include is in the context, and the build script, compiled and run there (in
 /// `scratch`), writes every file of OUT_DIR that the sources include, including only files
 /// of the context. Last, cargo resolves the context alone with the committed lock file.
 fn build_context_is_complete(context: &Path, scratch: &Path) {
@@ -784,11 +784,11 @@ fn build_context_is_complete(context: &Path, scratch: &Path) {
 
 /// The Docker build stage's `cargo build`, as a `cargo check` of the assembled build context
 /// (offline, with the committed lock file). It reuses this test run's target folder for the
-/// dependencies, and still takes about a minute on two cores where they were never checked
-/// there, so it runs only with --include-ignored (`scripts/test.sh --all`); the test above
-/// checks the same context without compiling it.
+/// dependencies, and still takes one to two minutes on two cores where they were never
+/// checked there, so it runs only with --include-ignored (`scripts/test.sh --all`); the test
+/// above checks the same context without compiling it.
 #[test]
-#[ignore = "a cargo check of the Docker build context: about a minute on two cores"]
+#[ignore = "a cargo check of the Docker build context: 1 to 2 minutes on two cores"]
 fn the_docker_build_context_compiles() {
     let t = tmp();
     let context = t.path().join("src");
