@@ -12,6 +12,8 @@
 //!
 //! Also here, without Slurm: the script refuses bad input before it submits anything.
 
+use clap::Parser;
+use cuda_autotune::cli::Cli;
 use cuda_autotune::store::record::Status;
 use cuda_autotune::store::run_csv::{read_run_csv, read_run_file};
 use std::collections::{BTreeMap, BTreeSet};
@@ -523,6 +525,51 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
             &["2", run, "--op", "transpose"],
             "ONLY lists tasks of an array of 3",
         ),
+        // The prebuild adds --compile-only and --arch: in TUNE_ARGS the prebuild would get
+        // them twice (tune refuses), and the GPU tasks would compile only, or for another
+        // architecture than the prebuild's.
+        (
+            &[("STAGES", "prebuild,shards,merge"), ("TUNE_ARCH", "sm_90")],
+            &["2", run, "--op", "transpose", "--arch", "sm_90"],
+            "with the prebuild, TUNE_ARGS may not hold --arch: ",
+        ),
+        (
+            &[("STAGES", "prebuild"), ("TUNE_ARCH", "sm_90")],
+            &["2", run, "--op", "transpose", "--arch=sm_80"],
+            "with the prebuild, TUNE_ARGS may not hold --arch: ",
+        ),
+        (
+            &[("STAGES", "prebuild,shards"), ("TUNE_ARCH", "sm_90")],
+            &["2", run, "--compile-only", "--op", "transpose"],
+            "with the prebuild, TUNE_ARGS may not hold --compile-only: ",
+        ),
+        (
+            &[
+                ("STAGES", "prebuild,shards,merge"),
+                ("TUNE_ARCH", "sm_90"),
+                ("PREBUILD_TUNE_ARGS", "--budget 1000 --arch sm_90"),
+            ],
+            &["2", run, "--op", "transpose"],
+            "PREBUILD_TUNE_ARGS may not hold --arch: ",
+        ),
+        (
+            &[
+                ("STAGES", "prebuild,shards,merge"),
+                ("TUNE_ARCH", "sm_90"),
+                ("PREBUILD_TUNE_ARGS", "--compile-only"),
+            ],
+            &["2", run, "--op", "transpose"],
+            "PREBUILD_TUNE_ARGS may not hold --compile-only: ",
+        ),
+        (
+            &[
+                ("STAGES", "prebuild,shards,merge"),
+                ("TUNE_ARCH", "sm_90"),
+                ("PREBUILD_TUNE_ARGS", "--out=/x"),
+            ],
+            &["2", run, "--op", "transpose"],
+            "PREBUILD_TUNE_ARGS may not hold --out: ",
+        ),
     ];
     for (env, args, message) in cases {
         let mut cmd = Command::new("bash");
@@ -533,7 +580,8 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
             .env_remove("TUNE_ARCH")
             .env_remove("ONLY")
             .env_remove("TUNE_ROLE")
-            .env_remove("PREBUILD_TASKS");
+            .env_remove("PREBUILD_TASKS")
+            .env_remove("PREBUILD_TUNE_ARGS");
         for (k, v) in *env {
             cmd.env(k, v);
         }
@@ -747,4 +795,387 @@ fn the_gpu_machine_comparison_tells_same_winners_ties_and_differences() {
         )),
         "{stdout}"
     );
+}
+
+/// A stand-in `sbatch` in `dir/bin`; returns a PATH with it first. It appends the arguments
+/// of each job it takes as one line to `dir/sbatch-calls` and answers as `--parsable` does
+/// (`ID;cluster`, IDs 101, 102, ...). With SBATCH_REQUIRES set it refuses, as a cluster
+/// refuses a job without an account, every call that lacks that argument (sbatch's message,
+/// exit 1). With SBATCH_RUN_TASK0 set it runs task 0 of each job it takes right away: the
+/// script in the role that --export names, with SLURM_ARRAY_TASK_ID=0, its output in
+/// `dir/task-ROLE.out`.
+fn stand_in_sbatch(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        format!(
+            r#"#!/usr/bin/env bash
+set -u
+dir='{}'
+if [[ -n "${{SBATCH_REQUIRES:-}}" && " $* " != *" $SBATCH_REQUIRES "* ]]; then
+    echo "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified" >&2
+    exit 1
+fi
+echo "$*" >>"$dir/sbatch-calls"
+id=$((100 + $(wc -l <"$dir/sbatch-calls")))
+if [[ -n "${{SBATCH_RUN_TASK0:-}}" ]]; then
+    role=
+    while (($#)) && [[ "$1" == -* ]]; do
+        case "$1" in --export=*TUNE_ROLE=*) role=${{1##*TUNE_ROLE=}} ;; esac
+        shift
+    done
+    TUNE_ROLE=$role SLURM_ARRAY_TASK_ID=0 bash "$@" >"$dir/task-$role.out" 2>&1
+fi
+echo "$id;cluster"
+"#,
+            dir.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&sbatch)
+        .status()
+        .unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A stand-in `tune` in `dir`: it writes its arguments, one a line, to `dir/argv-ROLE`.
+fn stand_in_tune(dir: &Path) -> PathBuf {
+    let tune = dir.join("tune");
+    std::fs::write(
+        &tune,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >'{}/argv-'\"$TUNE_ROLE\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&tune).status().unwrap();
+    tune
+}
+
+/// tune-array.sh with `env` and `args`, the stand-ins of `dir` on PATH, and nothing of the
+/// caller's Slurm settings.
+fn tune_array(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo("deploy/slurm/tune-array.sh"))
+        .args(args)
+        .env("PATH", stand_in_sbatch(dir))
+        .env("TUNE", stand_in_tune(dir));
+    for k in [
+        "STAGES",
+        "TUNE_ARCH",
+        "ONLY",
+        "TUNE_ROLE",
+        "PREBUILD_TASKS",
+        "PREBUILD_ARGS",
+        "PREBUILD_TUNE_ARGS",
+        "SBATCH_ARGS",
+        "MERGE_ARGS",
+        "SBATCH_REQUIRES",
+        "SBATCH_RUN_TASK0",
+        "CUDA_AUTOTUNE_CACHE",
+    ] {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("bash runs")
+}
+
+/// The arguments the stand-in tune got in `role`'s task 0, and what tune's parser makes of
+/// them (as tune does before it starts).
+fn task_argv(dir: &Path, role: &str) -> (Vec<String>, Result<Cli, String>) {
+    let argv: Vec<String> = std::fs::read_to_string(dir.join(format!("argv-{role}")))
+        .unwrap_or_else(|e| {
+            let log = std::fs::read_to_string(dir.join(format!("task-{role}.out")));
+            panic!("{role} task 0 ran no tune ({e}): {log:?}")
+        })
+        .lines()
+        .map(String::from)
+        .collect();
+    let cli = Cli::try_parse_from(std::iter::once("tune".to_string()).chain(argv.clone()))
+        .map_err(|e| e.to_string())
+        .and_then(|cli| match cli.tune.options() {
+            Ok(_) => Ok(cli),
+            Err(e) => Err(e.to_string()),
+        });
+    (argv, cli)
+}
+
+/// PREBUILD_TUNE_ARGS gives the prebuild tasks other values than TUNE_ARGS gives every task
+/// (a larger --budget, another --strategy): its options replace the same options of
+/// TUNE_ARGS there, with their values, where tune would refuse an option given twice; the GPU
+/// tasks keep TUNE_ARGS. Driven through a stand-in sbatch that runs task 0 of each stage.
+#[test]
+fn the_prebuild_tune_args_replace_the_same_options_of_tune_args() {
+    let t = tmp();
+    let dir = t.path();
+    let run = dir.join("run");
+    let run = run.to_str().unwrap();
+    let sweep = [
+        "--op",
+        "transpose",
+        "--shape",
+        "64x64",
+        "--strategy",
+        "model",
+    ];
+    // (TUNE_ARGS after the sweep, PREBUILD_TUNE_ARGS, what the prebuild's tune gets after
+    // the sweep's first 4 words and before --compile-only)
+    type Case<'a> = (&'a [&'a str], &'a str, &'a [&'a str]);
+    let cases: &[Case] = &[
+        (
+            &["--budget", "200", "--no-warm-start"],
+            "--budget 1000 --no-warm-start",
+            &["--strategy", "model", "--budget", "1000", "--no-warm-start"],
+        ),
+        (
+            &["--budget=200"],
+            "--budget=1000 --strategy exhaustive",
+            &["--budget=1000", "--strategy", "exhaustive"],
+        ),
+        (
+            &["--budget", "200"],
+            "--strategy=exhaustive",
+            &["--budget", "200", "--strategy=exhaustive"],
+        ),
+        (
+            &["--budget", "200"],
+            "",
+            &["--strategy", "model", "--budget", "200"],
+        ),
+    ];
+    for (tune_args, prebuild_tune_args, expected) in cases {
+        let _ = std::fs::remove_file(dir.join("sbatch-calls"));
+        let mut args = vec!["2", run];
+        args.extend(sweep);
+        args.extend(*tune_args);
+        let out = tune_array(
+            dir,
+            &[
+                ("STAGES", "prebuild,shards,merge"),
+                ("TUNE_ARCH", "sm_90"),
+                ("PREBUILD_TASKS", "3"),
+                ("PREBUILD_TUNE_ARGS", prebuild_tune_args),
+                ("SBATCH_RUN_TASK0", "1"),
+            ],
+            &args,
+        );
+        let what = format!("TUNE_ARGS {tune_args:?}, PREBUILD_TUNE_ARGS {prebuild_tune_args:?}");
+        assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+
+        let (argv, cli) = task_argv(dir, "prebuild");
+        let cli =
+            cli.unwrap_or_else(|e| panic!("{what}: tune refuses the prebuild's {argv:?}: {e}"));
+        let mut want: Vec<String> = sweep[..4].iter().map(|s| s.to_string()).collect();
+        want.extend(expected.iter().map(|s| s.to_string()));
+        let prebuild_dir = format!("{run}/prebuild/shard-0");
+        want.extend(
+            [
+                "--compile-only",
+                "--arch",
+                "sm_90",
+                "--shard",
+                "0/3",
+                "--out",
+                &prebuild_dir,
+            ]
+            .map(String::from),
+        );
+        assert_eq!(argv, want, "{what}");
+        assert!(cli.tune.compile_only, "{what}");
+        assert_eq!(cli.tune.arch.as_deref(), Some("sm_90"), "{what}");
+
+        // The GPU task keeps TUNE_ARGS as they are.
+        let (argv, cli) = task_argv(dir, "shard");
+        let cli = cli.unwrap_or_else(|e| panic!("{what}: tune refuses the shard's {argv:?}: {e}"));
+        assert_eq!(cli.tune.budget.as_deref(), Some("200"), "{what}");
+        assert_eq!(cli.tune.strategy, "model", "{what}");
+        assert!(!cli.tune.compile_only && cli.tune.arch.is_none(), "{what}");
+        let shard_dir = format!("{run}/shard-0");
+        let mut want: Vec<String> = sweep.iter().map(|s| s.to_string()).collect();
+        want.extend(tune_args.iter().map(|s| s.to_string()));
+        want.extend(["--shard", "0/2", "--out", &shard_dir, "--resume"].map(String::from));
+        assert_eq!(argv, want, "{what}");
+    }
+
+    // Without a prebuild, TUNE_ARGS may hold --arch: nothing adds another.
+    let _ = std::fs::remove_file(dir.join("sbatch-calls"));
+    let out = tune_array(
+        dir,
+        &[("SBATCH_RUN_TASK0", "1")],
+        &[
+            "2",
+            run,
+            "--op",
+            "transpose",
+            "--shape",
+            "64x64",
+            "--arch",
+            "sm_90",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (argv, cli) = task_argv(dir, "shard");
+    assert!(cli.is_ok(), "{argv:?}: {cli:?}", cli = cli.err());
+}
+
+/// The merge job gets the cluster's sbatch options (an account, a partition): MERGE_ARGS,
+/// SBATCH_ARGS where MERGE_ARGS is not set. Where sbatch refuses a stage after earlier ones
+/// were queued, one line names them and how to cancel them. The stand-in sbatch refuses, as
+/// such a cluster does, every job without --account=lab.
+#[test]
+fn the_merge_gets_the_sbatch_options_and_a_refused_stage_names_what_was_queued() {
+    let t = tmp();
+    let dir = t.path();
+    let run = dir.join("run");
+    let run = run.to_str().unwrap();
+    let args = ["2", run, "--op", "transpose"];
+    let calls = dir.join("sbatch-calls");
+    let submit = |env: &[(&str, &str)]| -> (Output, Vec<String>) {
+        let _ = std::fs::remove_file(&calls);
+        let mut all = vec![
+            ("SBATCH_REQUIRES", "--account=lab"),
+            ("STAGES", "prebuild,shards,merge"),
+            ("TUNE_ARCH", "sm_90"),
+        ];
+        all.extend(env);
+        let out = tune_array(dir, &all, &args);
+        let calls = std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        (out, calls)
+    };
+    let merge_call = |calls: &[String]| -> String {
+        calls
+            .iter()
+            .find(|c| c.contains("TUNE_ROLE=merge"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no merge job: {calls:?}"))
+    };
+
+    // MERGE_ARGS unset: the merge gets SBATCH_ARGS.
+    let (out, calls) = submit(&[
+        ("PREBUILD_ARGS", "--account=lab --partition=cpu"),
+        ("SBATCH_ARGS", "--account=lab --partition=gpu"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        merge_call(&calls).contains(" --account=lab --partition=gpu "),
+        "{calls:?}"
+    );
+    assert_eq!(
+        job_ids(&text(&out.stdout)).keys().collect::<Vec<_>>(),
+        ["merge", "prebuild", "shards"]
+    );
+
+    // MERGE_ARGS set: its own options only.
+    let (out, calls) = submit(&[
+        ("PREBUILD_ARGS", "--account=lab --partition=cpu"),
+        ("SBATCH_ARGS", "--account=lab --partition=gpu"),
+        ("MERGE_ARGS", "--account=lab --partition=short"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let merge = merge_call(&calls);
+    assert!(
+        merge.contains(" --account=lab --partition=short ") && !merge.contains("gpu"),
+        "{merge}"
+    );
+
+    // MERGE_ARGS set and empty: none, and this cluster refuses the merge after the prebuild
+    // and the shards were queued.
+    let (out, calls) = submit(&[
+        ("PREBUILD_ARGS", "--account=lab"),
+        ("SBATCH_ARGS", "--account=lab"),
+        ("MERGE_ARGS", ""),
+    ]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let ids = job_ids(&stdout);
+    assert_eq!(
+        ids.keys().collect::<Vec<_>>(),
+        ["prebuild", "shards"],
+        "{stdout}"
+    );
+    let (p, s) = (&ids["prebuild"], &ids["shards"]);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            &format!(
+                "error: sbatch refused the merge job (its message above); already queued: \
+                 prebuild job {p}, shards job {s}; cancel them with: scancel {p} {s}"
+            ),
+        ]
+    );
+
+    // The shards refused after the prebuild: the prebuild is named.
+    let (out, calls) = submit(&[("PREBUILD_ARGS", "--account=lab")]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let p = &job_ids(&text(&out.stdout))["prebuild"];
+    assert!(
+        stderr.ends_with(&format!(
+            "error: sbatch refused the shards job (its message above); already queued: \
+             prebuild job {p}; cancel them with: scancel {p}\n"
+        )),
+        "{stderr}"
+    );
+
+    // The first stage refused: nothing to cancel.
+    let (out, calls) = submit(&[("SBATCH_ARGS", "--account=lab")]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(calls.is_empty(), "{calls:?}");
+    assert!(
+        stderr.ends_with(
+            "error: sbatch refused the prebuild job (its message above); nothing was queued\n"
+        ),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+}
+
+/// `tune --help` recommends for Slurm what tune-array.sh does: a fixed N with an array of
+/// 0..N-1, not SLURM_ARRAY_TASK_COUNT, which counts only the tasks of one submission (1 for
+/// a task resubmitted alone) and is off by one for an array that starts at 1.
+#[test]
+fn the_shard_help_recommends_a_fixed_count_as_the_slurm_script_uses() {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let shard = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "shard")
+        .expect("tune --shard");
+    let help = format!(
+        "{} {}",
+        shard.get_help().map(|h| h.to_string()).unwrap_or_default(),
+        shard
+            .get_long_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    );
+    assert!(
+        help.contains("$SLURM_ARRAY_TASK_ID/N with --array=0-(N-1)"),
+        "{help}"
+    );
+    assert!(!help.contains("SLURM_ARRAY_TASK_COUNT"), "{help}");
+    let script = std::fs::read_to_string(repo("deploy/slurm/tune-array.sh")).unwrap();
+    assert!(script.contains("--shard \"$k/$n\""));
+    assert!(script.contains("array=0-$(($1 - 1))"));
 }

@@ -32,10 +32,15 @@
 #   PREBUILD_TASKS  the number of prebuild tasks (default N); any number covers the sweep
 #   PREBUILD_ARGS   extra sbatch options for the prebuild tasks, e.g. "--partition=cpu"
 #   PREBUILD_TUNE_ARGS  extra tune options of the prebuild tasks only, e.g. "--budget 1000" to
-#                   compile more of a search's space than the first rounds a GPU run measures
+#                   compile more of a search's space than the first rounds a GPU run measures;
+#                   an option named here replaces the same option of TUNE_ARGS in these tasks
 #   PREBUILD_CPUS   cores of one prebuild task (default 8); PREBUILD_TIME its time limit
 #                   (default 02:00:00)
 #   SBATCH_ARGS     extra sbatch options for the shards, e.g. "--partition=gpu --constraint=h100"
+#   MERGE_ARGS      extra sbatch options for the merge (default SBATCH_ARGS, so an --account or
+#                   --partition the cluster requires reaches it too), e.g. "--partition=cpu";
+#                   MERGE_ARGS= (set, empty) gives it none. PREBUILD_ARGS defaults to none:
+#                   its CPU tasks belong elsewhere than where SBATCH_ARGS sends the GPU tasks
 #   SHARD_CPUS      cores of one shard (default 8); SHARD_TIME its time limit (default 04:00:00)
 #   ONLY            submit only these tasks (e.g. ONLY=3,5) of the first array in STAGES after a
 #                   failure, and the later stages whole: shards resume from their journals,
@@ -52,8 +57,36 @@ prebuild)
     p=$1 run_dir=$2
     shift 2
     k=$SLURM_ARRAY_TASK_ID
-    # shellcheck disable=SC2086  # PREBUILD_TUNE_ARGS holds several options
-    exec "$tune" "$@" ${PREBUILD_TUNE_ARGS:-} --compile-only --arch "$TUNE_ARCH" \
+    # An option of PREBUILD_TUNE_ARGS replaces the same option of TUNE_ARGS (every occurrence,
+    # with its value) rather than being refused: tune takes most options once, and the point
+    # of PREBUILD_TUNE_ARGS is another value for these tasks than the GPU tasks get (a larger
+    # --budget than TUNE_ARGS' own). An option takes a value where PREBUILD_TUNE_ARGS writes
+    # one after it (--budget 1000 or --budget=1000).
+    read -ra extra <<<"${PREBUILD_TUNE_ARGS:-}"
+    declare -A replaced=()
+    for ((i = 0; i < ${#extra[@]}; i++)); do
+        opt=${extra[i]}
+        [[ "$opt" == --* ]] || continue
+        if [[ "$opt" == *=* ]] || { ((i + 1 < ${#extra[@]})) && [[ "${extra[i + 1]}" != -* ]]; }; then
+            replaced[${opt%%=*}]=value
+        else
+            replaced[$opt]=flag
+        fi
+    done
+    args=()
+    while (($#)); do
+        opt=$1
+        shift
+        key=${opt%%=*}
+        if [[ -n "$key" && -n "${replaced[$key]:-}" ]]; then
+            if [[ "$opt" != *=* && "${replaced[$opt]}" == value ]] && (($#)); then
+                shift
+            fi
+            continue
+        fi
+        args+=("$opt")
+    done
+    exec "$tune" "${args[@]}" "${extra[@]}" --compile-only --arch "$TUNE_ARCH" \
         --shard "$k/$p" --out "$run_dir/prebuild/shard-$k"
     ;;
 shard)
@@ -125,6 +158,28 @@ for arg in "${@:3}"; do
         ;;
     esac
 done
+# The prebuild tasks add --compile-only and --arch TUNE_ARCH themselves; in TUNE_ARGS they
+# would be given twice there, and make every GPU task compile only, or compile for another
+# architecture than the one whose cubins the prebuild put in the cache.
+if has prebuild; then
+    for arg in "${@:3}"; do
+        case "$arg" in
+        --compile-only | --arch | --arch=*)
+            echo "error: with the prebuild, TUNE_ARGS may not hold ${arg%%=*}: the prebuild tasks compile for TUNE_ARCH themselves (set it there) and each GPU task for its own GPU" >&2
+            exit 2
+            ;;
+        esac
+    done
+fi
+read -ra extra <<<"${PREBUILD_TUNE_ARGS:-}"
+for arg in "${extra[@]}"; do
+    case "$arg" in
+    --compile-only | --arch | --arch=* | --out | --out=* | --shard | --shard=*)
+        echo "error: PREBUILD_TUNE_ARGS may not hold ${arg%%=*}: each prebuild task sets --compile-only, --arch TUNE_ARCH, --shard K/P and --out RUN_DIR/prebuild/shard-K itself" >&2
+        exit 2
+        ;;
+    esac
+done
 # ONLY: task numbers and ranges (3,5 or 0-3,7) of the first array submitted.
 if [[ -n "${ONLY:-}" ]]; then
     first=$n
@@ -161,34 +216,52 @@ tasks() {
 # The resources are given here, not as #SBATCH lines, because the stages (this same script)
 # need different ones.
 after=()
+queued='' ids=''
+# `submit STAGE SBATCH_OPTIONS...` sets `job`. Where sbatch refuses a stage (an option the
+# cluster requires missing from that stage's options), the stages queued before it would run
+# for nothing: one line names them and how to cancel them.
+submit() {
+    local stage=$1
+    shift
+    if ! job=$(sbatch --parsable "$@"); then
+        if [[ -n "$ids" ]]; then
+            echo "error: sbatch refused the $stage job (its message above); already queued: $queued; cancel them with: scancel $ids" >&2
+        else
+            echo "error: sbatch refused the $stage job (its message above); nothing was queued" >&2
+        fi
+        exit 1
+    fi
+    job=${job%%;*}
+    queued="${queued:+$queued, }$stage job $job"
+    ids="${ids:+$ids }$job"
+}
 if has prebuild; then
     tasks "$p"
     # shellcheck disable=SC2086  # PREBUILD_ARGS holds several options
-    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=prebuild --array="$array" \
+    submit prebuild --export=ALL,TUNE_ROLE=prebuild --array="$array" \
         --cpus-per-task="${PREBUILD_CPUS:-8}" --time="${PREBUILD_TIME:-02:00:00}" ${PREBUILD_ARGS:-} \
         --job-name=tune-prebuild --output="$logs/prebuild-%a-%A.out" \
-        "$0" "$p" "$run_dir" "${@:3}")
-    job=${job%%;*}
+        "$0" "$p" "$run_dir" "${@:3}"
     echo "prebuild: job array $job, tasks $array of 0-$((p - 1)) (CPU, compile-only for $TUNE_ARCH)"
     after=(--dependency="afterok:$job" --kill-on-invalid-dep=yes)
 fi
 if has shards; then
     tasks "$n"
     # shellcheck disable=SC2086  # SBATCH_ARGS holds several options
-    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=shard --array="$array" "${after[@]}" \
+    submit shards --export=ALL,TUNE_ROLE=shard --array="$array" "${after[@]}" \
         --gres=gpu:1 --cpus-per-task="${SHARD_CPUS:-8}" --time="${SHARD_TIME:-04:00:00}" ${SBATCH_ARGS:-} \
         --job-name=tune-shard --output="$logs/shard-%a-%A.out" \
-        "$0" "$n" "$run_dir" "${@:3}")
-    job=${job%%;*}
+        "$0" "$n" "$run_dir" "${@:3}"
     echo "shards: job array $job, tasks $array of 0-$((n - 1)) (one GPU each)"
     after=(--dependency="afterok:$job" --kill-on-invalid-dep=yes)
 fi
 if has merge; then
-    job=$(sbatch --parsable --export=ALL,TUNE_ROLE=merge "${after[@]}" \
-        --cpus-per-task=1 --time=00:30:00 \
+    # MERGE_ARGS unset: SBATCH_ARGS; set (even empty): its own.
+    # shellcheck disable=SC2086  # MERGE_ARGS holds several options
+    submit merge --export=ALL,TUNE_ROLE=merge "${after[@]}" \
+        --cpus-per-task=1 --time=00:30:00 ${MERGE_ARGS-${SBATCH_ARGS:-}} \
         --job-name=tune-merge --output="$logs/merge-%j.out" \
-        "$0" "$n" "$run_dir")
-    job=${job%%;*}
+        "$0" "$n" "$run_dir"
     echo "merge: job $job"
 fi
 echo "cubin cache: $CUDA_AUTOTUNE_CACHE; merged results: $run_dir/merged; logs: $run_dir/logs"

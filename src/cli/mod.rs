@@ -425,7 +425,7 @@ pub struct TuneArgs {
     #[arg(long, value_name = "all|LIST")]
     pub gpus: Option<String>,
 
-    /// Run shard K of N (K = 0..N-1, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT or
+    /// Run shard K of N (K = 0..N-1, e.g. $SLURM_ARRAY_TASK_ID/N with --array=0-(N-1), or
     /// $JOB_COMPLETION_INDEX/N): a fixed share of the sweep (of every shape's variants, or of
     /// the shapes when there are at least 4 per shard). Writes shard-K-of-N.json beside the
     /// results and leaves best.csv alone; `tune merge` joins the shards.
