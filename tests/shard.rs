@@ -1055,3 +1055,91 @@ fn a_journal_writer_killed_mid_run_loses_no_finished_entry() {
         assert_eq!(writers, round + 1, "round {round}");
     }
 }
+
+/// Runs the test op `sim` on the simulated device (tests/fixtures/sim, 12 variants of one
+/// shape) as shard K of N into `dir`.
+fn sim_shard(tmp: &Path, k: usize, n: usize, dir: &Path) {
+    let model = tmp.join("model.json");
+    std::fs::write(
+        &model,
+        serde_json::json!({"baselines": {"copy": 0.04}}).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(common::tune_exe())
+        .env("CUDA_AUTOTUNE_SIMULATE", &model)
+        .env("CUDA_AUTOTUNE_CACHE", tmp.join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(tmp)
+        .arg("--templates")
+        .arg(repo("tests/fixtures/sim"))
+        .args(["--op", "sim", "--shape", "64x64"])
+        .args(["--shard", &format!("{k}/{n}"), "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(
+        !stderr.contains("NVRTC is not available"),
+        "NVRTC could not be loaded: run the tests with scripts/test.sh (or `export \
+         LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)` first).\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+fn shards_record_their_build_and_shards_of_different_builds_are_refused() {
+    let t = tmp();
+    let n = 2;
+    let dirs: Vec<PathBuf> = (0..n)
+        .map(|k| t.path().join(format!("shard-{k}")))
+        .collect();
+    for (k, dir) in dirs.iter().enumerate() {
+        sim_shard(t.path(), k, n, dir);
+    }
+    let recorded = |k: usize| {
+        Manifest::read(&shard::manifest_path(&dirs[k], Shard { k, n }))
+            .unwrap()
+            .tool_version
+    };
+    // The crate's version, then the identity of the build.
+    let this = recorded(0);
+    let id = this
+        .strip_prefix(concat!(env!("CARGO_PKG_VERSION"), "+src."))
+        .unwrap_or_else(|| panic!("no build identity in the manifest: {this}"));
+    assert!(
+        id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{this}"
+    );
+    assert_eq!(recorded(1), this);
+    assert_eq!(this, cuda_autotune::cluster::merge::TOOL_VERSION);
+    let out = t.path().join("merged");
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // best.csv has the crate's version, as a single run writes it.
+    let rows = read_best(&out.join("best.csv")).unwrap();
+    assert_eq!(rows[0].tool_version, env!("CARGO_PKG_VERSION"));
+    std::fs::remove_dir_all(&out).unwrap();
+
+    let refused = |a: &str, b: &str| {
+        let line = one_error(&merge(t.path(), &dirs, &out, &[]), 2);
+        assert!(
+            line.contains(&format!("by tune {a} but"))
+                && line.contains(&format!("by tune {b}:"))
+                && line.contains("different code versions"),
+            "{line}"
+        );
+        assert!(!out.exists(), "a refused merge writes nothing");
+    };
+    // Another build of the same version.
+    let other = format!("{}+src.0123456789abcdef", env!("CARGO_PKG_VERSION"));
+    edit_manifest(&dirs[1], 1, n, |m| m.tool_version = other.clone());
+    refused(&this, &other);
+    // A manifest that records no build identity, with one that does: refused.
+    let bare = env!("CARGO_PKG_VERSION");
+    edit_manifest(&dirs[1], 1, n, |m| m.tool_version = bare.into());
+    refused(&this, bare);
+    // Manifests that record none merge with each other.
+    edit_manifest(&dirs[0], 0, n, |m| m.tool_version = bare.into());
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}

@@ -35,6 +35,16 @@ use crate::store::run_csv::{column, read_run_file, run_csv, run_csv_path, RunFil
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+/// This build of tune as a shard's manifest records it (its `tool_version`), and as the merge
+/// compares it: the crate's version, then after a `+` the identity `build.rs` stamps into the
+/// binary (`src.` and 16 hex digits, a hash of the files it is built from). The crate's
+/// version alone names no code: it stays the same across builds of different code, whose
+/// results do not rank together.
+///
+/// A manifest written without the identity carries the bare version: such shards merge with
+/// each other, and never with a shard whose manifest records an identity.
+pub const TOOL_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("CUDA_AUTOTUNE_BUILD"));
+
 /// `tune merge`: the shards' folders and where the merged results go.
 #[derive(Debug, Clone)]
 pub struct MergeOptions {
@@ -434,7 +444,7 @@ fn check_same_sweep(loaded: &[Loaded]) -> Result<()> {
         if a.m.tool_version != b.m.tool_version {
             return Err(usage(format!(
                 "{pa} was written by tune {} but {pb} by tune {}: results of different code \
-                 versions do not rank together",
+                 versions do not rank together; run every shard with one build of tune",
                 a.m.tool_version, b.m.tool_version
             )));
         }
@@ -695,7 +705,12 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
         roof: info.roof.clone(),
         cache: info.cache.clone(),
         reps: part.run.reps,
-        tool_version: part.tool_version.to_string(),
+        // The crate's version, as a single run's row has it (without the build identity).
+        tool_version: part
+            .tool_version
+            .split_once('+')
+            .map_or(part.tool_version, |(version, _)| version)
+            .to_string(),
         driver: part.run.driver.clone(),
         nvrtc: part.run.nvrtc.clone(),
         tuned_at: part.out.tuned_at.clone(),
