@@ -1056,6 +1056,87 @@ fn a_journal_writer_killed_mid_run_loses_no_finished_entry() {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// What a merge writes over, and what it takes for a shard's results
+// ---------------------------------------------------------------------------------------
+
+/// The run CSV and journal of the 1000x1000 fixture run in `dir`.
+fn csv_and_journal(dir: &Path) -> [PathBuf; 2] {
+    let csv = dir.join(format!("transpose_1000x1000_{GPU_SLUG}.csv"));
+    let journal = csv.with_extension("journal.jsonl");
+    [csv, journal]
+}
+
+#[test]
+fn a_merge_refuses_an_out_folder_that_holds_a_shards_results() {
+    let t = tmp();
+    let dirs = variant_shards(t.path(), 3);
+    let before = files(&dirs[2]);
+    // Shard 2's folder, although shard 2 is not merged: its CSV and journal would be replaced.
+    let o = merge(t.path(), &dirs[..2], &dirs[2], &["--partial"]);
+    let line = one_error(&o, 2);
+    assert!(
+        line.contains("holds the results of shard 2/3 (shard-2-of-3.json)"),
+        "{line}"
+    );
+    assert_eq!(files(&dirs[2]), before, "nothing of shard 2 is touched");
+    let out = t.path().join("merged");
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_shard_whose_folder_holds_rows_not_its_own_is_refused_by_name() {
+    let t = tmp();
+    let dirs = variant_shards(t.path(), 3);
+    let own = files(&dirs[2]);
+    let restore = || {
+        for (name, bytes) in &own {
+            std::fs::write(dirs[2].join(name), bytes).unwrap();
+        }
+    };
+    // What a merge of shards 0 and 1 into shard 2's folder would write there.
+    let partial = t.path().join("partial");
+    let o = merge(t.path(), &dirs[..2], &partial, &["--partial"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = t.path().join("merged");
+    let refused = |why: &str| {
+        let o = merge(t.path(), &dirs, &out, &[]);
+        let line = one_error(&o, 2);
+        assert!(line.contains(why), "expected '{why}': {line}");
+        assert!(!out.exists(), "a refused merge writes nothing");
+    };
+    // Its CSV and journal: the journal's header says a merge wrote them.
+    for f in csv_and_journal(&partial) {
+        std::fs::copy(&f, dirs[2].join(f.file_name().unwrap())).unwrap();
+    }
+    refused("is the journal of a merge, not of shard 2/3");
+    // Its CSV alone: the variants of shards 0 and 1 are in shard 2's CSV too.
+    restore();
+    let [merged_csv, _] = csv_and_journal(&partial);
+    std::fs::copy(&merged_csv, csv_and_journal(&dirs[2])[0].as_path()).unwrap();
+    refused("and shard 2 (");
+    // A CSV without two variants of its share.
+    restore();
+    let [csv, _] = csv_and_journal(&dirs[2]);
+    let mut rows = read_run_csv(&csv).unwrap();
+    for _ in 0..2 {
+        let at = rows
+            .iter()
+            .rposition(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
+            .unwrap();
+        rows.remove(at);
+    }
+    let info = run_info("1000x1000");
+    let names = param_names(&fixture_csv("1000x1000"));
+    write_atomic(&csv, &run_csv(&info, &names, &rows).unwrap()).unwrap();
+    refused("the run CSV of shard 2 (");
+    // Its own files again: the shards merge.
+    restore();
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
 /// Runs the test op `sim` on the simulated device (tests/fixtures/sim, 12 variants of one
 /// shape) as shard K of N into `dir`.
 fn sim_shard(tmp: &Path, k: usize, n: usize, dir: &Path) {

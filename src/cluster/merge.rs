@@ -99,13 +99,13 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
     crate::store::files::check_output_folder("--out", &args.out)
         .map_err(|e| usage(e.to_string()))?;
     let loaded = load(&args.dirs)?;
+    check_out_dir(args, &loaded)?;
     check_same_sweep(&loaded)?;
     let n = loaded[0].m.n;
     let split = loaded[0].m.split;
     let sweep = loaded[0].m.sweep.clone();
     let by_k = shards_by_index(&loaded, n)?;
     check_gaps(&by_k, n, args.partial)?;
-    check_out_dir(args, &loaded)?;
     let parts = read_parts(&by_k, &sweep, loaded.len())?;
     let merged = merge_keys(&parts, &by_k, split, n)?;
     // Everything is checked: write.
@@ -179,7 +179,8 @@ fn check_gaps(by_k: &BTreeMap<usize, &Loaded>, n: usize, partial: bool) -> Resul
     Ok(())
 }
 
-/// The output folder must not be a shard's: its files would replace the shard's own.
+/// The output folder must not be a shard's, merged or not: the merged run CSVs and journals
+/// would replace that shard's own, and a later merge would read them as its results.
 fn check_out_dir(args: &MergeOptions, loaded: &[Loaded]) -> Result<()> {
     if let Ok(out) = args.out.canonicalize() {
         if let Some(l) = loaded
@@ -190,6 +191,16 @@ fn check_out_dir(args: &MergeOptions, loaded: &[Loaded]) -> Result<()> {
                 "--out {} is the folder of shard {}; merge into another folder",
                 args.out.display(),
                 l.m.k
+            )));
+        }
+    }
+    if args.out.is_dir() {
+        if let Some((s, path)) = shard::manifests_in(&args.out)?.into_iter().next() {
+            return Err(usage(format!(
+                "--out {} holds the results of shard {s} ({}); merge into a folder that \
+                 holds no shard's results",
+                args.out.display(),
+                path.file_name().unwrap_or_default().to_string_lossy()
             )));
         }
     }
@@ -215,6 +226,20 @@ fn read_parts<'a>(
                     l.path.display(),
                     l.dir.display()
                 )));
+            }
+            if let Some(j) = o.journal.as_deref() {
+                if is_merged_journal(&l.dir.join(j)) {
+                    return Err(usage(format!(
+                        "{}: {j} is the journal of a merge, not of shard {}/{}: the folder was \
+                         a merge's --out, which replaced the shard's results; run shard {}/{} \
+                         again and merge again",
+                        l.dir.display(),
+                        l.m.k,
+                        l.m.n,
+                        l.m.k,
+                        l.m.n
+                    )));
+                }
             }
             let RunFile {
                 params: param_names,
@@ -255,6 +280,19 @@ fn read_parts<'a>(
     Ok(parts)
 }
 
+/// Whether the journal at `path` starts with the header [`merge_journals`] writes.
+fn is_merged_journal(path: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut line = String::new();
+    if std::io::BufReader::new(file).read_line(&mut line).is_err() {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(&line).is_ok_and(|v| v.get("merged").is_some())
+}
+
 /// Merges each key's parts, noting the keys that are not whole: every shard tuned its share
 /// of the shape, completely.
 fn merge_keys(
@@ -269,7 +307,7 @@ fn merge_keys(
             .map(|l| l.m.k)
     };
     let mut merged = Vec::new();
-    for ((_, _, shape, _, _), ps) in parts {
+    for ((pos, _, shape, _, _), ps) in parts {
         let done: BTreeSet<usize> = ps.iter().filter(|p| p.out.complete).map(|p| p.k).collect();
         let partial = match split {
             Split::Variants => {
@@ -285,9 +323,84 @@ fn merge_keys(
                 _ => Some("its shard did not finish it".to_string()),
             },
         };
+        if split == Split::Variants {
+            check_shares(ps, n, *pos, partial.is_none())?;
+        }
         merged.push(merge_key(ps, partial)?);
     }
     Ok(merged)
+}
+
+/// The number of the positions `0..live` that shard `k` of `n` owns by variants for the
+/// shape at `pos` in the sweep: position p is shard (p + pos) mod n's
+/// ([`crate::model::slice::Slice::owns`]).
+fn share(live: usize, n: usize, pos: usize, k: usize) -> usize {
+    let first = (k + n - pos % n) % n;
+    if first >= live {
+        0
+    } else {
+        (live - 1 - first) / n + 1
+    }
+}
+
+/// Split by variants, each live variant of a shape is one shard's, and each shard's run CSV
+/// has a row for every variant of its share (measured, failed or left out by the search).
+/// Refuses the parts of a key (in shard order, the shape at `pos` in the sweep) where a
+/// variant is in two shards' run CSVs, or, when every shard finished the shape (`whole`), a
+/// shard holds fewer variants than its share of their union: a folder that holds rows not
+/// its shard's own (another run's, or a merge's) or lost some.
+fn check_shares(ps: &[Part], n: usize, pos: usize, whole: bool) -> Result<()> {
+    let label = |p: &Part| format!("{} {} on {}", p.run.op, p.run.shape, p.run.gpu);
+    let csv = |p: &Part| p.dir.join(p.out.csv.as_deref().unwrap_or_default());
+    let mut holder: HashMap<&str, &Part> = HashMap::new();
+    let mut held: BTreeMap<usize, usize> = BTreeMap::new();
+    for p in ps {
+        let live = p
+            .records
+            .iter()
+            .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned);
+        for r in live {
+            match holder.insert(&r.name, p) {
+                Some(other) if other.k != p.k => {
+                    return Err(usage(format!(
+                        "{}: variant {} is in the run CSVs of shard {} ({}) and shard {} ({}), \
+                         but each variant is one shard's: one of them holds rows not its own \
+                         (was its folder a merge's --out?); run that shard again and merge again",
+                        label(p),
+                        r.name,
+                        other.k,
+                        csv(other).display(),
+                        p.k,
+                        csv(p).display()
+                    )));
+                }
+                Some(_) => {}
+                None => *held.entry(p.k).or_default() += 1,
+            }
+        }
+    }
+    if !whole || pos == usize::MAX {
+        return Ok(());
+    }
+    let live = holder.len();
+    for p in ps {
+        let (have, want) = (
+            held.get(&p.k).copied().unwrap_or(0),
+            share(live, n, pos, p.k),
+        );
+        if have < want {
+            return Err(usage(format!(
+                "{}: the run CSV of shard {} ({}) has {have} variants where its share of the \
+                 {live} the shards hold is {want}: it is not that shard's whole output; run \
+                 shard {}/{n} again and merge again",
+                label(p),
+                p.k,
+                csv(p).display(),
+                p.k
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes the merged run CSVs, journals and best.csv rows of `n_shards` of the `n` shards,
@@ -784,4 +897,29 @@ fn merge_journals(parts: &[Part]) -> Option<String> {
         out.push('\n');
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+    use crate::model::slice::{Shard, Slice, Split};
+
+    #[test]
+    fn a_shards_share_is_the_number_of_positions_it_owns() {
+        for n in 1..=5 {
+            for pos in 0..7 {
+                for live in 0..13 {
+                    for k in 0..n {
+                        let slice = Slice {
+                            shard: Shard { k, n },
+                            split: Split::Variants,
+                            shape_pos: pos,
+                        };
+                        let owned = (0..live).filter(|&p| slice.owns(p)).count();
+                        assert_eq!(share(live, n, pos, k), owned, "{k}/{n} pos {pos}");
+                    }
+                }
+            }
+        }
+    }
 }
