@@ -1067,6 +1067,13 @@ fn csv_and_journal(dir: &Path) -> [PathBuf; 2] {
     [csv, journal]
 }
 
+/// `path` with `.bak` added to its name.
+fn bak(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap().to_os_string();
+    name.push(".bak");
+    path.with_file_name(name)
+}
+
 #[test]
 fn a_merge_refuses_an_out_folder_that_holds_a_shards_results() {
     let t = tmp();
@@ -1135,6 +1142,38 @@ fn a_shard_whose_folder_holds_rows_not_its_own_is_refused_by_name() {
     restore();
     let o = merge(t.path(), &dirs, &out, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_merge_keeps_the_run_csv_and_journal_whose_rows_it_would_drop() {
+    let t = tmp();
+    let dirs = variant_shards(t.path(), 3);
+    let out = t.path().join("merged");
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let [csv, journal] = csv_and_journal(&out);
+    let (whole_csv, whole_journal) = (
+        std::fs::read(&csv).unwrap(),
+        std::fs::read(&journal).unwrap(),
+    );
+    // Two of the three shards hold two thirds of the variants: what was there is kept.
+    let o = merge(t.path(), &dirs[..2], &out, &["--partial"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_ne!(std::fs::read(&csv).unwrap(), whole_csv);
+    assert_eq!(std::fs::read(bak(&csv)).unwrap(), whole_csv);
+    assert_eq!(std::fs::read(bak(&journal)).unwrap(), whole_journal);
+    let stderr = text(&o.stderr);
+    for f in [&csv, &journal] {
+        assert!(
+            stderr.contains(&format!("kept as {}", bak(f).display())),
+            "{stderr}"
+        );
+    }
+    // The same merge again drops nothing: no second copy, no byte changed.
+    let before = files(&out);
+    let o = merge(t.path(), &dirs[..2], &out, &["--partial"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(files(&out), before);
 }
 
 /// Runs the test op `sim` on the simulated device (tests/fixtures/sim, 12 variants of one

@@ -2,8 +2,12 @@
 //! folder and one `best.csv`, as if one process had tuned the whole sweep.
 //!
 //! Everything is read and checked before anything is written, so a refused merge leaves the
-//! output folder as it was. The result depends only on the shards' files (timestamps come from
-//! the manifests), so merging the same shards again rewrites the same bytes.
+//! output folder as it was. The output folder may hold no shard's manifest, and a shard's
+//! folder must hold its own results: split by variants, no variant in two shards, and every
+//! shard its share of them. A run CSV or journal already in the output folder is kept as
+//! `.bak` before it is replaced when it holds rows the merge drops, as a tuning run keeps its
+//! run CSV. The result depends only on the shards' files (timestamps come from the
+//! manifests), so merging the same shards again rewrites the same bytes.
 //!
 //! Per (op, shape, dtype, GPU):
 //! * the run CSV is the union of the shards' rows: each variant once (by name; a pruned row,
@@ -27,12 +31,13 @@ use crate::cluster::shard::{self, Manifest, ShardOutput};
 use crate::error::{Error, Result};
 use crate::model::slice::Split;
 use crate::model::task::TaskId;
+use crate::pipeline::persist::keep_what_this_run_drops;
 use crate::store::best::{upsert_best, BestRow};
-use crate::store::files::{print_out, write_atomic};
+use crate::store::files::{backup_path, print_out, write_atomic};
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{column, read_run_file, run_csv, run_csv_path, RunFile};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// This build of tune as a shard's manifest records it (its `tool_version`), and as the merge
@@ -425,10 +430,15 @@ fn write_merged(
         args.out.display()
     ));
     for m in merged {
+        // A run CSV or journal already there is kept as .bak when this one drops what it
+        // holds, as a tuning run keeps its run CSV.
         let csv_path = run_csv_path(&args.out, &m.info);
+        keep_what_this_run_drops(&csv_path, &m.records)?;
         write_atomic(&csv_path, &run_csv(&m.info, &m.param_names, &m.records)?)?;
         if let Some(j) = &m.journal {
-            write_atomic(&Journal::path_for(&args.out, &m.info), j.as_bytes())?;
+            let path = Journal::path_for(&args.out, &m.info);
+            keep_journal_entries_dropped(&path, j)?;
+            write_atomic(&path, j.as_bytes())?;
         }
         let measured = m
             .records
@@ -485,6 +495,45 @@ fn write_merged(
         best_path.display()
     ));
     Ok(all_verified)
+}
+
+/// Keeps the journal at `path` as `NAME.bak` (or `.bak.N`: [`backup_path`]) before `new`
+/// replaces it, when it holds an entry `new` does not or cannot be read: the rule of
+/// [`keep_what_this_run_drops`] for the run CSV beside it. Torn lines count as nothing (no run
+/// reads them); merging the same shards again writes the same journal and keeps no copy.
+fn keep_journal_entries_dropped(path: &Path, new: &str) -> Result<()> {
+    if !path.is_file() {
+        return Ok(());
+    }
+    let dropped = match std::fs::read_to_string(path) {
+        Ok(old) => {
+            let now: HashSet<&str> = new.lines().skip(1).collect();
+            old.lines()
+                .skip(1)
+                .filter(|l| {
+                    !now.contains(l) && serde_json::from_str::<serde_json::Value>(l).is_ok()
+                })
+                .count()
+        }
+        // Unreadable: whatever it holds is not this merge's to throw away.
+        Err(_) => usize::MAX,
+    };
+    if dropped == 0 {
+        return Ok(());
+    }
+    let backup = backup_path(path);
+    std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
+    let what = if dropped == usize::MAX {
+        "could not be read back".to_string()
+    } else {
+        format!("holds {dropped} entries this merge does not")
+    };
+    eprintln!(
+        "note: {} {what}: kept as {}",
+        path.display(),
+        backup.display()
+    );
+    Ok(())
 }
 
 /// Reads the manifests of every folder (a folder given twice counts once).
