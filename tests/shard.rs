@@ -1176,6 +1176,65 @@ fn a_merge_keeps_the_run_csv_and_journal_whose_rows_it_would_drop() {
     assert_eq!(files(&out), before);
 }
 
+#[test]
+fn a_merged_best_row_claims_no_margin_where_the_rounds_are_too_noisy_to_rank() {
+    use cuda_autotune::measure::stats::Comparison;
+    use cuda_autotune::pipeline::summary::{too_noisy_to_rank, NOISY_RANK_PCT};
+    let t = tmp();
+    let shape = "1000x1000";
+    let best = fixture_best(shape);
+    let mut records = read_run_csv(&fixture_csv(shape)).unwrap();
+    let params = |r: &Record| {
+        r.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    let at = records
+        .iter()
+        .position(|r| r.kind == Kind::Variant && params(r) == best.runner_up)
+        .expect("the fixture's runner-up");
+    assert!(best.margin_pct.is_some(), "the fixture's rounds rank");
+    // The runner-up's interval against the winner, wider than a single run ranks by.
+    let c = records[at].confirm.expect("re-timed in the rounds");
+    let half = NOISY_RANK_PCT + 2.0;
+    let wide = Confirmed {
+        ci_low_pct: c.vs_winner_pct - half,
+        ci_high_pct: c.vs_winner_pct + half,
+        tied: true,
+        ..c
+    };
+    records[at].confirm = Some(wide);
+    let vs_winner = Comparison {
+        slower_pct: wide.vs_winner_pct,
+        ci_low_pct: wide.ci_low_pct,
+        ci_high_pct: wide.ci_high_pct,
+    };
+    assert!(too_noisy_to_rank(1.0, Some(&vs_winner), 50).is_some());
+    let dir = t.path().join("shard-0");
+    let out = write_output(&dir, shape, &records, false);
+    write_manifest(&dir, 0, 1, Split::Shapes, &sweep(&[shape]), vec![out]);
+    let merged = t.path().join("merged");
+    let o = merge(t.path(), &[dir], &merged, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let row = read_best(&merged.join("best.csv")).unwrap().remove(0);
+    assert_eq!((row.params, row.runner_up), (best.params, best.runner_up));
+    assert_eq!(
+        (
+            row.margin_pct,
+            row.margin_ci_low_pct,
+            row.margin_ci_high_pct
+        ),
+        (None, None, None)
+    );
+    assert!(
+        text(&o.stdout).contains("no margin in best.csv: timings too noisy to rank the leaders"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
 /// Runs the test op `sim` on the simulated device (tests/fixtures/sim, 12 variants of one
 /// shape) as shard K of N into `dir`.
 fn sim_shard(tmp: &Path, k: usize, n: usize, dir: &Path) {

@@ -29,9 +29,11 @@
 use crate::cluster::shard::{self, Manifest, ShardOutput};
 
 use crate::error::{Error, Result};
+use crate::measure::stats::Comparison;
 use crate::model::slice::Split;
 use crate::model::task::TaskId;
 use crate::pipeline::persist::keep_what_this_run_drops;
+use crate::pipeline::summary::too_noisy_to_rank;
 use crate::store::best::{upsert_best, BestRow};
 use crate::store::files::{backup_path, print_out, write_atomic};
 use crate::store::journal::{Journal, JournalKey};
@@ -90,6 +92,8 @@ struct MergedKey {
     winner: Option<usize>,
     /// Why no best.csv row is written although a winner exists (a partial merge).
     partial: Option<String>,
+    /// Why the best.csv row claims no margin: the rounds were too noisy to rank the leaders.
+    noisy: Option<String>,
     shards: usize,
     cleared_confirmation: bool,
 }
@@ -112,7 +116,7 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
     let by_k = shards_by_index(&loaded, n)?;
     check_gaps(&by_k, n, args.partial)?;
     let parts = read_parts(&by_k, &sweep, loaded.len())?;
-    let merged = merge_keys(&parts, &by_k, split, n)?;
+    let merged = merge_keys(&parts, &by_k, split, n, sweep.confirm_rounds)?;
     // Everything is checked: write.
     write_merged(args, &merged, by_k.len(), n, split)
 }
@@ -299,12 +303,13 @@ fn is_merged_journal(path: &Path) -> bool {
 }
 
 /// Merges each key's parts, noting the keys that are not whole: every shard tuned its share
-/// of the shape, completely.
+/// of the shape, completely. `confirm_rounds` is the sweep's `--confirm-rounds`.
 fn merge_keys(
     parts: &BTreeMap<PartKey, Vec<Part>>,
     by_k: &BTreeMap<usize, &Loaded>,
     split: Split,
     n: usize,
+    confirm_rounds: usize,
 ) -> Result<Vec<MergedKey>> {
     let owner_of = |shape: &str| {
         by_k.values()
@@ -331,7 +336,7 @@ fn merge_keys(
         if split == Split::Variants {
             check_shares(ps, n, *pos, partial.is_none())?;
         }
-        merged.push(merge_key(ps, partial)?);
+        merged.push(merge_key(ps, partial, confirm_rounds)?);
     }
     Ok(merged)
 }
@@ -482,6 +487,9 @@ fn write_merged(
         }
         if let Some(why) = &m.partial {
             print_out(format_args!("    partial: {why}; no best.csv row\n"));
+        }
+        if let Some(why) = &m.noisy {
+            print_out(format_args!("    no margin in best.csv: {why}\n"));
         }
         if let Some(row) = &m.best {
             upsert_best(&best_path, row.clone(), false)?;
@@ -717,8 +725,8 @@ fn median(r: &Record) -> f64 {
     r.stats.map(|s| s.median_ms).unwrap_or(f64::INFINITY)
 }
 
-/// Merges the parts of one key (in shard order).
-fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
+/// Merges the parts of one key (in shard order); `confirm_rounds` is the sweep's.
+fn merge_key(parts: &[Part], partial: Option<String>, confirm_rounds: usize) -> Result<MergedKey> {
     let first = &parts[0];
     // Rows, and the part each came from.
     let mut baselines: Vec<(Record, usize)> = Vec::new();
@@ -811,9 +819,13 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
     let mut info = first.run.clone();
     info.roof = roof.map(|r| r.name).unwrap_or_default();
     let journal = merge_journals(parts);
-    let best = match (winner, &partial) {
-        (Some(w), None) => Some(best_row(&records, w, &parts[from[w]], &info)),
-        _ => None,
+    let (best, noisy) = match (winner, &partial) {
+        (Some(w), None) => {
+            let noisy = too_noisy(&records, w, confirm_rounds);
+            let row = best_row(&records, w, &parts[from[w]], &info, noisy.is_some());
+            (Some(row), noisy)
+        }
+        _ => (None, None),
     };
     let shards = parts.iter().map(|p| p.k).collect::<BTreeSet<_>>().len();
     Ok(MergedKey {
@@ -825,14 +837,50 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
         best,
         winner,
         partial,
+        noisy,
         shards,
         cleared_confirmation,
     })
 }
 
+/// The leaders re-timed with winner `w` other than it: variants (the roof baselines ran in
+/// the rounds too, without competing).
+fn is_leader(records: &[Record], w: usize, i: usize) -> bool {
+    i != w && records[i].kind == Kind::Variant
+}
+
+/// The runner-up of winner `w`: the leader fastest over the interleaved rounds (ties: the
+/// faster first timing, then the first in the space).
+fn runner_up(records: &[Record], w: usize) -> Option<usize> {
+    (0..records.len())
+        .filter(|&i| is_leader(records, w, i) && records[i].confirm.is_some())
+        .min_by(|&a, &b| {
+            let c = |i: usize| records[i].confirm.map(|c| c.median_ms).unwrap_or_default();
+            c(a).total_cmp(&c(b))
+                .then(median(&records[a]).total_cmp(&median(&records[b])))
+                .then(a.cmp(&b))
+        })
+}
+
+/// Why the interleaved rounds of winner `w` are too noisy to rank the leaders, by the rule a
+/// single run's best.csv follows ([`too_noisy_to_rank`]); `None` without a runner-up, where
+/// there is no margin to claim. The run CSV keeps no spread of the winner over the rounds,
+/// which the rule reads only without a runner-up: it is passed as NaN, which the rule would
+/// count as too noisy.
+fn too_noisy(records: &[Record], w: usize, rounds: usize) -> Option<String> {
+    let c = records[runner_up(records, w)?].confirm?;
+    let vs_winner = Comparison {
+        slower_pct: c.vs_winner_pct,
+        ci_low_pct: c.ci_low_pct,
+        ci_high_pct: c.ci_high_pct,
+    };
+    too_noisy_to_rank(f64::NAN, Some(&vs_winner), rounds)
+}
+
 /// The best.csv row of a merged key, as the tuner writes it (runner-up and tie from the
-/// interleaved confirmation, when there is one; time stamp and GPU from the winner's shard).
-fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRow {
+/// interleaved confirmation, when there is one, and the margin unless its rounds were
+/// `noisy`; time stamp and GPU from the winner's shard).
+fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo, noisy: bool) -> BestRow {
     let r = &records[w];
     let params = |r: &Record| {
         r.params
@@ -841,18 +889,11 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
             .collect::<Vec<_>>()
             .join(";")
     };
-    // The leaders re-timed with the winner: variants (the roof baselines ran in the rounds
-    // too, without competing).
-    let leader = |i: usize| i != w && records[i].kind == Kind::Variant;
-    let runner_up = (0..records.len())
-        .filter(|&i| leader(i) && records[i].confirm.is_some())
-        .min_by(|&a, &b| {
-            let c = |i: usize| records[i].confirm.map(|c| c.median_ms).unwrap_or_default();
-            c(a).total_cmp(&c(b))
-                .then(median(&records[a]).total_cmp(&median(&records[b])))
-                .then(a.cmp(&b))
-        });
-    let margin = runner_up.and_then(|i| records[i].confirm);
+    let leader = |i: usize| is_leader(records, w, i);
+    let runner_up = runner_up(records, w);
+    let margin = runner_up
+        .and_then(|i| records[i].confirm)
+        .filter(|_| !noisy);
     BestRow {
         op: info.op.clone(),
         shape: info.shape.clone(),
