@@ -1055,3 +1055,270 @@ fn a_journal_writer_killed_mid_run_loses_no_finished_entry() {
         assert_eq!(writers, round + 1, "round {round}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// What a merge writes over, and what it takes for a shard's results
+// ---------------------------------------------------------------------------------------
+
+/// The run CSV and journal of the 1000x1000 fixture run in `dir`.
+fn csv_and_journal(dir: &Path) -> [PathBuf; 2] {
+    let csv = dir.join(format!("transpose_1000x1000_{GPU_SLUG}.csv"));
+    let journal = csv.with_extension("journal.jsonl");
+    [csv, journal]
+}
+
+/// `path` with `.bak` added to its name.
+fn bak(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap().to_os_string();
+    name.push(".bak");
+    path.with_file_name(name)
+}
+
+#[test]
+fn a_merge_refuses_an_out_folder_that_holds_a_shards_results() {
+    let t = tmp();
+    let dirs = variant_shards(t.path(), 3);
+    let before = files(&dirs[2]);
+    // Shard 2's folder, although shard 2 is not merged: its CSV and journal would be replaced.
+    let o = merge(t.path(), &dirs[..2], &dirs[2], &["--partial"]);
+    let line = one_error(&o, 2);
+    assert!(
+        line.contains("holds the results of shard 2/3 (shard-2-of-3.json)"),
+        "{line}"
+    );
+    assert_eq!(files(&dirs[2]), before, "nothing of shard 2 is touched");
+    let out = t.path().join("merged");
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_shard_whose_folder_holds_rows_not_its_own_is_refused_by_name() {
+    let t = tmp();
+    let dirs = variant_shards(t.path(), 3);
+    let own = files(&dirs[2]);
+    let restore = || {
+        for (name, bytes) in &own {
+            std::fs::write(dirs[2].join(name), bytes).unwrap();
+        }
+    };
+    // What a merge of shards 0 and 1 into shard 2's folder would write there.
+    let partial = t.path().join("partial");
+    let o = merge(t.path(), &dirs[..2], &partial, &["--partial"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = t.path().join("merged");
+    let refused = |why: &str| {
+        let o = merge(t.path(), &dirs, &out, &[]);
+        let line = one_error(&o, 2);
+        assert!(line.contains(why), "expected '{why}': {line}");
+        assert!(!out.exists(), "a refused merge writes nothing");
+    };
+    // Its CSV and journal: the journal's header says a merge wrote them.
+    for f in csv_and_journal(&partial) {
+        std::fs::copy(&f, dirs[2].join(f.file_name().unwrap())).unwrap();
+    }
+    refused("is the journal of a merge, not of shard 2/3");
+    // Its CSV alone: the variants of shards 0 and 1 are in shard 2's CSV too.
+    restore();
+    let [merged_csv, _] = csv_and_journal(&partial);
+    std::fs::copy(&merged_csv, csv_and_journal(&dirs[2])[0].as_path()).unwrap();
+    refused("and shard 2 (");
+    // A CSV without two variants of its share.
+    restore();
+    let [csv, _] = csv_and_journal(&dirs[2]);
+    let mut rows = read_run_csv(&csv).unwrap();
+    for _ in 0..2 {
+        let at = rows
+            .iter()
+            .rposition(|r| r.kind == Kind::Variant && r.status != Status::Pruned)
+            .unwrap();
+        rows.remove(at);
+    }
+    let info = run_info("1000x1000");
+    let names = param_names(&fixture_csv("1000x1000"));
+    write_atomic(&csv, &run_csv(&info, &names, &rows).unwrap()).unwrap();
+    refused("the run CSV of shard 2 (");
+    // Its own files again: the shards merge.
+    restore();
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_merge_keeps_the_run_csv_and_journal_whose_rows_it_would_drop() {
+    let t = tmp();
+    let dirs = variant_shards(t.path(), 3);
+    let out = t.path().join("merged");
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let [csv, journal] = csv_and_journal(&out);
+    let (whole_csv, whole_journal) = (
+        std::fs::read(&csv).unwrap(),
+        std::fs::read(&journal).unwrap(),
+    );
+    // Two of the three shards hold two thirds of the variants: what was there is kept.
+    let o = merge(t.path(), &dirs[..2], &out, &["--partial"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_ne!(std::fs::read(&csv).unwrap(), whole_csv);
+    assert_eq!(std::fs::read(bak(&csv)).unwrap(), whole_csv);
+    assert_eq!(std::fs::read(bak(&journal)).unwrap(), whole_journal);
+    let stderr = text(&o.stderr);
+    for f in [&csv, &journal] {
+        assert!(
+            stderr.contains(&format!("kept as {}", bak(f).display())),
+            "{stderr}"
+        );
+    }
+    // The same merge again drops nothing: no second copy, no byte changed.
+    let before = files(&out);
+    let o = merge(t.path(), &dirs[..2], &out, &["--partial"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(files(&out), before);
+}
+
+#[test]
+fn a_merged_best_row_claims_no_margin_where_the_rounds_are_too_noisy_to_rank() {
+    use cuda_autotune::measure::stats::Comparison;
+    use cuda_autotune::pipeline::summary::{too_noisy_to_rank, NOISY_RANK_PCT};
+    let t = tmp();
+    let shape = "1000x1000";
+    let best = fixture_best(shape);
+    let mut records = read_run_csv(&fixture_csv(shape)).unwrap();
+    let params = |r: &Record| {
+        r.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    let at = records
+        .iter()
+        .position(|r| r.kind == Kind::Variant && params(r) == best.runner_up)
+        .expect("the fixture's runner-up");
+    assert!(best.margin_pct.is_some(), "the fixture's rounds rank");
+    // The runner-up's interval against the winner, wider than a single run ranks by.
+    let c = records[at].confirm.expect("re-timed in the rounds");
+    let half = NOISY_RANK_PCT + 2.0;
+    let wide = Confirmed {
+        ci_low_pct: c.vs_winner_pct - half,
+        ci_high_pct: c.vs_winner_pct + half,
+        tied: true,
+        ..c
+    };
+    records[at].confirm = Some(wide);
+    let vs_winner = Comparison {
+        slower_pct: wide.vs_winner_pct,
+        ci_low_pct: wide.ci_low_pct,
+        ci_high_pct: wide.ci_high_pct,
+    };
+    assert!(too_noisy_to_rank(1.0, Some(&vs_winner), 50).is_some());
+    let dir = t.path().join("shard-0");
+    let out = write_output(&dir, shape, &records, false);
+    write_manifest(&dir, 0, 1, Split::Shapes, &sweep(&[shape]), vec![out]);
+    let merged = t.path().join("merged");
+    let o = merge(t.path(), &[dir], &merged, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let row = read_best(&merged.join("best.csv")).unwrap().remove(0);
+    assert_eq!((row.params, row.runner_up), (best.params, best.runner_up));
+    assert_eq!(
+        (
+            row.margin_pct,
+            row.margin_ci_low_pct,
+            row.margin_ci_high_pct
+        ),
+        (None, None, None)
+    );
+    assert!(
+        text(&o.stdout).contains("no margin in best.csv: timings too noisy to rank the leaders"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+/// Runs the test op `sim` on the simulated device (tests/fixtures/sim, 12 variants of one
+/// shape) as shard K of N into `dir`.
+fn sim_shard(tmp: &Path, k: usize, n: usize, dir: &Path) {
+    let model = tmp.join("model.json");
+    std::fs::write(
+        &model,
+        serde_json::json!({"baselines": {"copy": 0.04}}).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(common::tune_exe())
+        .env("CUDA_AUTOTUNE_SIMULATE", &model)
+        .env("CUDA_AUTOTUNE_CACHE", tmp.join("cache"))
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(tmp)
+        .arg("--templates")
+        .arg(repo("tests/fixtures/sim"))
+        .args(["--op", "sim", "--shape", "64x64"])
+        .args(["--shard", &format!("{k}/{n}"), "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(
+        !stderr.contains("NVRTC is not available"),
+        "NVRTC could not be loaded: run the tests with scripts/test.sh (or `export \
+         LD_LIBRARY_PATH=$(scripts/nvrtc-env.sh)` first).\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+fn shards_record_their_build_and_shards_of_different_builds_are_refused() {
+    let t = tmp();
+    let n = 2;
+    let dirs: Vec<PathBuf> = (0..n)
+        .map(|k| t.path().join(format!("shard-{k}")))
+        .collect();
+    for (k, dir) in dirs.iter().enumerate() {
+        sim_shard(t.path(), k, n, dir);
+    }
+    let recorded = |k: usize| {
+        Manifest::read(&shard::manifest_path(&dirs[k], Shard { k, n }))
+            .unwrap()
+            .tool_version
+    };
+    // The crate's version, then the identity of the build.
+    let this = recorded(0);
+    let id = this
+        .strip_prefix(concat!(env!("CARGO_PKG_VERSION"), "+src."))
+        .unwrap_or_else(|| panic!("no build identity in the manifest: {this}"));
+    assert!(
+        id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{this}"
+    );
+    assert_eq!(recorded(1), this);
+    assert_eq!(this, cuda_autotune::cluster::merge::TOOL_VERSION);
+    let out = t.path().join("merged");
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // best.csv has the crate's version, as a single run writes it.
+    let rows = read_best(&out.join("best.csv")).unwrap();
+    assert_eq!(rows[0].tool_version, env!("CARGO_PKG_VERSION"));
+    std::fs::remove_dir_all(&out).unwrap();
+
+    let refused = |a: &str, b: &str| {
+        let line = one_error(&merge(t.path(), &dirs, &out, &[]), 2);
+        assert!(
+            line.contains(&format!("by tune {a} but"))
+                && line.contains(&format!("by tune {b}:"))
+                && line.contains("different code versions"),
+            "{line}"
+        );
+        assert!(!out.exists(), "a refused merge writes nothing");
+    };
+    // Another build of the same version.
+    let other = format!("{}+src.0123456789abcdef", env!("CARGO_PKG_VERSION"));
+    edit_manifest(&dirs[1], 1, n, |m| m.tool_version = other.clone());
+    refused(&this, &other);
+    // A manifest that records no build identity, with one that does: refused.
+    let bare = env!("CARGO_PKG_VERSION");
+    edit_manifest(&dirs[1], 1, n, |m| m.tool_version = bare.into());
+    refused(&this, bare);
+    // Manifests that record none merge with each other.
+    edit_manifest(&dirs[0], 0, n, |m| m.tool_version = bare.into());
+    let o = merge(t.path(), &dirs, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}

@@ -2,8 +2,12 @@
 //! folder and one `best.csv`, as if one process had tuned the whole sweep.
 //!
 //! Everything is read and checked before anything is written, so a refused merge leaves the
-//! output folder as it was. The result depends only on the shards' files (timestamps come from
-//! the manifests), so merging the same shards again rewrites the same bytes.
+//! output folder as it was. The output folder may hold no shard's manifest, and a shard's
+//! folder must hold its own results: split by variants, no variant in two shards, and every
+//! shard its share of them. A run CSV or journal already in the output folder is kept as
+//! `.bak` before it is replaced when it holds rows the merge drops, as a tuning run keeps its
+//! run CSV. The result depends only on the shards' files (timestamps come from the
+//! manifests), so merging the same shards again rewrites the same bytes.
 //!
 //! Per (op, shape, dtype, GPU):
 //! * the run CSV is the union of the shards' rows: each variant once (by name; a pruned row,
@@ -25,15 +29,28 @@
 use crate::cluster::shard::{self, Manifest, ShardOutput};
 
 use crate::error::{Error, Result};
+use crate::measure::stats::Comparison;
 use crate::model::slice::Split;
 use crate::model::task::TaskId;
+use crate::pipeline::persist::keep_what_this_run_drops;
+use crate::pipeline::summary::too_noisy_to_rank;
 use crate::store::best::{upsert_best, BestRow};
-use crate::store::files::{print_out, write_atomic};
+use crate::store::files::{backup_path, print_out, write_atomic};
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{column, read_run_file, run_csv, run_csv_path, RunFile};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+
+/// This build of tune as a shard's manifest records it (its `tool_version`), and as the merge
+/// compares it: the crate's version, then after a `+` the identity `build.rs` stamps into the
+/// binary (`src.` and 16 hex digits, a hash of the files it is built from). The crate's
+/// version alone names no code: it stays the same across builds of different code, whose
+/// results do not rank together.
+///
+/// A manifest written without the identity carries the bare version: such shards merge with
+/// each other, and never with a shard whose manifest records an identity.
+pub const TOOL_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("CUDA_AUTOTUNE_BUILD"));
 
 /// `tune merge`: the shards' folders and where the merged results go.
 #[derive(Debug, Clone)]
@@ -75,6 +92,8 @@ struct MergedKey {
     winner: Option<usize>,
     /// Why no best.csv row is written although a winner exists (a partial merge).
     partial: Option<String>,
+    /// Why the best.csv row claims no margin: the rounds were too noisy to rank the leaders.
+    noisy: Option<String>,
     shards: usize,
     cleared_confirmation: bool,
 }
@@ -89,15 +108,15 @@ pub fn command(args: &MergeOptions) -> Result<bool> {
     crate::store::files::check_output_folder("--out", &args.out)
         .map_err(|e| usage(e.to_string()))?;
     let loaded = load(&args.dirs)?;
+    check_out_dir(args, &loaded)?;
     check_same_sweep(&loaded)?;
     let n = loaded[0].m.n;
     let split = loaded[0].m.split;
     let sweep = loaded[0].m.sweep.clone();
     let by_k = shards_by_index(&loaded, n)?;
     check_gaps(&by_k, n, args.partial)?;
-    check_out_dir(args, &loaded)?;
     let parts = read_parts(&by_k, &sweep, loaded.len())?;
-    let merged = merge_keys(&parts, &by_k, split, n)?;
+    let merged = merge_keys(&parts, &by_k, split, n, sweep.confirm_rounds)?;
     // Everything is checked: write.
     write_merged(args, &merged, by_k.len(), n, split)
 }
@@ -169,7 +188,8 @@ fn check_gaps(by_k: &BTreeMap<usize, &Loaded>, n: usize, partial: bool) -> Resul
     Ok(())
 }
 
-/// The output folder must not be a shard's: its files would replace the shard's own.
+/// The output folder must not be a shard's, merged or not: the merged run CSVs and journals
+/// would replace that shard's own, and a later merge would read them as its results.
 fn check_out_dir(args: &MergeOptions, loaded: &[Loaded]) -> Result<()> {
     if let Ok(out) = args.out.canonicalize() {
         if let Some(l) = loaded
@@ -180,6 +200,16 @@ fn check_out_dir(args: &MergeOptions, loaded: &[Loaded]) -> Result<()> {
                 "--out {} is the folder of shard {}; merge into another folder",
                 args.out.display(),
                 l.m.k
+            )));
+        }
+    }
+    if args.out.is_dir() {
+        if let Some((s, path)) = shard::manifests_in(&args.out)?.into_iter().next() {
+            return Err(usage(format!(
+                "--out {} holds the results of shard {s} ({}); merge into a folder that \
+                 holds no shard's results",
+                args.out.display(),
+                path.file_name().unwrap_or_default().to_string_lossy()
             )));
         }
     }
@@ -205,6 +235,20 @@ fn read_parts<'a>(
                     l.path.display(),
                     l.dir.display()
                 )));
+            }
+            if let Some(j) = o.journal.as_deref() {
+                if is_merged_journal(&l.dir.join(j)) {
+                    return Err(usage(format!(
+                        "{}: {j} is the journal of a merge, not of shard {}/{}: the folder was \
+                         a merge's --out, which replaced the shard's results; run shard {}/{} \
+                         again and merge again",
+                        l.dir.display(),
+                        l.m.k,
+                        l.m.n,
+                        l.m.k,
+                        l.m.n
+                    )));
+                }
             }
             let RunFile {
                 params: param_names,
@@ -245,13 +289,27 @@ fn read_parts<'a>(
     Ok(parts)
 }
 
+/// Whether the journal at `path` starts with the header [`merge_journals`] writes.
+fn is_merged_journal(path: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut line = String::new();
+    if std::io::BufReader::new(file).read_line(&mut line).is_err() {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(&line).is_ok_and(|v| v.get("merged").is_some())
+}
+
 /// Merges each key's parts, noting the keys that are not whole: every shard tuned its share
-/// of the shape, completely.
+/// of the shape, completely. `confirm_rounds` is the sweep's `--confirm-rounds`.
 fn merge_keys(
     parts: &BTreeMap<PartKey, Vec<Part>>,
     by_k: &BTreeMap<usize, &Loaded>,
     split: Split,
     n: usize,
+    confirm_rounds: usize,
 ) -> Result<Vec<MergedKey>> {
     let owner_of = |shape: &str| {
         by_k.values()
@@ -259,7 +317,7 @@ fn merge_keys(
             .map(|l| l.m.k)
     };
     let mut merged = Vec::new();
-    for ((_, _, shape, _, _), ps) in parts {
+    for ((pos, _, shape, _, _), ps) in parts {
         let done: BTreeSet<usize> = ps.iter().filter(|p| p.out.complete).map(|p| p.k).collect();
         let partial = match split {
             Split::Variants => {
@@ -275,9 +333,84 @@ fn merge_keys(
                 _ => Some("its shard did not finish it".to_string()),
             },
         };
-        merged.push(merge_key(ps, partial)?);
+        if split == Split::Variants {
+            check_shares(ps, n, *pos, partial.is_none())?;
+        }
+        merged.push(merge_key(ps, partial, confirm_rounds)?);
     }
     Ok(merged)
+}
+
+/// The number of the positions `0..live` that shard `k` of `n` owns by variants for the
+/// shape at `pos` in the sweep: position p is shard (p + pos) mod n's
+/// ([`crate::model::slice::Slice::owns`]).
+fn share(live: usize, n: usize, pos: usize, k: usize) -> usize {
+    let first = (k + n - pos % n) % n;
+    if first >= live {
+        0
+    } else {
+        (live - 1 - first) / n + 1
+    }
+}
+
+/// Split by variants, each live variant of a shape is one shard's, and each shard's run CSV
+/// has a row for every variant of its share (measured, failed or left out by the search).
+/// Refuses the parts of a key (in shard order, the shape at `pos` in the sweep) where a
+/// variant is in two shards' run CSVs, or, when every shard finished the shape (`whole`), a
+/// shard holds fewer variants than its share of their union: a folder that holds rows not
+/// its shard's own (another run's, or a merge's) or lost some.
+fn check_shares(ps: &[Part], n: usize, pos: usize, whole: bool) -> Result<()> {
+    let label = |p: &Part| format!("{} {} on {}", p.run.op, p.run.shape, p.run.gpu);
+    let csv = |p: &Part| p.dir.join(p.out.csv.as_deref().unwrap_or_default());
+    let mut holder: HashMap<&str, &Part> = HashMap::new();
+    let mut held: BTreeMap<usize, usize> = BTreeMap::new();
+    for p in ps {
+        let live = p
+            .records
+            .iter()
+            .filter(|r| r.kind == Kind::Variant && r.status != Status::Pruned);
+        for r in live {
+            match holder.insert(&r.name, p) {
+                Some(other) if other.k != p.k => {
+                    return Err(usage(format!(
+                        "{}: variant {} is in the run CSVs of shard {} ({}) and shard {} ({}), \
+                         but each variant is one shard's: one of them holds rows not its own \
+                         (was its folder a merge's --out?); run that shard again and merge again",
+                        label(p),
+                        r.name,
+                        other.k,
+                        csv(other).display(),
+                        p.k,
+                        csv(p).display()
+                    )));
+                }
+                Some(_) => {}
+                None => *held.entry(p.k).or_default() += 1,
+            }
+        }
+    }
+    if !whole || pos == usize::MAX {
+        return Ok(());
+    }
+    let live = holder.len();
+    for p in ps {
+        let (have, want) = (
+            held.get(&p.k).copied().unwrap_or(0),
+            share(live, n, pos, p.k),
+        );
+        if have < want {
+            return Err(usage(format!(
+                "{}: the run CSV of shard {} ({}) has {have} variants where its share of the \
+                 {live} the shards hold is {want}: it is not that shard's whole output; run \
+                 shard {}/{n} again and merge again",
+                label(p),
+                p.k,
+                csv(p).display(),
+                p.k
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes the merged run CSVs, journals and best.csv rows of `n_shards` of the `n` shards,
@@ -302,10 +435,15 @@ fn write_merged(
         args.out.display()
     ));
     for m in merged {
+        // A run CSV or journal already there is kept as .bak when this one drops what it
+        // holds, as a tuning run keeps its run CSV.
         let csv_path = run_csv_path(&args.out, &m.info);
+        keep_what_this_run_drops(&csv_path, &m.records)?;
         write_atomic(&csv_path, &run_csv(&m.info, &m.param_names, &m.records)?)?;
         if let Some(j) = &m.journal {
-            write_atomic(&Journal::path_for(&args.out, &m.info), j.as_bytes())?;
+            let path = Journal::path_for(&args.out, &m.info);
+            keep_journal_entries_dropped(&path, j)?;
+            write_atomic(&path, j.as_bytes())?;
         }
         let measured = m
             .records
@@ -350,6 +488,9 @@ fn write_merged(
         if let Some(why) = &m.partial {
             print_out(format_args!("    partial: {why}; no best.csv row\n"));
         }
+        if let Some(why) = &m.noisy {
+            print_out(format_args!("    no margin in best.csv: {why}\n"));
+        }
         if let Some(row) = &m.best {
             upsert_best(&best_path, row.clone(), false)?;
             rows += 1;
@@ -362,6 +503,45 @@ fn write_merged(
         best_path.display()
     ));
     Ok(all_verified)
+}
+
+/// Keeps the journal at `path` as `NAME.bak` (or `.bak.N`: [`backup_path`]) before `new`
+/// replaces it, when it holds an entry `new` does not or cannot be read: the rule of
+/// [`keep_what_this_run_drops`] for the run CSV beside it. Torn lines count as nothing (no run
+/// reads them); merging the same shards again writes the same journal and keeps no copy.
+fn keep_journal_entries_dropped(path: &Path, new: &str) -> Result<()> {
+    if !path.is_file() {
+        return Ok(());
+    }
+    let dropped = match std::fs::read_to_string(path) {
+        Ok(old) => {
+            let now: HashSet<&str> = new.lines().skip(1).collect();
+            old.lines()
+                .skip(1)
+                .filter(|l| {
+                    !now.contains(l) && serde_json::from_str::<serde_json::Value>(l).is_ok()
+                })
+                .count()
+        }
+        // Unreadable: whatever it holds is not this merge's to throw away.
+        Err(_) => usize::MAX,
+    };
+    if dropped == 0 {
+        return Ok(());
+    }
+    let backup = backup_path(path);
+    std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
+    let what = if dropped == usize::MAX {
+        "could not be read back".to_string()
+    } else {
+        format!("holds {dropped} entries this merge does not")
+    };
+    eprintln!(
+        "note: {} {what}: kept as {}",
+        path.display(),
+        backup.display()
+    );
+    Ok(())
 }
 
 /// Reads the manifests of every folder (a folder given twice counts once).
@@ -434,7 +614,7 @@ fn check_same_sweep(loaded: &[Loaded]) -> Result<()> {
         if a.m.tool_version != b.m.tool_version {
             return Err(usage(format!(
                 "{pa} was written by tune {} but {pb} by tune {}: results of different code \
-                 versions do not rank together",
+                 versions do not rank together; run every shard with one build of tune",
                 a.m.tool_version, b.m.tool_version
             )));
         }
@@ -545,8 +725,8 @@ fn median(r: &Record) -> f64 {
     r.stats.map(|s| s.median_ms).unwrap_or(f64::INFINITY)
 }
 
-/// Merges the parts of one key (in shard order).
-fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
+/// Merges the parts of one key (in shard order); `confirm_rounds` is the sweep's.
+fn merge_key(parts: &[Part], partial: Option<String>, confirm_rounds: usize) -> Result<MergedKey> {
     let first = &parts[0];
     // Rows, and the part each came from.
     let mut baselines: Vec<(Record, usize)> = Vec::new();
@@ -639,9 +819,13 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
     let mut info = first.run.clone();
     info.roof = roof.map(|r| r.name).unwrap_or_default();
     let journal = merge_journals(parts);
-    let best = match (winner, &partial) {
-        (Some(w), None) => Some(best_row(&records, w, &parts[from[w]], &info)),
-        _ => None,
+    let (best, noisy) = match (winner, &partial) {
+        (Some(w), None) => {
+            let noisy = too_noisy(&records, w, confirm_rounds);
+            let row = best_row(&records, w, &parts[from[w]], &info, noisy.is_some());
+            (Some(row), noisy)
+        }
+        _ => (None, None),
     };
     let shards = parts.iter().map(|p| p.k).collect::<BTreeSet<_>>().len();
     Ok(MergedKey {
@@ -653,14 +837,50 @@ fn merge_key(parts: &[Part], partial: Option<String>) -> Result<MergedKey> {
         best,
         winner,
         partial,
+        noisy,
         shards,
         cleared_confirmation,
     })
 }
 
+/// The leaders re-timed with winner `w` other than it: variants (the roof baselines ran in
+/// the rounds too, without competing).
+fn is_leader(records: &[Record], w: usize, i: usize) -> bool {
+    i != w && records[i].kind == Kind::Variant
+}
+
+/// The runner-up of winner `w`: the leader fastest over the interleaved rounds (ties: the
+/// faster first timing, then the first in the space).
+fn runner_up(records: &[Record], w: usize) -> Option<usize> {
+    (0..records.len())
+        .filter(|&i| is_leader(records, w, i) && records[i].confirm.is_some())
+        .min_by(|&a, &b| {
+            let c = |i: usize| records[i].confirm.map(|c| c.median_ms).unwrap_or_default();
+            c(a).total_cmp(&c(b))
+                .then(median(&records[a]).total_cmp(&median(&records[b])))
+                .then(a.cmp(&b))
+        })
+}
+
+/// Why the interleaved rounds of winner `w` are too noisy to rank the leaders, by the rule a
+/// single run's best.csv follows ([`too_noisy_to_rank`]); `None` without a runner-up, where
+/// there is no margin to claim. The run CSV keeps no spread of the winner over the rounds,
+/// which the rule reads only without a runner-up: it is passed as NaN, which the rule would
+/// count as too noisy.
+fn too_noisy(records: &[Record], w: usize, rounds: usize) -> Option<String> {
+    let c = records[runner_up(records, w)?].confirm?;
+    let vs_winner = Comparison {
+        slower_pct: c.vs_winner_pct,
+        ci_low_pct: c.ci_low_pct,
+        ci_high_pct: c.ci_high_pct,
+    };
+    too_noisy_to_rank(f64::NAN, Some(&vs_winner), rounds)
+}
+
 /// The best.csv row of a merged key, as the tuner writes it (runner-up and tie from the
-/// interleaved confirmation, when there is one; time stamp and GPU from the winner's shard).
-fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRow {
+/// interleaved confirmation, when there is one, and the margin unless its rounds were
+/// `noisy`; time stamp and GPU from the winner's shard).
+fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo, noisy: bool) -> BestRow {
     let r = &records[w];
     let params = |r: &Record| {
         r.params
@@ -669,18 +889,11 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
             .collect::<Vec<_>>()
             .join(";")
     };
-    // The leaders re-timed with the winner: variants (the roof baselines ran in the rounds
-    // too, without competing).
-    let leader = |i: usize| i != w && records[i].kind == Kind::Variant;
-    let runner_up = (0..records.len())
-        .filter(|&i| leader(i) && records[i].confirm.is_some())
-        .min_by(|&a, &b| {
-            let c = |i: usize| records[i].confirm.map(|c| c.median_ms).unwrap_or_default();
-            c(a).total_cmp(&c(b))
-                .then(median(&records[a]).total_cmp(&median(&records[b])))
-                .then(a.cmp(&b))
-        });
-    let margin = runner_up.and_then(|i| records[i].confirm);
+    let leader = |i: usize| is_leader(records, w, i);
+    let runner_up = runner_up(records, w);
+    let margin = runner_up
+        .and_then(|i| records[i].confirm)
+        .filter(|_| !noisy);
     BestRow {
         op: info.op.clone(),
         shape: info.shape.clone(),
@@ -695,7 +908,12 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo) -> BestRo
         roof: info.roof.clone(),
         cache: info.cache.clone(),
         reps: part.run.reps,
-        tool_version: part.tool_version.to_string(),
+        // The crate's version, as a single run's row has it (without the build identity).
+        tool_version: part
+            .tool_version
+            .split_once('+')
+            .map_or(part.tool_version, |(version, _)| version)
+            .to_string(),
         driver: part.run.driver.clone(),
         nvrtc: part.run.nvrtc.clone(),
         tuned_at: part.out.tuned_at.clone(),
@@ -769,4 +987,29 @@ fn merge_journals(parts: &[Part]) -> Option<String> {
         out.push('\n');
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+    use crate::model::slice::{Shard, Slice, Split};
+
+    #[test]
+    fn a_shards_share_is_the_number_of_positions_it_owns() {
+        for n in 1..=5 {
+            for pos in 0..7 {
+                for live in 0..13 {
+                    for k in 0..n {
+                        let slice = Slice {
+                            shard: Shard { k, n },
+                            split: Split::Variants,
+                            shape_pos: pos,
+                        };
+                        let owned = (0..live).filter(|&p| slice.owns(p)).count();
+                        assert_eq!(share(live, n, pos, k), owned, "{k}/{n} pos {pos}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -435,7 +435,7 @@ impl Recorder {
         // The settings, op and --param values were checked by `sweep` before this.
         let manifest = Manifest {
             format: shard::MANIFEST_FORMAT,
-            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            tool_version: super::merge::TOOL_VERSION.to_string(),
             k: s.k,
             n: s.n,
             split: shard::split_for(s.n, shapes.len()),

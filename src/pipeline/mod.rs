@@ -9,7 +9,7 @@ mod confirm;
 mod job;
 pub mod options;
 pub mod outcome;
-mod persist;
+pub(crate) mod persist;
 pub mod plan;
 mod progress;
 mod rounds;

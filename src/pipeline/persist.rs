@@ -160,7 +160,7 @@ fn rank_records(
 /// carried forward (`not timed again: ...`); a failed row when this run has no row of it (a
 /// re-run does not carry failures forward, it compiles and runs them again). A re-run of
 /// the same space carries every timed row forward, and keeps no copy.
-fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) -> Result<()> {
+pub(crate) fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) -> Result<()> {
     if !path.is_file() {
         return Ok(());
     }
