@@ -2229,3 +2229,58 @@ fn gpus_the_simulated_machine_lacks_are_refused() {
     );
     assert!(!sim.out().exists(), "nothing was run");
 }
+
+/// An error of one shape is that shape's: a shape too large for the GPUs' free memory fails
+/// once, on the GPU that took it, and that GPU goes on with the next shapes. Only an error of
+/// the device (its worker cannot start, the device is lost) takes a GPU out of a sweep.
+#[test]
+fn a_shape_too_large_for_the_gpu_fails_alone_and_its_gpu_goes_on() {
+    // 8192x8192 needs three buffers of 256 MiB; the small shapes fit in 300 MiB.
+    let sim = Sim::new(json!({
+        "devices": 2,
+        "free_mem": 300u64 << 20,
+        "baselines": {"copy": 0.04},
+    }));
+    let small = ["64x64", "128x64", "64x128", "128x128", "96x96"];
+    let shapes = format!("8192x8192,{}", small.join(","));
+    let ran = sim.run(&["--shape", &shapes, "--gpus", "all", "--confirm-rounds", "0"]);
+    ran.expect_code(1);
+    assert!(
+        !ran.stderr.contains("takes no more work"),
+        "no GPU was taken out:\n{}",
+        ran.stderr
+    );
+    let errors: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: 8192x8192 on GPU "))
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "the large shape failed once:\n{}",
+        ran.stderr
+    );
+    assert!(
+        errors[0].contains("MiB of GPU memory but only 300 MiB are free"),
+        "{}",
+        errors[0]
+    );
+    let failed_on = errors[0]
+        .strip_prefix("error: 8192x8192 on GPU ")
+        .and_then(|rest| rest.split(':').next())
+        .expect("the GPU of the failure");
+    assert!(
+        ran.stdout.contains(&format!(" on GPU {failed_on}\n")),
+        "GPU {failed_on} tuned no shape after the one that did not fit:\n{}",
+        ran.stdout
+    );
+    for shape in small {
+        assert_eq!(count(&sim.csv(shape), Status::Ok), 12, "{shape}");
+    }
+    let mut best: Vec<String> = sim.best().into_iter().map(|r| r.shape).collect();
+    best.sort();
+    let mut expected: Vec<String> = small.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(best, expected);
+}

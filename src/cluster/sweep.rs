@@ -2,7 +2,7 @@
 //! several GPUs through one work queue, or one shard of any of them (with its manifest).
 
 use super::shard::{self, Assignment, Manifest, ShardOutput, Sweep};
-use crate::error::{Error, Result, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+use crate::error::{Error, Result, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::isolate::interrupt;
 use crate::isolate::worker::KeptWorker;
 use crate::model::slice::{Shard, Split};
@@ -158,7 +158,10 @@ fn jobs_per_gpu(jobs: usize, gpus: usize) -> usize {
 /// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
 ///
-/// Each GPU's thread keeps its GPU worker process (and CUDA context) from shape to shape.
+/// Each GPU's thread keeps its GPU worker process (and CUDA context) from shape to shape. An
+/// error of one shape (too large for the GPU's free memory, refused by the op) fails that
+/// shape, and the GPU goes on with the next; an error of the device ([`is_device_error`])
+/// takes the GPU out of the sweep.
 fn sweep_on_gpus(
     cli: &SweepOptions,
     base: &TuneOptions,
@@ -175,9 +178,10 @@ fn sweep_on_gpus(
     );
     let rows = Mutex::new(vec![None; plan.len()]);
     let worst = Mutex::new(0u8);
-    // A GPU whose run fails for a reason other than bad input (its worker cannot start, the
-    // device is lost) hands its shape back to the queue, once, and takes no more work, so the
-    // sweep finishes on the other GPUs.
+    // A GPU whose run fails with an error of the device (its worker cannot start, the device
+    // is lost) hands its shape back to the queue, once, and takes no more work, so the sweep
+    // finishes on the other GPUs. The last GPU left is never taken out: its shapes fail with
+    // the reason.
     let dead = Mutex::new(std::collections::HashSet::new());
     let handed_back = Mutex::new(std::collections::HashSet::new());
     // Tunes shape i on GPU g (on the worker in `kept`); false when the shape went back to
@@ -194,7 +198,7 @@ fn sweep_on_gpus(
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
-                && code != EXIT_USAGE
+                && is_device_error(why)
                 && dead.len() + 1 < gpus.len()
                 && handed_back.lock().expect("handed back").insert(i)
             {
@@ -208,6 +212,7 @@ fn sweep_on_gpus(
                 return false;
             }
         }
+        let result = result.map_err(|e| e.to_string());
         record(a, &result);
         let mut w = worst.lock().expect("worst");
         *w = (*w).max(code);
@@ -260,14 +265,15 @@ fn sweep_on_gpus(
     worst.into_inner().expect("worst")
 }
 
-/// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout).
+/// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout), and
+/// the error is kept whole, for [`is_device_error`].
 fn run_one_quietly(
     cli: &SweepOptions,
     opts: &TuneOptions,
     op: &Op,
     gpu: usize,
     kept: &mut KeptWorker,
-) -> (u8, std::result::Result<TuneOutcome, String>) {
+) -> (u8, Result<TuneOutcome>) {
     match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
@@ -276,8 +282,35 @@ fn run_one_quietly(
         }
         Err(e) => {
             eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
-            (e.exit_code() as u8, Err(e.to_string()))
+            (e.exit_code() as u8, Err(e))
         }
+    }
+}
+
+/// Whether `e` is an error of the device a shape ran on, which the next shape on that GPU
+/// would meet too: its worker cannot start, or the device is lost or faulted for good
+/// ([`Error::NoGpu`]). Every other error is the shape's (too large for the GPU's free
+/// memory, a CUDA call that failed for it, input the op refuses) or this machine's (no
+/// NVRTC, a file that cannot be written), which another GPU would meet as well. Every
+/// variant is named, so that a new one is classified here.
+fn is_device_error(e: &Error) -> bool {
+    match e {
+        Error::NoGpu(_) => true,
+        Error::OutOfMemory { .. }
+        | Error::Cuda { .. }
+        | Error::NoNvrtc(_)
+        | Error::Io { .. }
+        | Error::Internal(_)
+        | Error::Shape { .. }
+        | Error::UnknownOp { .. }
+        | Error::UnknownParam { .. }
+        | Error::ParamSyntax { .. }
+        | Error::EmptySpace(_)
+        | Error::Spec { .. }
+        | Error::Expr { .. }
+        | Error::Template { .. }
+        | Error::Csv { .. }
+        | Error::Usage(_) => false,
     }
 }
 
@@ -564,7 +597,8 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
-    use super::{jobs_per_gpu, resume_command};
+    use super::{is_device_error, jobs_per_gpu, resume_command};
+    use crate::error::Error;
 
     #[test]
     fn the_resume_command_pastes_back_as_it_ran() {
@@ -601,5 +635,26 @@ mod tests {
         assert_eq!(jobs_per_gpu(16, 3), 5);
         // Never none: with more GPUs than jobs each compiles in its own process.
         assert_eq!(jobs_per_gpu(4, 8), 1);
+    }
+
+    #[test]
+    fn only_the_devices_errors_take_a_gpu_out_of_a_sweep() {
+        assert!(is_device_error(&Error::NoGpu(
+            "GPU worker could not start: no device".into()
+        )));
+        for e in [
+            Error::OutOfMemory {
+                need_mib: 932,
+                free_mib: 300,
+            },
+            Error::Cuda {
+                during: "checking the GPU float64 reference".into(),
+                why: "row 3 differs".into(),
+            },
+            Error::Usage("the op refuses this shape".into()),
+            Error::NoNvrtc("not found".into()),
+        ] {
+            assert!(!is_device_error(&e), "{e}");
+        }
     }
 }
