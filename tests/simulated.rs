@@ -2284,3 +2284,128 @@ fn a_shape_too_large_for_the_gpu_fails_alone_and_its_gpu_goes_on() {
     expected.sort();
     assert_eq!(best, expected);
 }
+
+/// The compile-only CSVs `--out` holds, by file name.
+fn compile_only_csvs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with("-compile-only.csv"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// A prebuild (`--compile-only --shard K/N`, run before the GPU shards of the same arguments)
+/// records the variants that do not compile, one row each, as the GPU run does, and exits 0,
+/// also when one shape's share compiled none of its sources; it exits 1 only when nothing of
+/// its share compiled. An unsharded compile-only run fails on any failed compile.
+#[test]
+fn a_prebuild_records_failed_compiles_and_fails_only_when_nothing_compiled() {
+    let sim = Sim::new(json!({}));
+    // Shard 1 of 3 holds BROKEN=0 and BROKEN=1 variants of the shape.
+    let mixed = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "BROKEN=0,1",
+        "--compile-only",
+        "--shard",
+        "1/3",
+    ]);
+    mixed.expect_code(0);
+    let failed = mixed
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  FAILED "))
+        .count();
+    assert!(failed > 0, "{}", mixed.stdout);
+    assert!(
+        mixed.stdout.contains(" variants compiled ("),
+        "{}",
+        mixed.stdout
+    );
+    let warning: Vec<&str> = mixed
+        .stderr
+        .lines()
+        .filter(|l| l.contains("failed to compile"))
+        .collect();
+    assert_eq!(
+        warning,
+        [format!(
+            "warning: {SHAPE}: {failed} variant(s) failed to compile (recorded in the \
+             compile-only CSV, as a GPU run records them)"
+        )],
+        "{}",
+        mixed.stderr
+    );
+    assert_eq!(
+        compile_only_csvs(&sim.out()),
+        ["sim_64x64_sm-90-shard-1-of-3-compile-only.csv"]
+    );
+    // Two shapes split by variants, shard 1 of 2: the first shape's share is every BROKEN=1
+    // variant, the second's every BROKEN=0 one. The shard compiled something: exit 0.
+    let half = sim.run(&[
+        "--shape",
+        "64x64,32x96",
+        "--param",
+        "BROKEN=0,1",
+        "--compile-only",
+        "--shard",
+        "1/2",
+    ]);
+    half.expect_code(0);
+    assert!(
+        half.stdout.contains(": 0 variants compiled (") && half.stdout.contains(" 0 failed, "),
+        "{}",
+        half.stdout
+    );
+    // Nothing of the share compiled: exit 1, said in one line.
+    let none = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "BROKEN=1",
+        "--compile-only",
+        "--shard",
+        "1/2",
+    ]);
+    none.expect_code(1);
+    let errors: Vec<&str> = none
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(
+        errors,
+        ["error: shard 1/2 compiled none of its 6 variant(s) (6 failed to compile)"],
+        "{}",
+        none.stderr
+    );
+    // An empty share (one variant, owned by shard 0) compiles nothing and fails nothing.
+    sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1",
+        "--param",
+        "Y=1",
+        "--compile-only",
+        "--shard",
+        "1/2",
+    ])
+    .expect_code(0);
+    // Unsharded, a failed compile fails the run.
+    let whole = sim.run(&["--shape", SHAPE, "--param", "BROKEN=0,1", "--compile-only"]);
+    whole.expect_code(1);
+    assert!(
+        whole
+            .stderr
+            .contains("error: 64x64: 12 variant(s) failed to compile"),
+        "{}",
+        whole.stderr
+    );
+}

@@ -13,7 +13,7 @@ use crate::pipeline::summary;
 use crate::pipeline::tuner::tune_keeping;
 use crate::spec::ops::Op;
 use crate::store::files::print_out;
-use crate::store::record::Status;
+use crate::store::record::{Kind, Status};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -32,7 +32,8 @@ pub struct SweepOptions {
     pub top: usize,
     /// Reports list every variant.
     pub verbose: bool,
-    /// Compile only: failed compiles fail the run, nothing is timed.
+    /// Compile only: nothing is timed. Failed compiles fail the run, except a prebuild's (with
+    /// `shard`), which records them and fails only when nothing of its share compiled.
     pub compile_only: bool,
     /// The program and arguments the run was started with, for the resume hint after Ctrl-C.
     pub command_line: Vec<String>,
@@ -82,9 +83,14 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     if let Some(&g) = gpus.first() {
         base.device = g;
     }
+    // What a prebuild's share compiled, over all its shapes.
+    let built = Mutex::new(Built::default());
     let record = |a: &Assignment, result: &std::result::Result<TuneOutcome, String>| {
         if let Some(r) = &recorder {
             r.done(a, result);
+        }
+        if let Ok(o) = result {
+            built.lock().expect("built").add(o);
         }
     };
     let code = if plan.len() == 1 {
@@ -124,6 +130,12 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     if let Some(r) = recorder {
         r.finish()?;
     }
+    let code = match shard {
+        Some(s) if cli.compile_only && !interrupt::interrupted() => {
+            code.max(built.into_inner().expect("built").prebuild_code(s))
+        }
+        _ => code,
+    };
     // Stopped: the sweep says so whatever its shapes did before.
     Ok(if interrupt::interrupted() {
         code.max(EXIT_INTERRUPTED)
@@ -354,9 +366,9 @@ fn resume_command(command_line: &[String]) -> String {
 }
 
 /// The exit code a finished shape calls for, with the line that says why on stderr: 130 when
-/// interrupted (and how to go on), 1 when a compile-only run had compiles fail or a run
-/// verified nothing, else 0. One rule for a shape on one GPU and for shapes spread over
-/// several.
+/// interrupted (and how to go on), 1 when an unsharded compile-only run had compiles fail or
+/// compiled nothing, or a run verified nothing, else 0. One rule for a shape on one GPU and
+/// for shapes spread over several. A prebuild's share is judged whole, by [`Built`].
 fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -> u8 {
     if outcome.interrupted && cli.compile_only {
         // Nothing to resume: a compile-only run journals nothing, and the same command again
@@ -393,6 +405,19 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         .iter()
         .filter(|r| r.status == Status::Ok)
         .count();
+    if cli.compile_only && opts.shard.is_some() {
+        // A prebuild: the GPU shard of the same arguments records these variants as failed
+        // and goes on, so the prebuild does too (its failure would cancel the GPU shards
+        // that depend on it).
+        if failed_compiles > 0 {
+            eprintln!(
+                "warning: {}: {failed_compiles} variant(s) failed to compile (recorded in the \
+                 compile-only CSV, as a GPU run records them)",
+                opts.shape
+            );
+        }
+        return EXIT_OK;
+    }
     if cli.compile_only && failed_compiles > 0 {
         eprintln!(
             "error: {}: {failed_compiles} variant(s) failed to compile",
@@ -400,7 +425,7 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         );
         return EXIT_FAILED;
     }
-    if cli.compile_only && compiled == 0 && opts.shard.is_none() {
+    if cli.compile_only && compiled == 0 {
         let past = match summary::past_limit(outcome) {
             0 => String::new(),
             n => format!(
@@ -431,6 +456,63 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         return EXIT_FAILED;
     }
     EXIT_OK
+}
+
+/// What the variants of a prebuild's share (`--compile-only --shard K/N`) came to, over its
+/// shapes. A prebuild fails only when its share had variants to compile and none compiled:
+/// a share may be empty (more shards than variants), and one shape's share may be all
+/// variants that do not compile, which its GPU shard records as failed and goes on.
+#[derive(Debug, Default)]
+struct Built {
+    compiled: usize,
+    failed: usize,
+    past_limit: usize,
+    /// Proposed, but not started within the time budget.
+    not_started: usize,
+}
+
+impl Built {
+    fn add(&mut self, outcome: &TuneOutcome) {
+        let mut not_run = 0;
+        for r in outcome.records.iter().filter(|r| r.kind == Kind::Variant) {
+            match r.status {
+                Status::Ok => self.compiled += 1,
+                Status::Failed => self.failed += 1,
+                Status::NotRun => not_run += 1,
+                Status::Pruned | Status::Skipped => {}
+            }
+        }
+        // Not run: past the compile time limit, or not started within the time budget (a
+        // stopped run is not judged).
+        let past = summary::past_limit(outcome).min(not_run);
+        self.past_limit += past;
+        self.not_started += not_run - past;
+    }
+
+    /// The exit code of prebuild shard `s`, with the line that says why on stderr.
+    fn prebuild_code(&self, s: Shard) -> u8 {
+        let unbuilt = self.failed + self.past_limit + self.not_started;
+        if self.compiled > 0 || unbuilt == 0 {
+            return EXIT_OK;
+        }
+        let why: Vec<String> = [
+            (self.failed, "failed to compile"),
+            (
+                self.past_limit,
+                "ran past the compile time limit; --compile-timeout 0 waits for every compile",
+            ),
+            (self.not_started, "not started within the time budget"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        eprintln!(
+            "error: shard {s} compiled none of its {unbuilt} variant(s) ({})",
+            why.join(", ")
+        );
+        EXIT_FAILED
+    }
 }
 
 /// Keeps a sharded run's manifest (`shard-K-of-N.json`) up to date: written unfinished before
