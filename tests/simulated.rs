@@ -2409,3 +2409,47 @@ fn a_prebuild_records_failed_compiles_and_fails_only_when_nothing_compiled() {
         whole.stderr
     );
 }
+
+/// `--shard 0/1`, one shard holding the whole sweep, tunes as an unsharded run does: its
+/// leaders are confirmed in interleaved rounds, so the merged best.csv row has the unsharded
+/// run's winner, runner-up and tie.
+#[test]
+fn a_single_shard_confirms_its_leaders_as_an_unsharded_run_does() {
+    let equal = json!([
+        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+        {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
+    ]);
+    let sim = Sim::new(flat_model(1, equal));
+    confirm_run(&sim);
+    let whole = sim.best().remove(0);
+    assert!(whole.tie, "the planted equals tie");
+    let shard = sim.tmp.path().join("shard-0");
+    let out = sim
+        .tune()
+        .arg("--templates")
+        .arg(&sim.templates)
+        .args(["--op", "sim", "--shape", SHAPE, "--confirm-rounds", "40"])
+        .args(["--shard", "0/1", "--out"])
+        .arg(&shard)
+        .output()
+        .unwrap();
+    let ran = ran(out);
+    ran.expect_code(0);
+    let merged_dir = sim.tmp.path().join("merged");
+    let out = sim
+        .tune()
+        .arg("merge")
+        .arg(&shard)
+        .arg("--out")
+        .arg(&merged_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let merged = read_best(&merged_dir.join("best.csv")).unwrap();
+    assert_eq!(merged.len(), 1);
+    let row = |r: &BestRow| (r.params.clone(), r.runner_up.clone(), r.tie);
+    assert_eq!(row(&merged[0]), row(&whole));
+    assert!(ran
+        .line("Confidence: ")
+        .starts_with("Confidence: tied with 1 other(s)"));
+}
