@@ -2232,3 +2232,227 @@ fn gpus_the_simulated_machine_lacks_are_refused() {
     );
     assert!(!sim.out().exists(), "nothing was run");
 }
+
+/// An error of one shape is that shape's: a shape too large for the GPUs' free memory fails
+/// once, on the GPU that took it, and that GPU goes on with the next shapes. Only an error of
+/// the device (its worker cannot start, the device is lost) takes a GPU out of a sweep.
+#[test]
+fn a_shape_too_large_for_the_gpu_fails_alone_and_its_gpu_goes_on() {
+    // 8192x8192 needs three buffers of 256 MiB; the small shapes fit in 300 MiB.
+    let sim = Sim::new(json!({
+        "devices": 2,
+        "free_mem": 300u64 << 20,
+        "baselines": {"copy": 0.04},
+    }));
+    let small = ["64x64", "128x64", "64x128", "128x128", "96x96"];
+    let shapes = format!("8192x8192,{}", small.join(","));
+    let ran = sim.run(&["--shape", &shapes, "--gpus", "all", "--confirm-rounds", "0"]);
+    ran.expect_code(1);
+    assert!(
+        !ran.stderr.contains("takes no more work"),
+        "no GPU was taken out:\n{}",
+        ran.stderr
+    );
+    let errors: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: 8192x8192 on GPU "))
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "the large shape failed once:\n{}",
+        ran.stderr
+    );
+    assert!(
+        errors[0].contains("MiB of GPU memory but only 300 MiB are free"),
+        "{}",
+        errors[0]
+    );
+    let failed_on = errors[0]
+        .strip_prefix("error: 8192x8192 on GPU ")
+        .and_then(|rest| rest.split(':').next())
+        .expect("the GPU of the failure");
+    assert!(
+        ran.stdout.contains(&format!(" on GPU {failed_on}\n")),
+        "GPU {failed_on} tuned no shape after the one that did not fit:\n{}",
+        ran.stdout
+    );
+    for shape in small {
+        assert_eq!(count(&sim.csv(shape), Status::Ok), 12, "{shape}");
+    }
+    let mut best: Vec<String> = sim.best().into_iter().map(|r| r.shape).collect();
+    best.sort();
+    let mut expected: Vec<String> = small.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(best, expected);
+}
+
+/// The compile-only CSVs `--out` holds, by file name.
+fn compile_only_csvs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with("-compile-only.csv"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// A prebuild (`--compile-only --shard K/N`, run before the GPU shards of the same arguments)
+/// records the variants that do not compile, one row each, as the GPU run does, and exits 0,
+/// also when one shape's share compiled none of its sources; it exits 1 only when nothing of
+/// its share compiled. An unsharded compile-only run fails on any failed compile.
+#[test]
+fn a_prebuild_records_failed_compiles_and_fails_only_when_nothing_compiled() {
+    let sim = Sim::new(json!({}));
+    // Shard 1 of 3 holds BROKEN=0 and BROKEN=1 variants of the shape.
+    let mixed = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "BROKEN=0,1",
+        "--compile-only",
+        "--shard",
+        "1/3",
+    ]);
+    mixed.expect_code(0);
+    let failed = mixed
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  FAILED "))
+        .count();
+    assert!(failed > 0, "{}", mixed.stdout);
+    assert!(
+        mixed.stdout.contains(" variants compiled ("),
+        "{}",
+        mixed.stdout
+    );
+    let warning: Vec<&str> = mixed
+        .stderr
+        .lines()
+        .filter(|l| l.contains("failed to compile"))
+        .collect();
+    assert_eq!(
+        warning,
+        [format!(
+            "warning: {SHAPE}: {failed} variant(s) failed to compile (recorded in the \
+             compile-only CSV, as a GPU run records them)"
+        )],
+        "{}",
+        mixed.stderr
+    );
+    assert_eq!(
+        compile_only_csvs(&sim.out()),
+        ["sim_64x64_sm-90-shard-1-of-3-compile-only.csv"]
+    );
+    // Two shapes split by variants, shard 1 of 2: the first shape's share is every BROKEN=1
+    // variant, the second's every BROKEN=0 one. The shard compiled something: exit 0.
+    let half = sim.run(&[
+        "--shape",
+        "64x64,32x96",
+        "--param",
+        "BROKEN=0,1",
+        "--compile-only",
+        "--shard",
+        "1/2",
+    ]);
+    half.expect_code(0);
+    assert!(
+        half.stdout.contains(": 0 variants compiled (") && half.stdout.contains(" 0 failed, "),
+        "{}",
+        half.stdout
+    );
+    // Nothing of the share compiled: exit 1, said in one line.
+    let none = sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "BROKEN=1",
+        "--compile-only",
+        "--shard",
+        "1/2",
+    ]);
+    none.expect_code(1);
+    let errors: Vec<&str> = none
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(
+        errors,
+        ["error: shard 1/2 compiled none of its 6 variant(s) (6 failed to compile)"],
+        "{}",
+        none.stderr
+    );
+    // An empty share (one variant, owned by shard 0) compiles nothing and fails nothing.
+    sim.run(&[
+        "--shape",
+        SHAPE,
+        "--param",
+        "X=1",
+        "--param",
+        "Y=1",
+        "--compile-only",
+        "--shard",
+        "1/2",
+    ])
+    .expect_code(0);
+    // Unsharded, a failed compile fails the run.
+    let whole = sim.run(&["--shape", SHAPE, "--param", "BROKEN=0,1", "--compile-only"]);
+    whole.expect_code(1);
+    assert!(
+        whole
+            .stderr
+            .contains("error: 64x64: 12 variant(s) failed to compile"),
+        "{}",
+        whole.stderr
+    );
+}
+
+/// `--shard 0/1`, one shard holding the whole sweep, tunes as an unsharded run does: its
+/// leaders are confirmed in interleaved rounds, so the merged best.csv row has the unsharded
+/// run's winner, runner-up and tie.
+#[test]
+fn a_single_shard_confirms_its_leaders_as_an_unsharded_run_does() {
+    let equal = json!([
+        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+        {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
+    ]);
+    let sim = Sim::new(flat_model(1, equal));
+    confirm_run(&sim);
+    let whole = sim.best().remove(0);
+    assert!(whole.tie, "the planted equals tie");
+    let shard = sim.tmp.path().join("shard-0");
+    let out = sim
+        .tune()
+        .arg("--templates")
+        .arg(&sim.templates)
+        .args(["--op", "sim", "--shape", SHAPE, "--confirm-rounds", "40"])
+        .args(["--shard", "0/1", "--out"])
+        .arg(&shard)
+        .output()
+        .unwrap();
+    let ran = ran(out);
+    ran.expect_code(0);
+    let merged_dir = sim.tmp.path().join("merged");
+    let out = sim
+        .tune()
+        .arg("merge")
+        .arg(&shard)
+        .arg("--out")
+        .arg(&merged_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let merged = read_best(&merged_dir.join("best.csv")).unwrap();
+    assert_eq!(merged.len(), 1);
+    let row = |r: &BestRow| (r.params.clone(), r.runner_up.clone(), r.tie);
+    assert_eq!(row(&merged[0]), row(&whole));
+    assert!(ran
+        .line("Confidence: ")
+        .starts_with("Confidence: tied with 1 other(s)"));
+}

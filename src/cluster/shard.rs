@@ -34,9 +34,11 @@ pub struct Assignment {
 /// How a sweep of `shapes` shapes is split into `n` shards: by shapes when there are at
 /// least [`SHAPES_PER_SHARD`] per shard (each shape is then tuned, and its leaders confirmed,
 /// on one GPU, and the shards still balance), else by variants (a few shapes still spread
-/// over every shard).
+/// over every shard). One shard holds every variant of every shape, so it is split by
+/// shapes whatever their number: it runs the sweep as an unsharded run does, confirmation
+/// included.
 pub fn split_for(n: usize, shapes: usize) -> Split {
-    if shapes >= SHAPES_PER_SHARD * n {
+    if n == 1 || shapes >= SHAPES_PER_SHARD * n {
         Split::Shapes
     } else {
         Split::Variants
@@ -304,7 +306,7 @@ mod tests {
 
     #[test]
     fn variants_are_a_balanced_partition_for_every_shape() {
-        for n in 1..=5 {
+        for n in 2..=5 {
             let sweep = shapes(3);
             let work = vec![1.0; 3];
             for (pos, _) in sweep.iter().enumerate() {
@@ -354,6 +356,23 @@ mod tests {
         // Below 4 shapes per shard, by variants.
         assert_eq!(split_for(3, 11), Split::Variants);
         assert_eq!(split_for(3, 12), Split::Shapes);
+    }
+
+    #[test]
+    fn one_shard_holds_every_shape_whole() {
+        for count in [1, 3, 4, 9] {
+            assert_eq!(split_for(1, count), Split::Shapes, "{count} shape(s)");
+            let sweep = shapes(count);
+            let work: Vec<f64> = (0..count).map(|i| (i + 1) as f64).collect();
+            let plan = plan(Some(Shard { k: 0, n: 1 }), &sweep, &work);
+            let held: Vec<&String> = plan.iter().map(|a| &a.shape).collect();
+            assert_eq!(held, sweep.iter().collect::<Vec<_>>());
+            for a in &plan {
+                let s = a.slice.expect("a shard's slice");
+                assert_eq!(s.split, Split::Shapes, "{count} shape(s)");
+                assert!((0..50).all(|i| s.owns(i)), "a whole shape");
+            }
+        }
     }
 
     #[test]

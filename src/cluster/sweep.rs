@@ -2,7 +2,7 @@
 //! several GPUs through one work queue, or one shard of any of them (with its manifest).
 
 use super::shard::{self, Assignment, Manifest, ShardOutput, Sweep};
-use crate::error::{Error, Result, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+use crate::error::{Error, Result, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::isolate::interrupt;
 use crate::isolate::worker::KeptWorker;
 use crate::model::slice::{Shard, Split};
@@ -13,7 +13,7 @@ use crate::pipeline::summary;
 use crate::pipeline::tuner::tune_keeping;
 use crate::spec::ops::Op;
 use crate::store::files::print_out;
-use crate::store::record::Status;
+use crate::store::record::{Kind, Status};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -32,7 +32,8 @@ pub struct SweepOptions {
     pub top: usize,
     /// Reports list every variant.
     pub verbose: bool,
-    /// Compile only: failed compiles fail the run, nothing is timed.
+    /// Compile only: nothing is timed. Failed compiles fail the run, except a prebuild's (with
+    /// `shard`), which records them and fails only when nothing of its share compiled.
     pub compile_only: bool,
     /// The program and arguments the run was started with, for the resume hint after Ctrl-C.
     pub command_line: Vec<String>,
@@ -82,9 +83,14 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     if let Some(&g) = gpus.first() {
         base.device = g;
     }
+    // What a prebuild's share compiled, over all its shapes.
+    let built = Mutex::new(Built::default());
     let record = |a: &Assignment, result: &std::result::Result<TuneOutcome, String>| {
         if let Some(r) = &recorder {
             r.done(a, result);
+        }
+        if let Ok(o) = result {
+            built.lock().expect("built").add(o);
         }
     };
     let code = if plan.len() == 1 {
@@ -124,6 +130,12 @@ pub fn sweep(cli: &SweepOptions) -> Result<u8> {
     if let Some(r) = recorder {
         r.finish()?;
     }
+    let code = match shard {
+        Some(s) if cli.compile_only && !interrupt::interrupted() => {
+            code.max(built.into_inner().expect("built").prebuild_code(s))
+        }
+        _ => code,
+    };
     // Stopped: the sweep says so whatever its shapes did before.
     Ok(if interrupt::interrupted() {
         code.max(EXIT_INTERRUPTED)
@@ -158,7 +170,10 @@ fn jobs_per_gpu(jobs: usize, gpus: usize) -> usize {
 /// finishing a large shape while the others idle. Reports print whole, as each shape
 /// finishes; the summary comes last, in the order of the shapes.
 ///
-/// Each GPU's thread keeps its GPU worker process (and CUDA context) from shape to shape.
+/// Each GPU's thread keeps its GPU worker process (and CUDA context) from shape to shape. An
+/// error of one shape (too large for the GPU's free memory, refused by the op) fails that
+/// shape, and the GPU goes on with the next; an error of the device ([`is_device_error`])
+/// takes the GPU out of the sweep.
 fn sweep_on_gpus(
     cli: &SweepOptions,
     base: &TuneOptions,
@@ -175,9 +190,10 @@ fn sweep_on_gpus(
     );
     let rows = Mutex::new(vec![None; plan.len()]);
     let worst = Mutex::new(0u8);
-    // A GPU whose run fails for a reason other than bad input (its worker cannot start, the
-    // device is lost) hands its shape back to the queue, once, and takes no more work, so the
-    // sweep finishes on the other GPUs.
+    // A GPU whose run fails with an error of the device (its worker cannot start, the device
+    // is lost) hands its shape back to the queue, once, and takes no more work, so the sweep
+    // finishes on the other GPUs. The last GPU left is never taken out: its shapes fail with
+    // the reason.
     let dead = Mutex::new(std::collections::HashSet::new());
     let handed_back = Mutex::new(std::collections::HashSet::new());
     // Tunes shape i on GPU g (on the worker in `kept`); false when the shape went back to
@@ -194,7 +210,7 @@ fn sweep_on_gpus(
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
-                && code != EXIT_USAGE
+                && is_device_error(why)
                 && dead.len() + 1 < gpus.len()
                 && handed_back.lock().expect("handed back").insert(i)
             {
@@ -208,6 +224,7 @@ fn sweep_on_gpus(
                 return false;
             }
         }
+        let result = result.map_err(|e| e.to_string());
         record(a, &result);
         let mut w = worst.lock().expect("worst");
         *w = (*w).max(code);
@@ -260,14 +277,15 @@ fn sweep_on_gpus(
     worst.into_inner().expect("worst")
 }
 
-/// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout).
+/// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout), and
+/// the error is kept whole, for [`is_device_error`].
 fn run_one_quietly(
     cli: &SweepOptions,
     opts: &TuneOptions,
     op: &Op,
     gpu: usize,
     kept: &mut KeptWorker,
-) -> (u8, std::result::Result<TuneOutcome, String>) {
+) -> (u8, Result<TuneOutcome>) {
     match tune_keeping(opts, Some(op), kept) {
         Ok(outcome) => {
             let text = summary::render(&outcome, cli.top, cli.verbose);
@@ -276,8 +294,35 @@ fn run_one_quietly(
         }
         Err(e) => {
             eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
-            (e.exit_code() as u8, Err(e.to_string()))
+            (e.exit_code() as u8, Err(e))
         }
+    }
+}
+
+/// Whether `e` is an error of the device a shape ran on, which the next shape on that GPU
+/// would meet too: its worker cannot start, or the device is lost or faulted for good
+/// ([`Error::NoGpu`]). Every other error is the shape's (too large for the GPU's free
+/// memory, a CUDA call that failed for it, input the op refuses) or this machine's (no
+/// NVRTC, a file that cannot be written), which another GPU would meet as well. Every
+/// variant is named, so that a new one is classified here.
+fn is_device_error(e: &Error) -> bool {
+    match e {
+        Error::NoGpu(_) => true,
+        Error::OutOfMemory { .. }
+        | Error::Cuda { .. }
+        | Error::NoNvrtc(_)
+        | Error::Io { .. }
+        | Error::Internal(_)
+        | Error::Shape { .. }
+        | Error::UnknownOp { .. }
+        | Error::UnknownParam { .. }
+        | Error::ParamSyntax { .. }
+        | Error::EmptySpace(_)
+        | Error::Spec { .. }
+        | Error::Expr { .. }
+        | Error::Template { .. }
+        | Error::Csv { .. }
+        | Error::Usage(_) => false,
     }
 }
 
@@ -321,9 +366,9 @@ fn resume_command(command_line: &[String]) -> String {
 }
 
 /// The exit code a finished shape calls for, with the line that says why on stderr: 130 when
-/// interrupted (and how to go on), 1 when a compile-only run had compiles fail or a run
-/// verified nothing, else 0. One rule for a shape on one GPU and for shapes spread over
-/// several.
+/// interrupted (and how to go on), 1 when an unsharded compile-only run had compiles fail or
+/// compiled nothing, or a run verified nothing, else 0. One rule for a shape on one GPU and
+/// for shapes spread over several. A prebuild's share is judged whole, by [`Built`].
 fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -> u8 {
     if outcome.interrupted && cli.compile_only {
         // Nothing to resume: a compile-only run journals nothing, and the same command again
@@ -360,6 +405,19 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         .iter()
         .filter(|r| r.status == Status::Ok)
         .count();
+    if cli.compile_only && opts.shard.is_some() {
+        // A prebuild: the GPU shard of the same arguments records these variants as failed
+        // and goes on, so the prebuild does too (its failure would cancel the GPU shards
+        // that depend on it).
+        if failed_compiles > 0 {
+            eprintln!(
+                "warning: {}: {failed_compiles} variant(s) failed to compile (recorded in the \
+                 compile-only CSV, as a GPU run records them)",
+                opts.shape
+            );
+        }
+        return EXIT_OK;
+    }
     if cli.compile_only && failed_compiles > 0 {
         eprintln!(
             "error: {}: {failed_compiles} variant(s) failed to compile",
@@ -367,7 +425,7 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         );
         return EXIT_FAILED;
     }
-    if cli.compile_only && compiled == 0 && opts.shard.is_none() {
+    if cli.compile_only && compiled == 0 {
         let past = match summary::past_limit(outcome) {
             0 => String::new(),
             n => format!(
@@ -398,6 +456,63 @@ fn outcome_code(cli: &SweepOptions, opts: &TuneOptions, outcome: &TuneOutcome) -
         return EXIT_FAILED;
     }
     EXIT_OK
+}
+
+/// What the variants of a prebuild's share (`--compile-only --shard K/N`) came to, over its
+/// shapes. A prebuild fails only when its share had variants to compile and none compiled:
+/// a share may be empty (more shards than variants), and one shape's share may be all
+/// variants that do not compile, which its GPU shard records as failed and goes on.
+#[derive(Debug, Default)]
+struct Built {
+    compiled: usize,
+    failed: usize,
+    past_limit: usize,
+    /// Proposed, but not started within the time budget.
+    not_started: usize,
+}
+
+impl Built {
+    fn add(&mut self, outcome: &TuneOutcome) {
+        let mut not_run = 0;
+        for r in outcome.records.iter().filter(|r| r.kind == Kind::Variant) {
+            match r.status {
+                Status::Ok => self.compiled += 1,
+                Status::Failed => self.failed += 1,
+                Status::NotRun => not_run += 1,
+                Status::Pruned | Status::Skipped => {}
+            }
+        }
+        // Not run: past the compile time limit, or not started within the time budget (a
+        // stopped run is not judged).
+        let past = summary::past_limit(outcome).min(not_run);
+        self.past_limit += past;
+        self.not_started += not_run - past;
+    }
+
+    /// The exit code of prebuild shard `s`, with the line that says why on stderr.
+    fn prebuild_code(&self, s: Shard) -> u8 {
+        let unbuilt = self.failed + self.past_limit + self.not_started;
+        if self.compiled > 0 || unbuilt == 0 {
+            return EXIT_OK;
+        }
+        let why: Vec<String> = [
+            (self.failed, "failed to compile"),
+            (
+                self.past_limit,
+                "ran past the compile time limit; --compile-timeout 0 waits for every compile",
+            ),
+            (self.not_started, "not started within the time budget"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        eprintln!(
+            "error: shard {s} compiled none of its {unbuilt} variant(s) ({})",
+            why.join(", ")
+        );
+        EXIT_FAILED
+    }
 }
 
 /// Keeps a sharded run's manifest (`shard-K-of-N.json`) up to date: written unfinished before
@@ -564,7 +679,8 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
-    use super::{jobs_per_gpu, resume_command};
+    use super::{is_device_error, jobs_per_gpu, resume_command};
+    use crate::error::Error;
 
     #[test]
     fn the_resume_command_pastes_back_as_it_ran() {
@@ -601,5 +717,26 @@ mod tests {
         assert_eq!(jobs_per_gpu(16, 3), 5);
         // Never none: with more GPUs than jobs each compiles in its own process.
         assert_eq!(jobs_per_gpu(4, 8), 1);
+    }
+
+    #[test]
+    fn only_the_devices_errors_take_a_gpu_out_of_a_sweep() {
+        assert!(is_device_error(&Error::NoGpu(
+            "GPU worker could not start: no device".into()
+        )));
+        for e in [
+            Error::OutOfMemory {
+                need_mib: 932,
+                free_mib: 300,
+            },
+            Error::Cuda {
+                during: "checking the GPU float64 reference".into(),
+                why: "row 3 differs".into(),
+            },
+            Error::Usage("the op refuses this shape".into()),
+            Error::NoNvrtc("not found".into()),
+        ] {
+            assert!(!is_device_error(&e), "{e}");
+        }
     }
 }
