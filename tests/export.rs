@@ -1283,3 +1283,125 @@ fn report_colours_by_the_parameter_with_the_most_values() {
     let html = render_run(&single, "run.csv").unwrap();
     assert!(!svgs(&html)[1].contains("=16") && html.contains("in one colour"));
 }
+
+/// The header alone tells a caller what an sgemm entry's scratch arguments (AP, BP) are and how
+/// many elements they must hold at the caller's shape, and each entry says whether its kernels
+/// use them: a REPACK=1 entry does (its repack kernel fills them), a REPACK=0 one never does.
+#[test]
+fn cuda_header_states_the_scratch_buffers_and_which_entries_use_them() {
+    let repack = "BM=64;BN=32;BK=32;TM=8;TN=4;WARP_N=8;VEC=4;PAD=4;STAGES=2;GROUP_M=8;\
+                  OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=1";
+    let plain = "BM=64;BN=128;BK=32;TM=8;TN=8;WARP_N=16;VEC=4;PAD=0;STAGES=2;GROUP_M=8;\
+                 OCCUPANCY=0;LOAD=async;BOUNDS=specialized;REPACK=0;WINDOWS=0;ORDER=snakek;\
+                 CSTORE=scalar;KSPLIT=1;B_ELEMS=0";
+    let files = SgemmExport::of(&sgemm_rows(&[
+        ("1023x1025x1027", repack),
+        ("2048x2048x2048", plain),
+    ]));
+    let header = files.ending(".h");
+    let rules = &header[header.find("/* Launch rules").expect("launch rules")..];
+    let rules = &rules[..rules.find("*/").unwrap()];
+    for line in [
+        "Scratch buffer AP of the arguments: if(K % 4 == 0, 1, M * ceil_div(K, 4) * 4) elements",
+        "Scratch buffer BP of the arguments: if(K % 4 == 0 && N % 4 == 0, 1, \
+         ceil_div(K, 4) * 4 * ceil_div(N, 4) * 4) elements",
+    ] {
+        assert!(rules.contains(line), "{rules}");
+    }
+    assert!(header.contains("    int scratch;"), "{header}");
+    // The last field of an entry's initializer, on a line of its own.
+    let scratch_of = |shape: &str| -> String {
+        let start = header
+            .find(&format!("{{\"sgemm\", \"{shape}\""))
+            .unwrap_or_else(|| panic!("no entry of {shape}: {header}"));
+        header[start..]
+            .lines()
+            .map(str::trim)
+            .find(|l| *l == "0}," || *l == "1},")
+            .expect("the entry's last line")
+            .to_string()
+    };
+    assert_eq!(scratch_of("1023x1025x1027"), "1},");
+    assert_eq!(scratch_of("2048x2048x2048"), "0},");
+    let cu = files.ending("sgemm_f32_1023x1025x1027_nvidia_h100_80gb_hbm3.cu");
+    assert!(
+        cu.contains("// Scratch buffer AP of the arguments: if(K % 4 == 0, 1, M * ceil_div(K, 4) * 4) elements"),
+        "{cu}"
+    );
+    files.compile_together();
+}
+
+/// Two ops built on one template (the same spec `kernel`) each get a safe default file of
+/// their own: the first keeps `<kernel>_<dtype>_default.cu`, the second's name gets `_2`, the
+/// header's default entries name those files, and the summary counts the files written.
+#[test]
+fn cuda_export_gives_two_ops_of_one_template_a_safe_default_each() {
+    let (tmp, db) = db_copy();
+    let templates = tmp.path().join("templates");
+    std::fs::create_dir(&templates).unwrap();
+    for f in std::fs::read_dir(repo("templates")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, templates.join(f.file_name().unwrap())).unwrap();
+    }
+    let spec = std::fs::read_to_string(templates.join("transpose.toml")).unwrap();
+    let v2 = spec
+        .replacen("name = \"transpose\"", "name = \"transpose_v2\"", 1)
+        .replacen("values = [16, 32, 64]", "values = [16]", 1);
+    assert!(v2.contains("name = \"transpose_v2\"") && v2.contains("values = [16]\n"));
+    std::fs::write(templates.join("transpose_v2.toml"), v2).unwrap();
+    let csv = std::fs::read_to_string(&db).unwrap();
+    let header = csv.lines().next().unwrap();
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with("transpose,1000x1000,f32,"))
+        .expect("a transpose 1000x1000 f32 row");
+    let v2_row =
+        row.replacen("transpose,", "transpose_v2,", 1)
+            .replacen("TILE_DIM=64", "TILE_DIM=16", 1);
+    std::fs::write(&db, format!("{header}\n{row}\n{v2_row}\n")).unwrap();
+    let dir = tmp.path().join("cuda");
+    let out = stdout_of(&cuda_export_args(
+        &db,
+        &dir,
+        &["--templates", templates.to_str().unwrap()],
+    ));
+    assert!(
+        out.contains("wrote 4 kernel source(s) (2 tuned, 2 safe default(s))"),
+        "{out}"
+    );
+    let names: Vec<String> = cu_files(&dir)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "transpose_f32_1000x1000_nvidia_h100_80gb_hbm3.cu",
+            "transpose_f32_1000x1000_nvidia_h100_80gb_hbm3_2.cu",
+            "transpose_f32_default.cu",
+            "transpose_f32_default_2.cu",
+        ]
+    );
+    let first = std::fs::read_to_string(dir.join("transpose_f32_default.cu")).unwrap();
+    let second = std::fs::read_to_string(dir.join("transpose_f32_default_2.cu")).unwrap();
+    assert!(first.contains("// transpose kernel for f32"), "{first}");
+    assert!(
+        second.contains("// transpose_v2 kernel for f32"),
+        "{second}"
+    );
+    assert!(second.contains("TILE_DIM=16"), "{second}");
+    assert!(second.contains("transpose_f32_default_2("), "{second}");
+    let h = std::fs::read_to_string(dir.join("cuda_autotune_tuned.h")).unwrap();
+    assert!(
+        h.contains("#define CA_TRANSPOSE_F32_DEFAULT_SOURCE \"transpose_f32_default.cu\""),
+        "{h}"
+    );
+    assert!(
+        h.contains("#define CA_TRANSPOSE_V2_F32_DEFAULT_SOURCE \"transpose_f32_default_2.cu\""),
+        "{h}"
+    );
+    assert!(
+        h.contains("\"transpose_f32_default_2\", \"transpose_f32_default_2.cu\""),
+        "{h}"
+    );
+}

@@ -5,7 +5,9 @@
 //! Every file and kernel has one name scheme: `<kernel>_<dtype>_<shape>_<gpu>` for a tuned
 //! entry (say `transpose_f32_1000x1000_nvidia_h100_80gb_hbm3`, in
 //! `transpose_f32_1000x1000_nvidia_h100_80gb_hbm3.cu`) and `<kernel>_<dtype>_default` for the
-//! safe default of each op and dtype in the export ([`safe_default`]). The kernel is renamed
+//! safe default of each op and dtype in the export ([`safe_default`]); where two ops share a
+//! kernel name (one template under two op names) the later name gets `_2`, `_3`, ... so no two
+//! files share a name. The kernel is renamed
 //! from the op's kernel name as a C token (comments and strings keep the word), everything
 //! else in its file is wrapped in a namespace of its own (`ca_<name>`), with its macros
 //! `#undef`-ed at the end. So the files can be compiled one by one and linked into one program
@@ -55,7 +57,13 @@ fn write(db: &TunedDb, rows: Vec<&BestRow>, args: &ExportOptions, dir: &Path) ->
         eprintln!("warning: {}: {why}", db.path().display());
     }
     let written = write_folder(dir, &files)?;
-    let kernels = files.iter().filter(|f| f.name.ends_with(".cu")).count();
+    // Files written, not rendered: names are unique, and a clash must not count twice.
+    let kernels = files
+        .iter()
+        .filter(|f| f.name.ends_with(".cu"))
+        .map(|f| f.name.as_str())
+        .collect::<BTreeSet<_>>()
+        .len();
     let removed = match written.removed.len() {
         0 => String::new(),
         n => format!("; removed {n} file(s) of the previous export"),
@@ -316,6 +324,8 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
             untimed,
         });
     }
+    // Every name of the export, tuned and default: a safe default takes the next free one.
+    let mut taken: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
     let mut files = Vec::new();
     for e in &entries {
         files.push(CudaFile {
@@ -343,7 +353,10 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
                 continue;
             }
         };
-        let name = format!("{}_{}_default", tuned.op.spec.kernel, ident(dtype));
+        let name = unique_name(
+            format!("{}_{}_default", tuned.op.spec.kernel, ident(dtype)),
+            &mut taken,
+        );
         let mut text = String::new();
         let _ = writeln!(
             text,
@@ -396,7 +409,7 @@ fn ident(s: &str) -> String {
 }
 
 /// `<kernel>_<dtype>_<shape>_<gpu>` per row (the key of a row, so names are unique; a counter
-/// is added only if two GPU names differ in punctuation alone).
+/// is added only if two GPU names differ in punctuation alone, or two ops share a kernel name).
 fn kernel_names(rows: &[&BestRow], templates: Option<&Path>) -> Result<Vec<String>> {
     let mut names: Vec<String> = Vec::new();
     for row in rows {
@@ -407,15 +420,23 @@ fn kernel_names(rows: &[&BestRow], templates: Option<&Path>) -> Result<Vec<Strin
             ident(&row.shape),
             slug(&row.gpu).replace('-', "_")
         );
-        let mut name = first.clone();
-        let mut n = 2;
-        while names.contains(&name) {
-            name = format!("{first}_{n}");
-            n += 1;
-        }
-        names.push(name);
+        unique_name(first, &mut names);
     }
     Ok(names)
+}
+
+/// `first`, or `first_2`, `first_3`, ... the first of them not in `taken`; added to `taken`.
+/// Two ops built on one template share a kernel name, so their entries and safe defaults
+/// would otherwise share a file.
+fn unique_name(first: String, taken: &mut Vec<String>) -> String {
+    let mut name = first.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{first}_{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
 }
 
 /// The kernel renamed to `name`, the rest inside `namespace ca_<name>` (includes stay
@@ -492,22 +513,40 @@ fn launch_comment(op: &Op, name: &str) -> String {
             p.grid.join(", ")
         ));
     }
-    for b in op
-        .spec
-        .buffers
-        .iter()
-        .filter(|b| b.role == crate::spec::ops::Role::Scratch)
-    {
-        lines.push(format!(
-            "Scratch buffer {} of the arguments: {} elements of device memory, written by the kernels before they read it (no initial contents; one per concurrent launch)",
-            b.name, b.elements
-        ));
-    }
+    lines.extend(scratch_lines(op));
     lines
         .iter()
         .map(|l| format!("// {}", in_comment(l)))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// One sentence per scratch buffer of `op` (not made [`in_comment`]): its argument and how
+/// many elements it must hold at the caller's shape.
+fn scratch_lines(op: &Op) -> Vec<String> {
+    op.spec
+        .buffers
+        .iter()
+        .filter(|b| b.role == crate::spec::ops::Role::Scratch)
+        .map(|b| {
+            format!(
+                "Scratch buffer {} of the arguments: {} elements of device memory, written by the kernels before they read it (no initial contents; one per concurrent launch)",
+                b.name, b.elements
+            )
+        })
+        .collect()
+}
+
+/// Whether the kernels of `tuned` may touch the op's scratch buffers: the op has some, and
+/// either its spec has no first kernels (its kernel fills them itself) or this configuration
+/// launches one (a first kernel fills them, as sgemm's repack does for REPACK=1; an op whose
+/// first kernels fill its scratch reads none where none runs).
+fn uses_scratch(tuned: &TunedKernel) -> bool {
+    let spec = &tuned.op.spec;
+    spec.buffers
+        .iter()
+        .any(|b| b.role == crate::spec::ops::Role::Scratch)
+        && (spec.prologue.is_empty() || !tuned.candidate.prologue.is_empty())
 }
 
 /// `,<sep>dynamic shared memory = EXPR bytes ...` when the op's launch asks for any, else
@@ -742,7 +781,8 @@ fn entry_c(e: &EntryC) -> String {
          {launch}, {shared}u,\n     \
          {before}, {pre_launch},\n     \
          {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
-         {exact}, {nm}, {{{moduli}}}, {{{max_dims}}}}},\n",
+         {exact}, {nm}, {{{moduli}}}, {{{max_dims}}},\n     \
+         {scratch}}},\n",
         op = c_str(e.op),
         shape = c_str(e.shape),
         nd = e.dims.len(),
@@ -768,6 +808,7 @@ fn entry_c(e: &EntryC) -> String {
         at = text(|r| &r.tuned_at),
         exact = i32::from(e.rule.is_some_and(|r| r.exact_only)),
         max_dims = c_ll_list(e.max_dims),
+        scratch = i32::from(uses_scratch(e.tuned)),
         nm = moduli.len(),
         // An empty C initializer list is not C99.
         moduli = if moduli.is_empty() {
@@ -838,7 +879,8 @@ fn write_intro(s: &mut String, origin: &str) {
  * NULL means "use the safe default": ca_default(op, dtype) is the entry of a configuration of
  * the op's spec that is bounds-checked and valid for every shape its grid fits (max_dims),
  * exported for every op and dtype of this header that has one as <kernel>_<dtype>_default in
- * <kernel>_<dtype>_default.cu (no timing: median_ms is -1.0). ca_select_or_default(op, dtype,
+ * <kernel>_<dtype>_default.cu (no timing: median_ms is -1.0; where two ops share a kernel
+ * name, the later one's name ends in _2, _3, ...). ca_select_or_default(op, dtype,
  * dims, ndims) returns ca_select's entry, else that one where it admits the shape; NULL for
  * an op or dtype this header does not hold, one without a safe default (an op whose every
  * configuration depends on the exact shape; the export said so), or a shape past the safe
@@ -923,6 +965,15 @@ fn write_launch_rules(s: &mut String, entries: &[Entry]) {
                 in_comment(&p.grid.join(", "))
             );
         }
+        for line in scratch_lines(op) {
+            let _ = writeln!(s, " *     {}", in_comment(&line));
+        }
+        if !scratch_lines(op).is_empty() {
+            let _ = writeln!(
+                s,
+                " *     (entries with e->scratch == 0 never touch them: any pointer serves)"
+            );
+        }
     }
 }
 
@@ -975,6 +1026,10 @@ typedef struct ca_tuned_entry {{
     long long moduli[CA_MAX_MODULI];
     long long max_dims[CA_MAX_DIMS]; /* the largest each dimension may be: past it the grid
                                         exceeds the device's limits */
+    int scratch;           /* 1: its kernels may use the op's scratch buffers, which must hold the
+                              elements the launch rules above give for your shape; 0: they
+                              never touch them (the op has none, or this entry launches no
+                              first kernel to fill them) */
 }} ca_tuned_entry;
 
 static const ca_tuned_entry ca_tuned_entries[] = {{
