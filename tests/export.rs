@@ -1405,3 +1405,61 @@ fn cuda_export_gives_two_ops_of_one_template_a_safe_default_each() {
         "{h}"
     );
 }
+
+/// Four rows of results/best.csv (tests/fixtures/export/applic.csv), among them two f32
+/// transposes of transposed shapes (2000x300, 300x2000), equally near to the shapes `Nx300`
+/// and `300xN` for N up to 300.
+const APPLIC: &str = "tests/fixtures/export/applic.csv";
+
+/// Where two entries are equally near a shape, the header's `ca_select` and
+/// `TunedDb::select` pick the same one (the first in file order).
+#[test]
+fn header_and_rust_api_break_distance_ties_alike() {
+    let (tmp, db) = {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("best.csv");
+        std::fs::copy(repo(APPLIC), &db).unwrap();
+        (tmp, db)
+    };
+    let dir = tmp.path().join("cuda");
+    stdout_of(&cuda_export_args(&db, &dir, &[]));
+    let queries: Vec<[u64; 2]> = (1..=300).flat_map(|n| [[n, 300], [300, n]]).collect();
+    let mut program = String::from(
+        "#include <stdio.h>\n#include \"cuda_autotune_tuned.h\"\n\nint main(void)\n{\n    \
+         static const long long q[][2] = {\n",
+    );
+    for [a, b] in &queries {
+        program.push_str(&format!("        {{{a}LL, {b}LL}},\n"));
+    }
+    program.push_str(
+        "    };\n    size_t i;\n    for (i = 0; i < sizeof(q) / sizeof(q[0]); ++i) {\n        \
+         const ca_tuned_entry* e = ca_select(\"transpose\", \"f32\", q[i], 2);\n        \
+         printf(\"%s\\n\", e != NULL ? e->shape : \"NULL\");\n    }\n    return 0;\n}\n",
+    );
+    std::fs::write(dir.join("ties.c"), &program).unwrap();
+    cc("gcc", &["-std=c99", "-Wall", "-o", "ties", "ties.c"], &dir);
+    let out = std::process::Command::new(dir.join("ties"))
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    let db = TunedDb::load(&db).unwrap();
+    let expected: Vec<String> = queries
+        .iter()
+        .map(|q| {
+            db.select("transpose", "f32", q, None, None)
+                .unwrap()
+                .map_or_else(|| "NULL".to_string(), |r| r.shape.clone())
+        })
+        .collect();
+    assert!(
+        expected.iter().filter(|s| *s != "NULL").count() > 100,
+        "{expected:?}"
+    );
+    // 16x300 is as far from 2000x300 as from 300x2000 (a ratio of 125): the first in the
+    // file, 2000x300, by C's arithmetic.
+    let at = queries.iter().position(|q| *q == [16, 300]).unwrap();
+    assert_eq!(expected[at], "2000x300");
+    assert_eq!(got, expected, "ca_select and TunedDb::select disagree");
+}

@@ -1,8 +1,10 @@
 //! The tuning database (`best.csv`) as a value: exact lookups, nearest shapes and filters.
 
+use super::kernel::Applicability;
 use crate::error::{Error, Result};
 use crate::store::best::{read_best_checked, BadRow, BestRow};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The rows of a `best.csv`, in file order (sorted by op, shape, dtype and GPU, as
 /// [`crate::store::best::upsert_best`] writes them).
@@ -14,6 +16,26 @@ pub struct TunedDb {
     path: PathBuf,
     rows: Vec<BestRow>,
     skipped: Vec<BadRow>,
+    rules: RuleCache,
+}
+
+/// Per row, its [`Applicability`] under the built-in templates, computed the first time
+/// [`TunedDb::select`] needs it (rendering a row and probing its rule takes milliseconds).
+/// Not part of the database's value: two databases of the same rows are equal whatever each
+/// has computed.
+#[derive(Debug, Clone, Default)]
+struct RuleCache(Vec<OnceLock<Applicability>>);
+
+impl RuleCache {
+    fn new(rows: usize) -> RuleCache {
+        RuleCache((0..rows).map(|_| OnceLock::new()).collect())
+    }
+}
+
+impl PartialEq for RuleCache {
+    fn eq(&self, _: &RuleCache) -> bool {
+        true
+    }
 }
 
 impl TunedDb {
@@ -34,6 +56,7 @@ impl TunedDb {
         file.warn();
         Ok(TunedDb {
             path: path.to_path_buf(),
+            rules: RuleCache::new(file.rows.len()),
             rows: file.rows,
             skipped: file.bad,
         })
@@ -43,6 +66,7 @@ impl TunedDb {
     pub fn from_rows(path: impl Into<PathBuf>, rows: Vec<BestRow>) -> TunedDb {
         TunedDb {
             path: path.into(),
+            rules: RuleCache::new(rows.len()),
             rows,
             skipped: Vec::new(),
         }
@@ -114,7 +138,9 @@ impl TunedDb {
     }
 
     /// Rows of `op` and `dtype` (every dtype when `None`) with the same number of dimensions,
-    /// nearest shape first, with their [`shape_distance`] from `dims`. Ties keep file order.
+    /// nearest shape first, with their [`shape_distance`] from `dims`. The order is that of
+    /// [`shape_ratio`] (the header's `ca_shape_ratio`, computed the same way), ties in file
+    /// order, so that [`TunedDb::select`] and `ca_select` pick the same row.
     pub fn ranked(
         &self,
         op: &str,
@@ -122,12 +148,32 @@ impl TunedDb {
         dims: &[u64],
         gpu: Option<&str>,
     ) -> Vec<(f64, &BestRow)> {
-        let mut ranked: Vec<(f64, &BestRow)> = self
-            .filter(Some(op), gpu)
+        self.ranked_rows(op, dtype, dims, gpu)
             .into_iter()
-            .filter(|r| dtype.is_none_or(|d| r.dtype == d))
-            .filter_map(|r| Some((shape_distance(&row_dims(r)?, dims)?, r)))
+            .map(|(_, d, r)| (d, &self.rows[r]))
+            .collect()
+    }
+
+    /// [`TunedDb::ranked`] with each row's index in [`TunedDb::rows`].
+    fn ranked_rows(
+        &self,
+        op: &str,
+        dtype: Option<&str>,
+        dims: &[u64],
+        gpu: Option<&str>,
+    ) -> Vec<(f64, f64, usize)> {
+        let mut ranked: Vec<(f64, f64, usize)> = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.op == op && gpu_matches(&r.gpu, gpu))
+            .filter(|(_, r)| dtype.is_none_or(|d| r.dtype == d))
+            .filter_map(|(i, r)| {
+                let tuned = row_dims(r)?;
+                Some((shape_ratio(dims, &tuned)?, shape_distance(&tuned, dims)?, i))
+            })
             .collect();
+        // A stable sort: equal ratios keep file order, as ca_select keeps entry order.
         ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
         ranked
     }
@@ -168,12 +214,30 @@ impl TunedDb {
         if let Some(row) = self.best(op, dtype, dims, gpu) {
             return Ok(Some(row));
         }
-        for (_, row) in self.ranked(op, Some(dtype), dims, gpu) {
-            if super::kernel::applicability(row, templates)?.admits(dims) {
-                return Ok(Some(row));
+        for (_, _, i) in self.ranked_rows(op, Some(dtype), dims, gpu) {
+            if self.applicability(i, templates)?.admits(dims) {
+                return Ok(Some(&self.rows[i]));
             }
         }
         Ok(None)
+    }
+
+    /// The [`Applicability`] of row `i`: kept after the first call for the built-in templates
+    /// (`templates` `None`), computed each time for others (their files may change between
+    /// calls).
+    fn applicability(&self, i: usize, templates: Option<&Path>) -> Result<Applicability> {
+        let row = &self.rows[i];
+        if templates.is_some() {
+            return super::kernel::applicability(row, templates);
+        }
+        if let Some(rule) = self.rules.0.get(i).and_then(OnceLock::get) {
+            return Ok(rule.clone());
+        }
+        let rule = super::kernel::applicability(row, None)?;
+        if let Some(cell) = self.rules.0.get(i) {
+            let _ = cell.set(rule.clone());
+        }
+        Ok(rule)
     }
 
     /// The distinct (op, dtype) pairs, in file order.
@@ -218,6 +282,20 @@ pub fn shape_distance(a: &[u64], b: &[u64]) -> Option<f64> {
             .zip(b)
             .map(|(&x, &y)| ((x as f64) / (y as f64)).ln().abs())
             .sum()
+    })
+}
+
+/// exp(Σ |ln(queryᵢ / tunedᵢ)|) as the header's `ca_shape_ratio` computes it: the product,
+/// in dimension order from 1.0, of each dimension's larger-over-smaller ratio in `f64`. The
+/// same order as [`shape_distance`] where the two differ by more than rounding, and the very
+/// same numbers as the C code, so that ties fall alike. `None` when the shapes have
+/// different numbers of dimensions.
+pub fn shape_ratio(query: &[u64], tuned: &[u64]) -> Option<f64> {
+    (query.len() == tuned.len()).then(|| {
+        query.iter().zip(tuned).fold(1.0f64, |r, (&q, &t)| {
+            let (a, b) = (q as f64, t as f64);
+            r * if a > b { a / b } else { b / a }
+        })
     })
 }
 
