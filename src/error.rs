@@ -91,6 +91,34 @@ impl Error {
         }
     }
 
+    /// Whether this is an error of the device a shape ran on, which the next shape on that
+    /// GPU would meet too: its worker cannot start, or the device is lost or faulted for good
+    /// ([`Error::NoGpu`]). Every other error is the shape's (too large for the GPU's free
+    /// memory, a CUDA call that failed for it, input the op refuses) or this machine's (no
+    /// NVRTC, a file that cannot be written), which another GPU would meet as well. A `--gpus`
+    /// sweep takes a GPU out on the first kind only. Every variant is named, so that a new one
+    /// is classified here.
+    pub fn is_device(&self) -> bool {
+        match self {
+            Error::NoGpu(_) => true,
+            Error::OutOfMemory { .. }
+            | Error::Cuda { .. }
+            | Error::NoNvrtc(_)
+            | Error::Io { .. }
+            | Error::Internal(_)
+            | Error::Shape { .. }
+            | Error::UnknownOp { .. }
+            | Error::UnknownParam { .. }
+            | Error::ParamSyntax { .. }
+            | Error::EmptySpace(_)
+            | Error::Spec { .. }
+            | Error::Expr { .. }
+            | Error::Template { .. }
+            | Error::Csv { .. }
+            | Error::Usage(_) => false,
+        }
+    }
+
     /// Shorthand for I/O failures that name the file involved.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, err: impl std::fmt::Display) -> Self {
         Error::Io {

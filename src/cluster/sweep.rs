@@ -172,7 +172,7 @@ fn jobs_per_gpu(jobs: usize, gpus: usize) -> usize {
 ///
 /// Each GPU's thread keeps its GPU worker process (and CUDA context) from shape to shape. An
 /// error of one shape (too large for the GPU's free memory, refused by the op) fails that
-/// shape, and the GPU goes on with the next; an error of the device ([`is_device_error`])
+/// shape, and the GPU goes on with the next; an error of the device ([`Error::is_device`])
 /// takes the GPU out of the sweep.
 fn sweep_on_gpus(
     cli: &SweepOptions,
@@ -210,7 +210,7 @@ fn sweep_on_gpus(
         if let Err(why) = &result {
             let mut dead = dead.lock().expect("dead");
             if may_hand_back
-                && is_device_error(why)
+                && why.is_device()
                 && dead.len() + 1 < gpus.len()
                 && handed_back.lock().expect("handed back").insert(i)
             {
@@ -278,7 +278,7 @@ fn sweep_on_gpus(
 }
 
 /// Like [`run_one`], but the report is printed in one piece (several GPUs share stdout), and
-/// the error is kept whole, for [`is_device_error`].
+/// the error is kept whole, for [`Error::is_device`].
 fn run_one_quietly(
     cli: &SweepOptions,
     opts: &TuneOptions,
@@ -296,33 +296,6 @@ fn run_one_quietly(
             eprintln!("error: {} on GPU {gpu}: {e}", opts.shape);
             (e.exit_code() as u8, Err(e))
         }
-    }
-}
-
-/// Whether `e` is an error of the device a shape ran on, which the next shape on that GPU
-/// would meet too: its worker cannot start, or the device is lost or faulted for good
-/// ([`Error::NoGpu`]). Every other error is the shape's (too large for the GPU's free
-/// memory, a CUDA call that failed for it, input the op refuses) or this machine's (no
-/// NVRTC, a file that cannot be written), which another GPU would meet as well. Every
-/// variant is named, so that a new one is classified here.
-fn is_device_error(e: &Error) -> bool {
-    match e {
-        Error::NoGpu(_) => true,
-        Error::OutOfMemory { .. }
-        | Error::Cuda { .. }
-        | Error::NoNvrtc(_)
-        | Error::Io { .. }
-        | Error::Internal(_)
-        | Error::Shape { .. }
-        | Error::UnknownOp { .. }
-        | Error::UnknownParam { .. }
-        | Error::ParamSyntax { .. }
-        | Error::EmptySpace(_)
-        | Error::Spec { .. }
-        | Error::Expr { .. }
-        | Error::Template { .. }
-        | Error::Csv { .. }
-        | Error::Usage(_) => false,
     }
 }
 
@@ -679,7 +652,7 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_device_error, jobs_per_gpu, resume_command};
+    use super::{jobs_per_gpu, resume_command};
     use crate::error::Error;
 
     #[test]
@@ -721,7 +694,7 @@ mod tests {
 
     #[test]
     fn only_the_devices_errors_take_a_gpu_out_of_a_sweep() {
-        assert!(is_device_error(&Error::NoGpu(
+        assert!(Error::is_device(&Error::NoGpu(
             "GPU worker could not start: no device".into()
         )));
         for e in [
@@ -736,7 +709,7 @@ mod tests {
             Error::Usage("the op refuses this shape".into()),
             Error::NoNvrtc("not found".into()),
         ] {
-            assert!(!is_device_error(&e), "{e}");
+            assert!(!e.is_device(), "{e}");
         }
     }
 }
