@@ -35,7 +35,7 @@ use crate::model::task::TaskId;
 use crate::pipeline::persist::keep_what_this_run_drops;
 use crate::pipeline::summary::too_noisy_to_rank;
 use crate::store::best::{upsert_best, BestRow};
-use crate::store::files::{backup_path, print_out, write_atomic};
+use crate::store::files::{print_out, write_atomic};
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{column, read_run_file, run_csv, run_csv_path, RunFile};
@@ -505,7 +505,7 @@ fn write_merged(
     Ok(all_verified)
 }
 
-/// Keeps the journal at `path` as `NAME.bak` (or `.bak.N`: [`backup_path`]) before `new`
+/// Keeps the journal at `path` as `NAME.bak` (or `.bak.N`: [`crate::store::files::backup_path`]) before `new`
 /// replaces it, when it holds an entry `new` does not or cannot be read: the rule of
 /// [`keep_what_this_run_drops`] for the run CSV beside it. Torn lines count as nothing (no run
 /// reads them); merging the same shards again writes the same journal and keeps no copy.
@@ -516,32 +516,19 @@ fn keep_journal_entries_dropped(path: &Path, new: &str) -> Result<()> {
     let dropped = match std::fs::read_to_string(path) {
         Ok(old) => {
             let now: HashSet<&str> = new.lines().skip(1).collect();
-            old.lines()
-                .skip(1)
-                .filter(|l| {
-                    !now.contains(l) && serde_json::from_str::<serde_json::Value>(l).is_ok()
-                })
-                .count()
+            Some(
+                old.lines()
+                    .skip(1)
+                    .filter(|l| {
+                        !now.contains(l) && serde_json::from_str::<serde_json::Value>(l).is_ok()
+                    })
+                    .count(),
+            )
         }
         // Unreadable: whatever it holds is not this merge's to throw away.
-        Err(_) => usize::MAX,
+        Err(_) => None,
     };
-    if dropped == 0 {
-        return Ok(());
-    }
-    let backup = backup_path(path);
-    std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
-    let what = if dropped == usize::MAX {
-        "could not be read back".to_string()
-    } else {
-        format!("holds {dropped} entries this merge does not")
-    };
-    eprintln!(
-        "note: {} {what}: kept as {}",
-        path.display(),
-        backup.display()
-    );
-    Ok(())
+    crate::store::files::keep_dropped(path, dropped, "entries this merge does not")
 }
 
 /// Reads the manifests of every folder (a folder given twice counts once).

@@ -165,7 +165,7 @@ pub(crate) fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) 
         return Ok(());
     }
     let dropped = match crate::store::run_csv::read_run_csv(path) {
-        Ok(old) => {
+        Ok(old) => Some({
             let now: HashMap<String, &Record> = rows.iter().map(|r| (r.label(), r)).collect();
             let kept = |r: &Record| {
                 matches!(r.status, Status::Ok | Status::Failed)
@@ -178,26 +178,11 @@ pub(crate) fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) 
                     _ => false,
                 })
                 .count()
-        }
+        }),
         // Unreadable: whatever it holds is not this run's to throw away.
-        Err(_) => usize::MAX,
+        Err(_) => None,
     };
-    if dropped == 0 {
-        return Ok(());
-    }
-    let backup = crate::store::files::backup_path(path);
-    std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
-    let what = if dropped == usize::MAX {
-        "could not be read back".to_string()
-    } else {
-        format!("holds {dropped} measured row(s) this run does not")
-    };
-    eprintln!(
-        "note: {} {what}: kept as {}",
-        path.display(),
-        backup.display()
-    );
-    Ok(())
+    crate::store::files::keep_dropped(path, dropped, "measured row(s) this run does not")
 }
 
 /// Writes the run CSV (always) and this run's row of best.csv (when a variant won, the run

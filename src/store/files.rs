@@ -135,6 +135,26 @@ pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == STDOUT
 }
 
+/// Keeps the file at `path` as its next free backup ([`backup_path`]) when a writer is about
+/// to replace it with one that lacks `dropped` of its `what` (`Some(0)`: nothing is lost and
+/// no copy is kept; `None`: it could not be read back, so whatever it holds is kept), and
+/// says so on stderr.
+pub fn keep_dropped(path: &Path, dropped: Option<usize>, what: &str) -> Result<()> {
+    let why = match dropped {
+        Some(0) => return Ok(()),
+        Some(n) => format!("holds {n} {what}"),
+        None => "could not be read back".to_string(),
+    };
+    let backup = backup_path(path);
+    std::fs::copy(path, &backup).map_err(|e| Error::io("cannot copy", path, e))?;
+    eprintln!(
+        "note: {} {why}: kept as {}",
+        path.display(),
+        backup.display()
+    );
+    Ok(())
+}
+
 /// Writes `bytes` to `path`: every result file and every file a user names for output
 /// (`--output`) is written through here. What happens depends on what `path` is:
 ///
