@@ -1463,3 +1463,127 @@ fn header_and_rust_api_break_distance_ties_alike() {
     assert_eq!(expected[at], "2000x300");
     assert_eq!(got, expected, "ca_select and TunedDb::select disagree");
 }
+
+/// Every row kind of the shipped database (tests/fixtures/export/rules.csv: sgemm with
+/// split-K, tails, repacks and windows; transposes with slabs, chunks and vectors; matmul).
+const RULES: &str = "tests/fixtures/export/rules.csv";
+
+/// The header's `ca_entry_admits`, which runs each entry's rule written out in C, admits
+/// exactly the shapes that `Applicability::admits` does, for every tuned entry and safe
+/// default, at shapes near, at other residues of and far from the tuned ones.
+#[test]
+fn header_rules_admit_what_the_rust_rules_admit() {
+    use cuda_autotune::export::kernel::specialize;
+    use cuda_autotune::export::kernel::{applicability_of, default_applicability, safe_default};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cuda");
+    stdout_of(&cuda_export_args(&repo(RULES), &dir, &[]));
+    let rows = read_best(&repo(RULES)).unwrap();
+    let mut rules = Vec::new();
+    let mut defaults = Vec::new();
+    for row in &rows {
+        let tuned = specialize(row, None).unwrap();
+        rules.push((tuned.shape.dims.clone(), applicability_of(&tuned)));
+        if !defaults
+            .iter()
+            .any(|(o, d, _)| (o, d) == (&row.op, &row.dtype))
+        {
+            let tuned = safe_default(&row.op, &row.dtype, None).unwrap();
+            defaults.push((
+                row.op.clone(),
+                row.dtype.clone(),
+                default_applicability(&tuned).unwrap(),
+            ));
+        }
+    }
+    // Per number of dimensions, shapes mixed from values near every tuned one.
+    let mut seed = 12345u64;
+    let mut next = |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    let mut queries: Vec<Vec<u64>> = Vec::new();
+    for ndims in [2usize, 3] {
+        let mut pool: Vec<u64> = vec![1, 2, 3, 7, 31, 32, 33, 64, 1000, 4096, 65_537, 1 << 22];
+        for (dims, _) in rules.iter().filter(|(d, _)| d.len() == ndims) {
+            for &t in dims {
+                pool.extend([
+                    t.saturating_sub(2).max(1),
+                    t,
+                    t + 1,
+                    t + 3,
+                    t + 64,
+                    2 * t + 5,
+                ]);
+            }
+        }
+        for _ in 0..600 {
+            queries.push((0..ndims).map(|_| pool[next(pool.len())]).collect());
+        }
+        for (dims, _) in rules.iter().filter(|(d, _)| d.len() == ndims) {
+            queries.push(dims.clone());
+        }
+    }
+    let mut program = String::from(
+        "#include <stdio.h>\n#include \"cuda_autotune_tuned.h\"\n\n\
+         static const long long q[][4] = {\n",
+    );
+    for q in &queries {
+        let mut dims: Vec<String> = q.iter().map(|d| format!("{d}LL")).collect();
+        dims.resize(3, "0LL".into());
+        program.push_str(&format!("    {{{}LL, {}}},\n", q.len(), dims.join(", ")));
+    }
+    program.push_str(
+        "};\n\nstatic void row(const ca_tuned_entry* e)\n{\n    size_t i;\n    \
+         for (i = 0; i < sizeof(q) / sizeof(q[0]); ++i) {\n        \
+         if (q[i][0] == e->ndims) putchar(ca_entry_admits(e, &q[i][1], e->ndims) ? '1' : '0');\n    \
+         }\n    putchar('\\n');\n}\n\nint main(void)\n{\n    int i;\n    \
+         for (i = 0; i < CA_TUNED_COUNT; ++i) row(&ca_tuned_entries[i]);\n    \
+         for (i = 0; i < CA_DEFAULT_COUNT; ++i) row(&ca_default_entries[i]);\n    \
+         return 0;\n}\n",
+    );
+    std::fs::write(dir.join("rules.c"), &program).unwrap();
+    cc(
+        "gcc",
+        &[
+            "-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-o", "rules", "rules.c",
+        ],
+        &dir,
+    );
+    let out = std::process::Command::new(dir.join("rules"))
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    let bits = |a: &cuda_autotune::export::kernel::Applicability| -> String {
+        queries
+            .iter()
+            .filter(|q| q.len() == a.dims.len())
+            .map(|q| if a.admits(q) { '1' } else { '0' })
+            .collect()
+    };
+    let expected: Vec<String> = rules
+        .iter()
+        .map(|(_, a)| bits(a))
+        .chain(defaults.iter().map(|(_, _, a)| bits(a)))
+        .collect();
+    assert_eq!(got.len(), expected.len(), "entries in the header");
+    let ones = expected
+        .iter()
+        .map(|b| b.matches('1').count())
+        .sum::<usize>();
+    let zeros = expected
+        .iter()
+        .map(|b| b.matches('0').count())
+        .sum::<usize>();
+    assert!(
+        ones > 1000 && zeros > 1000,
+        "{ones} admitted, {zeros} refused"
+    );
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "entry {i}: C and Rust disagree");
+    }
+}

@@ -22,8 +22,8 @@
 
 use super::db::parse_dims;
 use super::kernel::{
-    applicability_of, max_dims, params_text, rename_identifier, safe_default, specialize,
-    untimed_note, Applicability, TunedKernel,
+    applicability_of, default_applicability, params_text, rename_identifier, safe_default,
+    specialize, untimed_note, Applicability, TunedKernel,
 };
 use super::{ExportFormat, ExportOptions, TunedDb, Writes};
 use crate::error::{Error, Result};
@@ -256,8 +256,9 @@ struct SafeDefault {
     dtype: String,
     tuned: TunedKernel,
     name: String,
-    /// Valid for every shape up to these ([`max_dims`]: the grid's limits).
-    max_dims: Vec<u64>,
+    /// Where it may run: every shape up to its `max_dims` (the grid's limits) at which the
+    /// configuration stays valid.
+    rule: Applicability,
 }
 
 /// A row with its kernel, the name it gets and where the rule says it may run.
@@ -353,6 +354,7 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
                 continue;
             }
         };
+        let rule = default_applicability(&tuned)?;
         let name = unique_name(
             format!("{}_{}_default", tuned.op.spec.kernel, ident(dtype)),
             &mut taken,
@@ -378,7 +380,7 @@ pub fn render(rows: &[&BestRow], templates: Option<&Path>, origin: &str) -> Resu
         defaults.push(SafeDefault {
             op: op.to_string(),
             dtype: dtype.to_string(),
-            max_dims: max_dims(&tuned, &[]),
+            rule,
             tuned,
             name,
         });
@@ -644,7 +646,7 @@ fn cu_file(e: &Entry, origin: &str) -> String {
         },
         in_comment(&r.shape),
         prologue_lines(e),
-        in_comment(&rule_text(&e.rule, &e.tuned.op, &r.shape)),
+        in_comment(&rule_text(&e.rule, &e.name, &r.shape)),
     );
     if let Some(why) = &e.untimed {
         let _ = writeln!(s, "// Not timed as it reads: {}.", in_comment(why));
@@ -653,37 +655,16 @@ fn cu_file(e: &Entry, origin: &str) -> String {
     s
 }
 
-fn rule_text(rule: &Applicability, op: &Op, shape: &str) -> String {
-    if rule.exact_only {
-        return format!("{shape} only");
+fn rule_text(rule: &Applicability, kernel: &str, shape: &str) -> String {
+    match &rule.rule {
+        None => format!("{shape} only"),
+        Some(r) if r.is_always() => "every shape up to max_dims".into(),
+        Some(_) => format!(
+            "{shape} and every shape at which the tuner would render this same kernel ({} in \
+             the header)",
+            admits_name(kernel)
+        ),
     }
-    if rule.moduli.is_empty() {
-        return "every shape".into();
-    }
-    let list = |ms: &[u64], sep: &str| ms.iter().map(u64::to_string).collect::<Vec<_>>().join(sep);
-    let per_dim: Vec<String> = rule
-        .dims
-        .iter()
-        .zip(&op.spec.dims)
-        .map(|(&d, name)| {
-            let (yes, no): (Vec<u64>, Vec<u64>) =
-                rule.moduli.iter().partition(|&&m| d.is_multiple_of(m));
-            let what = match (yes.is_empty(), no.is_empty()) {
-                (false, true) => format!("a multiple of {}", list(&yes, " and of ")),
-                (true, false) => format!("not a multiple of {}", list(&no, " nor of ")),
-                _ => format!(
-                    "a multiple of {} but not of {}",
-                    list(&yes, " and of "),
-                    list(&no, " nor of ")
-                ),
-            };
-            format!("{name} is {what}")
-        })
-        .collect();
-    format!(
-        "{shape} and every shape whose {} (ca_entry_admits)",
-        per_dim.join(" and whose ")
-    )
 }
 
 /// `s` as text inside a C comment (`//` or `/* */`): on one line, so it cannot end a `//`
@@ -743,8 +724,7 @@ struct EntryC<'a> {
     row: Option<&'a BestRow>,
     tuned: &'a TunedKernel,
     name: &'a str,
-    rule: Option<&'a Applicability>,
-    max_dims: &'a [u64],
+    rule: &'a Applicability,
 }
 
 fn entry_c(e: &EntryC) -> String {
@@ -773,7 +753,6 @@ fn entry_c(e: &EntryC) -> String {
         },
         |(_, d)| *d,
     );
-    let moduli = e.rule.map(|r| r.moduli.clone()).unwrap_or_default();
     let text = |f: fn(&BestRow) -> &str| c_str(e.row.map(f).unwrap_or(""));
     format!(
         "    {{{op}, {shape}, {nd}, {{{dims}}}, {dtype}, {gpu}, {cc}, {kernel}, {source},\n     \
@@ -781,7 +760,7 @@ fn entry_c(e: &EntryC) -> String {
          {launch}, {shared}u,\n     \
          {before}, {pre_launch},\n     \
          {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
-         {exact}, {nm}, {{{moduli}}}, {{{max_dims}}},\n     \
+         {exact}, {admits}, {{{max_dims}}},\n     \
          {scratch}}},\n",
         op = c_str(e.op),
         shape = c_str(e.shape),
@@ -806,17 +785,20 @@ fn entry_c(e: &EntryC) -> String {
         frac = c_double(e.row.and_then(|r| r.frac_of_roof)),
         roof = text(|r| &r.roof),
         at = text(|r| &r.tuned_at),
-        exact = i32::from(e.rule.is_some_and(|r| r.exact_only)),
-        max_dims = c_ll_list(e.max_dims),
-        scratch = i32::from(uses_scratch(e.tuned)),
-        nm = moduli.len(),
-        // An empty C initializer list is not C99.
-        moduli = if moduli.is_empty() {
-            "0LL".to_string()
+        exact = i32::from(e.rule.exact_only),
+        admits = if e.rule.rule.is_some() {
+            admits_name(e.name)
         } else {
-            c_ll_list(&moduli)
+            "NULL".into()
         },
+        max_dims = c_ll_list(&e.rule.max_dims),
+        scratch = i32::from(uses_scratch(e.tuned)),
     )
+}
+
+/// The name of the C function of an entry's [`Rule`].
+fn admits_name(kernel: &str) -> String {
+    format!("ca_admits_{kernel}")
 }
 
 /// `1LL, 2LL, ...`: the elements of a `long long` array initializer.
@@ -841,17 +823,12 @@ fn header(entries: &[Entry], defaults: &[SafeDefault], origin: &str) -> String {
         .max()
         .unwrap_or(1)
         .max(1);
-    let max_moduli = entries
-        .iter()
-        .map(|e| e.rule.moduli.len())
-        .max()
-        .unwrap_or(1)
-        .max(1);
     let mut s = String::new();
     write_intro(&mut s, origin);
     write_default_defines(&mut s, defaults);
     write_launch_rules(&mut s, entries);
-    write_types(&mut s, max_dims, max_params, max_moduli);
+    write_types(&mut s, max_dims, max_params);
+    write_rules(&mut s, entries, defaults);
     write_entries(&mut s, entries, defaults);
     write_select_functions(&mut s);
     s
@@ -877,26 +854,31 @@ fn write_intro(s: &mut String, origin: &str) {
  * size.
  *
  * NULL means "use the safe default": ca_default(op, dtype) is the entry of a configuration of
- * the op's spec that is bounds-checked and valid for every shape its grid fits (max_dims),
+ * the op's spec that is bounds-checked and valid wherever ca_entry_admits says (shapes up to
+ * its max_dims at which its spec keeps it),
  * exported for every op and dtype of this header that has one as <kernel>_<dtype>_default in
  * <kernel>_<dtype>_default.cu (no timing: median_ms is -1.0; where two ops share a kernel
  * name, the later one's name ends in _2, _3, ...). ca_select_or_default(op, dtype,
  * dims, ndims) returns ca_select's entry, else that one where it admits the shape; NULL for
  * an op or dtype this header does not hold, one without a safe default (an op whose every
- * configuration depends on the exact shape; the export said so), or a shape past the safe
- * default's max_dims.
+ * configuration depends on the exact shape; the export said so), or a shape the safe
+ * default does not admit.
  * ca_select_for(op, dtype, gpu, dims, ndims) also requires e->gpu to equal gpu (the CUDA
  * device name, as cudaDeviceProp::name) unless gpu is NULL.
  *
  * A kernel is valid for another shape when the tuner would have generated the same kernel
  * for it: kernels are rendered from the parameters and shape-dependent defines such as
- * EVEN_TILES (both dimensions multiples of TILE_DIM), never from the exact shape. Here that
- * is encoded as: each dimension must be a multiple of each of e->moduli exactly where the
- * tuned shape's is (e->exact_only: the tuned shape only; a safe default has no moduli), and
- * at most e->max_dims[i]: past it the entry's grid exceeds the device's limits (65535 blocks
- * in y and z), and never past INT_MAX (the kernels take dimensions as int). Those bounds hold
- * one dimension at a time, the others at the tuned shape's, which is exact where each grid
- * axis grows with one dimension (every built-in op).
+ * EVEN_TILES (both dimensions multiples of TILE_DIM), never from the exact shape. Each
+ * entry's e->admits(dims) checks that at dims, as the tuner does: the op spec's defines keep
+ * the values the kernel was compiled with, its constraints hold, the grid and shared memory
+ * stay within the device's limits and the same first kernel (e->before) applies. The spec's
+ * expressions are written out in C with the entry's parameters folded in (ca_admits_<kernel>
+ * below; 64-bit arithmetic, where an overflow or a division by zero rules the shape out as it
+ * prunes a configuration). e->exact_only: the tuned shape only (the spec has an expression of
+ * the shape the export cannot write out in C). Every dimension must also be at most
+ * e->max_dims[i]: past it, with the other dimensions at the tuned shape's, the grid exceeds
+ * the device's limits (65535 blocks in y and z); never past INT_MAX (the kernels take
+ * dimensions as int).
  *
  * The launch geometry of an op is the same rule for every entry (see below): evaluate it
  * with the entry's parameters and your shape; e->block and e->grid are its values at e->dims.
@@ -904,6 +886,7 @@ fn write_intro(s: &mut String, origin: &str) {
 #ifndef CUDA_AUTOTUNE_TUNED_H
 #define CUDA_AUTOTUNE_TUNED_H
 
+#include <limits.h>
 #include <string.h>
 
 #ifdef __cplusplus
@@ -978,14 +961,13 @@ fn write_launch_rules(s: &mut String, entries: &[Entry]) {
 }
 
 /// The size limits and the C types of the entries.
-fn write_types(s: &mut String, max_dims: usize, max_params: usize, max_moduli: usize) {
+fn write_types(s: &mut String, max_dims: usize, max_params: usize) {
     let _ = write!(
         s,
         r#" */
 
 #define CA_MAX_DIMS {max_dims}
 #define CA_MAX_PARAMS {max_params}
-#define CA_MAX_MODULI {max_moduli}
 
 typedef struct ca_param {{
     const char* name;
@@ -1022,8 +1004,9 @@ typedef struct ca_tuned_entry {{
     const char* roof;
     const char* tuned_at;
     int exact_only;        /* 1: valid for dims only */
-    int nmoduli;
-    long long moduli[CA_MAX_MODULI];
+    int (*admits)(const long long* dims); /* 1 where the tuner would keep this configuration
+                                             at dims and render the same kernel; NULL with
+                                             exact_only */
     long long max_dims[CA_MAX_DIMS]; /* the largest each dimension may be: past it the grid
                                         exceeds the device's limits */
     int scratch;           /* 1: its kernels may use the op's scratch buffers, which must hold the
@@ -1032,9 +1015,29 @@ typedef struct ca_tuned_entry {{
                               first kernel to fill them) */
 }} ca_tuned_entry;
 
-static const ca_tuned_entry ca_tuned_entries[] = {{
 "#
     );
+}
+
+/// The helpers and each entry's [`Rule`] as a C function, then the start of the entries.
+fn write_rules(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
+    let _ = write!(
+        s,
+        "\n/* Where each entry's kernel may run: the op spec's defines, constraints and launch \
+         limits\n   with the entry's parameters, as functions of the shape. */\n{}",
+        crate::spec::rule::C_HELPERS
+    );
+    let rules = entries
+        .iter()
+        .map(|e| (&e.name, &e.rule, &e.tuned))
+        .chain(defaults.iter().map(|d| (&d.name, &d.rule, &d.tuned)));
+    for (name, a, tuned) in rules {
+        if let Some(rule) = &a.rule {
+            s.push('\n');
+            s.push_str(&rule.c_function(&admits_name(name), &tuned.op.spec.dims));
+        }
+    }
+    s.push_str("\nstatic const ca_tuned_entry ca_tuned_entries[] = {\n");
 }
 
 /// The tuned entries, then the safe defaults, as C initializers.
@@ -1048,13 +1051,11 @@ fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
             row: Some(e.row),
             tuned: &e.tuned,
             name: &e.name,
-            rule: Some(&e.rule),
-            max_dims: &e.rule.max_dims,
+            rule: &e.rule,
         }));
     }
     s.push_str(
-        "};\n\n/* The safe default of each op and dtype: valid for every shape up to max_dims (block and grid at \
-         dims). */\nstatic const ca_tuned_entry ca_default_entries[] = {\n",
+        "};\n\n/* The safe default of each op and dtype (block and grid at dims). */\nstatic const ca_tuned_entry ca_default_entries[] = {\n",
     );
     for d in defaults {
         s.push_str(&entry_c(&EntryC {
@@ -1065,8 +1066,7 @@ fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
             row: None,
             tuned: &d.tuned,
             name: &d.name,
-            rule: None,
-            max_dims: &d.max_dims,
+            rule: &d.rule,
         }));
     }
 }
@@ -1101,20 +1101,15 @@ fn write_entry_tests(s: &mut String) {
 /* 1 when entry e's kernel is valid for the shape dims[0..ndims) (see the top of this file). */
 static inline int ca_entry_admits(const ca_tuned_entry* e, const long long* dims, int ndims)
 {{
-    int i, k, same = 1;
+    int i, same = 1;
     if (e == NULL || dims == NULL || ndims != e->ndims) return 0;
     for (i = 0; i < ndims; ++i) {{
         if (dims[i] < 1 || dims[i] > e->max_dims[i]) return 0;
         if (dims[i] != e->dims[i]) same = 0;
     }}
     if (same) return 1;
-    if (e->exact_only) return 0;
-    for (i = 0; i < ndims; ++i) {{
-        for (k = 0; k < e->nmoduli; ++k) {{
-            if ((dims[i] % e->moduli[k] == 0) != (e->dims[i] % e->moduli[k] == 0)) return 0;
-        }}
-    }}
-    return 1;
+    if (e->exact_only || e->admits == NULL) return 0;
+    return e->admits(dims);
 }}
 
 /* exp(sum |ln(dims[i] / e->dims[i])|) = the product of max/min ratios: the same order as the
@@ -1195,8 +1190,8 @@ static inline const ca_tuned_entry* ca_select(const char* op, const char* dtype,
 fn write_default_lookup(s: &mut String) {
     let _ = write!(
         s,
-        r#"/* The safe default of op on dtype elements (valid for every shape up to its max_dims), or NULL when this header
-   holds no entry of that op and dtype. */
+        r#"/* The safe default of op on dtype elements (valid where ca_entry_admits says), or NULL when
+   this header holds no entry of that op and dtype. */
 static inline const ca_tuned_entry* ca_default(const char* op, const char* dtype)
 {{
     int i;
@@ -1208,9 +1203,9 @@ static inline const ca_tuned_entry* ca_default(const char* op, const char* dtype
     return NULL;
 }}
 
-/* ca_select, else the safe default of op and dtype where it admits the shape (op's number of
-   dimensions, within its max_dims): NULL for an op or dtype this header does not hold, one
-   without a safe default (the export said so), or a shape past the default's max_dims. */
+/* ca_select, else the safe default of op and dtype where it admits the shape: NULL for an op
+   or dtype this header does not hold, one without a safe default (the export said so), or a
+   shape the default does not admit. */
 static inline const ca_tuned_entry* ca_select_or_default(const char* op, const char* dtype,
                                                          const long long* dims, int ndims)
 {{

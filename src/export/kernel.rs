@@ -9,6 +9,7 @@ use crate::model::shape::{Shape, MAX_DIM};
 use crate::spec::codegen::Renderer;
 use crate::spec::expr::Value;
 use crate::spec::ops::Op;
+pub use crate::spec::rule::Rule;
 use crate::spec::space::{enumerate, parse_override, Candidate};
 use crate::store::best::{stored_params, BestRow};
 use std::path::Path;
@@ -150,8 +151,9 @@ pub fn untimed_note(row: &BestRow, tuned: &TunedKernel) -> Option<String> {
 
 /// Whether the kernel of `row` may run on shape `dims`, by the tuner's own rule: a kernel is
 /// rendered from the parameters and the *defines* only (never the exact shape), so it serves
-/// every shape at which the configuration is not pruned and every define has the value it
-/// had at the tuned shape. `false` for a different number of dimensions.
+/// every shape at which the configuration is not pruned, every define has the value it had at
+/// the tuned shape and the same first kernels (prologues) run. `false` for a different number
+/// of dimensions.
 pub fn valid_for(row: &BestRow, dims: &[u64], templates: Option<&Path>) -> Result<bool> {
     let tuned = specialize(row, templates)?;
     Ok(valid_at(&tuned, dims))
@@ -173,12 +175,15 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
         return false;
     };
     let at = space.swap_remove(0);
+    let first =
+        |c: &Candidate| -> Vec<String> { c.prologue.iter().map(|(k, _)| k.clone()).collect() };
     at.pruned.is_none()
         && tuned
             .candidate
             .define_names
             .iter()
             .all(|d| at.var(d) == tuned.candidate.var(d))
+        && first(&at) == first(&tuned.candidate)
 }
 
 fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
@@ -191,25 +196,22 @@ fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
         .collect()
 }
 
-/// Which shapes a tuned kernel may serve, in a form a few lines of C can check (the header of
-/// `tune export --format cuda` carries it): every dimension must be a multiple of each of
-/// `moduli` exactly where the tuned shape's is. The moduli are the kernel's integer
-/// parameters above 1 (tile sizes and the like), which is how shape-dependent defines such as
-/// `EVEN_TILES = ROWS % TILE_DIM == 0 && ...` look at a shape.
-///
-/// The rule is checked against [`valid_for`] at shapes it admits (near, small and large ones,
-/// up to 65536 per dimension or 4x the tuned one); if any of those is not valid the kernel
-/// is marked `exact_only`. So it is conservative: it may refuse a shape the kernel could
-/// serve, and it assumes that defines look at the shape only through such divisibility.
+/// Which shapes a tuned kernel may serve: its tuned shape, and every shape at which the tuner
+/// would have kept its configuration and rendered the same kernel ([`valid_for`]), as a
+/// [`Rule`] over the shape that the header of `tune export --format cuda` carries as one C
+/// function per entry, so that a few lines of C check a shape exactly as the tuner would.
+/// Dimensions past `max_dims` are refused as well.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applicability {
     pub dims: Vec<u64>,
-    /// Only the tuned shape itself.
+    /// Only the tuned shape itself: an expression of the spec that depends on the shape is
+    /// one the rule cannot follow ([`Rule::of`] says which).
     pub exact_only: bool,
-    pub moduli: Vec<u64>,
     /// The largest value each dimension may take ([`max_dims`]): past it the launch's grid
     /// exceeds the device's limits.
     pub max_dims: Vec<u64>,
+    /// The rule; `None` when `exact_only`.
+    pub rule: Option<Rule>,
 }
 
 impl Applicability {
@@ -218,20 +220,12 @@ impl Applicability {
         if dims == self.dims.as_slice() {
             return true;
         }
-        !self.exact_only && dims.len() == self.dims.len() && self.same_facts(dims)
-    }
-
-    fn same_facts(&self, dims: &[u64]) -> bool {
-        dims.iter()
-            .zip(&self.dims)
-            .zip(&self.max_dims)
-            .all(|((&q, &t), &max)| {
-                (1..=max).contains(&q)
-                    && self
-                        .moduli
-                        .iter()
-                        .all(|&m| q.is_multiple_of(m) == t.is_multiple_of(m))
-            })
+        dims.len() == self.dims.len()
+            && dims
+                .iter()
+                .zip(&self.max_dims)
+                .all(|(q, max)| (1..=*max).contains(q))
+            && self.rule.as_ref().is_some_and(|r| r.admits(dims))
     }
 }
 
@@ -240,9 +234,98 @@ pub fn applicability(row: &BestRow, templates: Option<&Path>) -> Result<Applicab
     Ok(applicability_of(&specialize(row, templates)?))
 }
 
-/// The [`Applicability`] of a kernel already specialized.
+/// The [`Applicability`] of a kernel already specialized: every define must keep its value.
 pub fn applicability_of(tuned: &TunedKernel) -> Applicability {
+    applicability_comparing(tuned, &|_| true)
+}
+
+/// The [`Applicability`] of a [`safe_default`]: only the defines its kernel reads must keep
+/// their values ([`reads_define`]); a bounds-checked kernel computes the rest but never looks
+/// at them.
+pub fn default_applicability(tuned: &TunedKernel) -> Result<Applicability> {
+    let renderer = Renderer::new(&tuned.op)?;
+    let mut unread: Vec<String> = Vec::new();
+    for d in tuned.candidate.define_names.iter() {
+        if !reads_define(tuned, &renderer, d) {
+            unread.push(d.clone());
+        }
+    }
+    Ok(applicability_comparing(tuned, &|d| {
+        !unread.iter().any(|u| u == d)
+    }))
+}
+
+/// Whether `tuned`'s kernel depends on define `name`: rendered with other values of it (the
+/// other boolean; nearby and small integers), the source differs other than in the define's
+/// own `#define` line, or names it elsewhere.
+fn reads_define(tuned: &TunedKernel, renderer: &Renderer, name: &str) -> bool {
+    let Some(k) = tuned.candidate.define_names.iter().position(|d| d == name) else {
+        return false;
+    };
+    let without = |source: &str| -> String {
+        source
+            .lines()
+            .filter(|l| {
+                l.trim_start()
+                    .strip_prefix("#define")
+                    .and_then(|rest| rest.split_whitespace().next())
+                    != Some(name)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let own = without(&tuned.source);
+    if rename_identifier(&own, name, "") != own {
+        return true;
+    }
+    let others: Vec<Value> = match &tuned.candidate.defines[k] {
+        Value::Bool(b) => vec![Value::Bool(!b)],
+        Value::Int(v) => [v.wrapping_add(1), v.wrapping_sub(1), 0, 1, 2, 3, 4]
+            .into_iter()
+            .filter(|o| o != v)
+            .map(Value::Int)
+            .collect(),
+        Value::Str(_) => return true,
+    };
+    for other in others {
+        let mut c = tuned.candidate.clone();
+        let mut defines = c.defines.to_vec();
+        defines[k] = other;
+        c.defines = defines.into_boxed_slice();
+        // A template that cannot render the other value reads it (it fails on it).
+        match renderer.render(&c) {
+            Ok(source) if without(&source) == own => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
+fn applicability_comparing(tuned: &TunedKernel, compare: &dyn Fn(&str) -> bool) -> Applicability {
     let dims = tuned.shape.dims.clone();
+    let rule = Rule::of(
+        &tuned.op,
+        &tuned.candidate,
+        &tuned.shape,
+        &DeviceLimits::SM90_DEFAULT,
+        compare,
+    )
+    .ok();
+    let max_dims = match &rule {
+        Some(r) => max_dims(&dims, &int_params(tuned), &|q| r.admits(q)),
+        None => dims.clone(),
+    };
+    Applicability {
+        exact_only: rule.is_none(),
+        dims,
+        max_dims,
+        rule,
+    }
+}
+
+/// The kernel's integer parameters above 1 (tile sizes and the like): the steps along which
+/// [`max_dims`] looks for the end of the grid.
+fn int_params(tuned: &TunedKernel) -> Vec<u64> {
     let mut moduli: Vec<u64> = tuned
         .candidate
         .config
@@ -254,42 +337,28 @@ pub fn applicability_of(tuned: &TunedKernel) -> Applicability {
         .collect();
     moduli.sort_unstable();
     moduli.dedup();
-    let mut rule = Applicability {
-        max_dims: dims.clone(),
-        dims,
-        exact_only: false,
-        moduli,
-    };
-    let ok = match probe_values(&rule) {
-        Some(per_dim) => cartesian(&per_dim).iter().all(|q| valid_at(tuned, q)),
-        None => false,
-    };
-    rule.exact_only = !ok;
-    if ok {
-        rule.max_dims = max_dims(tuned, &rule.moduli);
-    }
-    rule
+    moduli
 }
 
-/// Per dimension, the largest value at which `tuned` is still valid, with the tuned value's
-/// divisibility facts (every multiple of the lcm of `moduli` away from it) and the other
-/// dimensions at the tuned shape's. A launch's grid grows with the shape, and past the
-/// device's limits (65535 blocks in y and z, 2^31 - 1 in x) the configuration is pruned;
-/// validity ends there, so a bisection finds it. At most [`MAX_DIM`], which the kernels take
-/// as an int. The bound holds one dimension at a time: a grid axis that grew with two
-/// dimensions at once could pass its limit inside them.
-pub fn max_dims(tuned: &TunedKernel, moduli: &[u64]) -> Vec<u64> {
-    let dims = &tuned.shape.dims;
+/// Per dimension, the largest value at which a kernel tuned at `dims` is still `valid`, with
+/// the tuned value's divisibility facts (every multiple of the lcm of `moduli` away from it)
+/// and the other dimensions at the tuned shape's. A launch's grid grows with the shape, and
+/// past the device's limits (65535 blocks in y and z, 2^31 - 1 in x) the configuration is
+/// pruned; validity ends there, so a bisection finds it. At most [`MAX_DIM`], which the
+/// kernels take as an int. The bound holds one dimension at a time: a grid axis that grew
+/// with two dimensions at once could pass its limit inside them (the rule itself checks the
+/// grid at every shape).
+fn max_dims(dims: &[u64], moduli: &[u64], valid: &dyn Fn(&[u64]) -> bool) -> Vec<u64> {
     let Some(lcm) = lcm_within_dims(moduli) else {
-        return dims.clone();
+        return dims.to_vec();
     };
     (0..dims.len())
         .map(|i| {
             let t = dims[i];
             let valid = |k: u64| {
-                let mut q = dims.clone();
+                let mut q = dims.to_vec();
                 q[i] = t + k * lcm;
-                valid_at(tuned, &q)
+                valid(&q)
             };
             let last = MAX_DIM.saturating_sub(t) / lcm;
             if valid(last) {
@@ -308,34 +377,6 @@ pub fn max_dims(tuned: &TunedKernel, moduli: &[u64]) -> Vec<u64> {
             t + lo * lcm
         })
         .collect()
-}
-
-/// Per dimension, values with the same divisibility facts as the tuned one: the tuned value,
-/// the two smallest, two nearby (± the lcm of the moduli) and a large one.
-fn probe_values(rule: &Applicability) -> Option<Vec<Vec<u64>>> {
-    let lcm = lcm_within_dims(&rule.moduli)?;
-    let mut out = Vec::new();
-    for &t in &rule.dims {
-        let facts = |q: u64| {
-            rule.moduli
-                .iter()
-                .all(|&m| q.is_multiple_of(m) == t.is_multiple_of(m))
-        };
-        let mut values = vec![t];
-        values.extend((1..=t.min(1 << 20)).filter(|&q| facts(q)).take(2));
-        if t > lcm {
-            values.push(t - lcm);
-        }
-        values.push(t + lcm);
-        values.push(t + 3 * lcm);
-        let far = (4 * t).max(1 << 16);
-        values.push(t + (far.saturating_sub(t) / lcm) * lcm);
-        values.retain(|&q| (1..=MAX_DIM).contains(&q) && facts(q));
-        values.sort_unstable();
-        values.dedup();
-        out.push(values);
-    }
-    Some(out)
 }
 
 /// The step between values of a dimension with the same divisibility facts: the least common
@@ -618,6 +659,73 @@ pub fn params_text(tuned: &TunedKernel) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Shapes near, at residues of and far from `t`, per dimension, mixed at random.
+    fn shapes_around(t: &[u64], rng: &mut impl rand::Rng, n: usize) -> Vec<Vec<u64>> {
+        let per_dim: Vec<Vec<u64>> = t
+            .iter()
+            .map(|&t| {
+                let mut v: Vec<u64> = vec![1, 2, 3, 4, 7, 8, 31, 32, 33, 64, 96, 127, 128, 1000];
+                v.extend((0..8).map(|k| t.saturating_sub(k).max(1)));
+                v.extend((1..8).map(|k| t + k));
+                v.extend([
+                    t + 64,
+                    t + 128,
+                    t.saturating_sub(64).max(1),
+                    2 * t,
+                    4 * t + 3,
+                ]);
+                v.extend((0..6).map(|_| rng.random_range(1..70_000u64)));
+                v.extend((0..3).map(|_| rng.random_range(1..8u64) * 1024));
+                v
+            })
+            .collect();
+        (0..n)
+            .map(|_| {
+                per_dim
+                    .iter()
+                    .map(|v| v[rng.random_range(0..v.len())])
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The rule of every shipped kind of row (sgemm with split-K, tails, repacks and
+    /// windows; transposes with slabs, chunks and vectors; matmul) admits exactly the shapes
+    /// at which the space keeps the configuration and renders the same kernel.
+    #[test]
+    fn each_rule_admits_exactly_where_the_tuner_keeps_the_kernel() {
+        use rand::SeedableRng;
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/export/rules.csv");
+        let rows = crate::store::best::read_best(&path).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let (mut yes, mut no) = (0, 0);
+        for row in &rows {
+            let tuned = specialize(row, None).unwrap();
+            let a = applicability_of(&tuned);
+            let rule = a
+                .rule
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} {} {}: no rule", row.op, row.shape, row.params));
+            for q in shapes_around(&tuned.shape.dims, &mut rng, 40) {
+                let want = valid_at(&tuned, &q);
+                assert_eq!(
+                    rule.admits(&q),
+                    want,
+                    "{} {} {} at {q:?}",
+                    row.op,
+                    row.shape,
+                    row.params
+                );
+                if want {
+                    yes += 1;
+                } else {
+                    no += 1;
+                }
+            }
+        }
+        assert!(yes > 500 && no > 500, "{yes} admitted, {no} refused");
+    }
 
     /// The row of a built-in transpose whose `source_hash` is `hash`, tuned on a GPU of
     /// compute capability `cc` with NVRTC `nvrtc`.

@@ -164,6 +164,27 @@ pub fn parse_variables(expr: &str) -> std::result::Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// `expr` parsed into evalexpr's tree, for [`crate::spec::rule`], which walks it.
+pub fn parse_tree(expr: &str) -> std::result::Result<Node, String> {
+    evalexpr::build_operator_tree(expr).map_err(|e| e.to_string())
+}
+
+/// `node` (a whole expression or a part of one) evaluated over `vars` as one of our values:
+/// why not where it fails, or where it gives a float or a tuple.
+pub fn eval_node(node: &Node, vars: &Vars) -> std::result::Result<Value, String> {
+    match node
+        .eval_with_context(&VarsContext(vars))
+        .map_err(|e| e.to_string())?
+    {
+        EValue::Int(i) => Ok(Value::Int(i)),
+        EValue::Boolean(b) => Ok(Value::Bool(b)),
+        EValue::String(s) => Ok(Value::Str(s)),
+        other => Err(format!(
+            "gives {other:?}, expected an integer, boolean or string"
+        )),
+    }
+}
+
 impl Vars {
     pub fn new() -> Self {
         Vars::default()

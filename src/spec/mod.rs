@@ -8,4 +8,5 @@ pub mod describe;
 pub mod expr;
 pub mod ops;
 pub mod reference;
+pub mod rule;
 pub mod space;
