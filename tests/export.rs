@@ -355,7 +355,11 @@ fn rust_api_finds_exact_nearest_and_valid_entries() {
         select("transpose", &[1001, 1001]).as_deref(),
         Some("1000x1000")
     );
-    assert_eq!(select("transpose", &[1000, 1008]), None);
+    // Neither 1000 nor 1008 is a multiple of 64: the same kernel as at 1000x1000.
+    assert_eq!(
+        select("transpose", &[1000, 1008]).as_deref(),
+        Some("1000x1000")
+    );
     assert_eq!(
         select("matmul", &[2000, 2000, 2000]).as_deref(),
         Some("1000x1000x1000")
@@ -783,9 +787,9 @@ fn header_compiles_as_c_and_cpp_and_selects_like_the_rust_api() {
             "8192x8192",
             "1000x1000",
             "1000x1000",
-            "NULL",
+            "1000x1000",
             "4096x4096",
-            "NULL",
+            "1000x1000",
             "NULL",
             "1000x1000x1000",
             "1000x1000x1000",
@@ -1470,32 +1474,35 @@ const RULES: &str = "tests/fixtures/export/rules.csv";
 
 /// The header's `ca_entry_admits`, which runs each entry's rule written out in C, admits
 /// exactly the shapes that `Applicability::admits` does, for every tuned entry and safe
-/// default, at shapes near, at other residues of and far from the tuned ones.
+/// default, at shapes near, at other residues of and far from the tuned ones; and
+/// `ca_entry_launch` gives the launch the tuner evaluates at the first of those it admits.
 #[test]
-fn header_rules_admit_what_the_rust_rules_admit() {
-    use cuda_autotune::export::kernel::specialize;
-    use cuda_autotune::export::kernel::{applicability_of, default_applicability, safe_default};
+fn header_rules_admit_and_launch_as_the_tuner_does() {
+    use cuda_autotune::export::kernel::{
+        applicability_of, candidate_for, default_applicability, params_text, safe_default,
+        specialize, Applicability, TunedKernel,
+    };
+    use cuda_autotune::model::shape::Shape;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cuda");
     stdout_of(&cuda_export_args(&repo(RULES), &dir, &[]));
-    let rows = read_best(&repo(RULES)).unwrap();
-    let mut rules = Vec::new();
-    let mut defaults = Vec::new();
-    for row in &rows {
+    // Per entry, tuned ones first, then the defaults: its kernel, where it may run.
+    let mut entries: Vec<(TunedKernel, Applicability)> = Vec::new();
+    let mut defaults: Vec<(TunedKernel, Applicability)> = Vec::new();
+    for row in &read_best(&repo(RULES)).unwrap() {
         let tuned = specialize(row, None).unwrap();
-        rules.push((tuned.shape.dims.clone(), applicability_of(&tuned)));
-        if !defaults
-            .iter()
-            .any(|(o, d, _)| (o, d) == (&row.op, &row.dtype))
-        {
+        let a = applicability_of(&tuned);
+        entries.push((tuned, a));
+        let known = defaults.iter().any(|(t, _)| {
+            (t.op.name(), t.op.dtype.name()) == (row.op.as_str(), row.dtype.as_str())
+        });
+        if !known {
             let tuned = safe_default(&row.op, &row.dtype, None).unwrap();
-            defaults.push((
-                row.op.clone(),
-                row.dtype.clone(),
-                default_applicability(&tuned).unwrap(),
-            ));
+            let a = default_applicability(&tuned).unwrap();
+            defaults.push((tuned, a));
         }
     }
+    entries.extend(defaults);
     // Per number of dimensions, shapes mixed from values near every tuned one.
     let mut seed = 12345u64;
     let mut next = |n: usize| {
@@ -1506,8 +1513,12 @@ fn header_rules_admit_what_the_rust_rules_admit() {
     };
     let mut queries: Vec<Vec<u64>> = Vec::new();
     for ndims in [2usize, 3] {
+        let tuned_dims = entries
+            .iter()
+            .map(|(t, _)| &t.shape.dims)
+            .filter(|d| d.len() == ndims);
         let mut pool: Vec<u64> = vec![1, 2, 3, 7, 31, 32, 33, 64, 1000, 4096, 65_537, 1 << 22];
-        for (dims, _) in rules.iter().filter(|(d, _)| d.len() == ndims) {
+        for dims in tuned_dims.clone() {
             for &t in dims {
                 pool.extend([
                     t.saturating_sub(2).max(1),
@@ -1522,10 +1533,10 @@ fn header_rules_admit_what_the_rust_rules_admit() {
         for _ in 0..600 {
             queries.push((0..ndims).map(|_| pool[next(pool.len())]).collect());
         }
-        for (dims, _) in rules.iter().filter(|(d, _)| d.len() == ndims) {
-            queries.push(dims.clone());
-        }
+        queries.extend(tuned_dims.cloned());
     }
+    // The C program: per entry, a line of 0 and 1 (admits, per query of its number of
+    // dimensions), then a line with the launch at each of the first 8 shapes it admits.
     let mut program = String::from(
         "#include <stdio.h>\n#include \"cuda_autotune_tuned.h\"\n\n\
          static const long long q[][4] = {\n",
@@ -1536,10 +1547,17 @@ fn header_rules_admit_what_the_rust_rules_admit() {
         program.push_str(&format!("    {{{}LL, {}}},\n", q.len(), dims.join(", ")));
     }
     program.push_str(
-        "};\n\nstatic void row(const ca_tuned_entry* e)\n{\n    size_t i;\n    \
+        "};\n\nstatic void row(const ca_tuned_entry* e)\n{\n    size_t i;\n    int n = 0, k;\n    \
+         ca_launch l;\n    \
          for (i = 0; i < sizeof(q) / sizeof(q[0]); ++i) {\n        \
          if (q[i][0] == e->ndims) putchar(ca_entry_admits(e, &q[i][1], e->ndims) ? '1' : '0');\n    \
-         }\n    putchar('\\n');\n}\n\nint main(void)\n{\n    int i;\n    \
+         }\n    putchar('\\n');\n    \
+         for (i = 0; i < sizeof(q) / sizeof(q[0]) && n < 8; ++i) {\n        \
+         if (q[i][0] != e->ndims || !ca_entry_launch(e, &q[i][1], e->ndims, &l)) continue;\n        \
+         ++n;\n        \
+         for (k = 0; k < 3; ++k) printf(\"%u %u %u %u \", l.block[k], l.grid[k], l.before_block[k], l.before_grid[k]);\n        \
+         printf(\"%u;\", l.shared_bytes);\n    }\n    putchar('\\n');\n}\n\n\
+         int main(void)\n{\n    int i;\n    \
          for (i = 0; i < CA_TUNED_COUNT; ++i) row(&ca_tuned_entries[i]);\n    \
          for (i = 0; i < CA_DEFAULT_COUNT; ++i) row(&ca_default_entries[i]);\n    \
          return 0;\n}\n",
@@ -1558,32 +1576,55 @@ fn header_rules_admit_what_the_rust_rules_admit() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let got: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
-    let bits = |a: &cuda_autotune::export::kernel::Applicability| -> String {
-        queries
+    assert_eq!(
+        got.len(),
+        2 * entries.len(),
+        "lines for the header's entries"
+    );
+    let (mut ones, mut zeros, mut launches) = (0, 0, 0);
+    for (i, (tuned, a)) in entries.iter().enumerate() {
+        let mine: Vec<&Vec<u64>> = queries.iter().filter(|q| q.len() == a.dims.len()).collect();
+        let bits: String = mine
             .iter()
-            .filter(|q| q.len() == a.dims.len())
             .map(|q| if a.admits(q) { '1' } else { '0' })
-            .collect()
-    };
-    let expected: Vec<String> = rules
-        .iter()
-        .map(|(_, a)| bits(a))
-        .chain(defaults.iter().map(|(_, _, a)| bits(a)))
-        .collect();
-    assert_eq!(got.len(), expected.len(), "entries in the header");
-    let ones = expected
-        .iter()
-        .map(|b| b.matches('1').count())
-        .sum::<usize>();
-    let zeros = expected
-        .iter()
-        .map(|b| b.matches('0').count())
-        .sum::<usize>();
+            .collect();
+        ones += bits.matches('1').count();
+        zeros += bits.matches('0').count();
+        assert_eq!(got[2 * i], bits, "entry {i}: C and Rust admit differently");
+        // The launch the tuner evaluates there, with the entry's parameters.
+        let params = params_text(tuned);
+        let mut want = String::new();
+        for q in mine.iter().filter(|q| a.admits(q)).take(8) {
+            let shape = Shape { dims: q.to_vec() };
+            let c = candidate_for(&tuned.op, &shape, &params).unwrap();
+            let l = c.launch.unwrap();
+            let first = c.prologue.first().map(|(_, d)| *d);
+            let rule = a.rule.as_ref().unwrap();
+            assert_eq!(rule.launch_at(q), (l, first), "entry {i} at {q:?}");
+            let before = first.unwrap_or_default();
+            let t = |v: (u32, u32, u32)| [v.0, v.1, v.2];
+            for k in 0..3 {
+                want.push_str(&format!(
+                    "{} {} {} {} ",
+                    t(l.block)[k],
+                    t(l.grid)[k],
+                    t(before.block)[k],
+                    t(before.grid)[k]
+                ));
+            }
+            want.push_str(&format!("{};", l.shared));
+            launches += 1;
+        }
+        assert_eq!(
+            got[2 * i + 1],
+            want,
+            "entry {i}: the launch at {:?}",
+            a.dims
+        );
+    }
     assert!(
         ones > 1000 && zeros > 1000,
         "{ones} admitted, {zeros} refused"
     );
-    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
-        assert_eq!(g, e, "entry {i}: C and Rust disagree");
-    }
+    assert!(launches > 500, "{launches} launches");
 }

@@ -760,7 +760,7 @@ fn entry_c(e: &EntryC) -> String {
          {launch}, {shared}u,\n     \
          {before}, {pre_launch},\n     \
          {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
-         {exact}, {admits}, {{{max_dims}}},\n     \
+         {exact}, {admits}, {launch_fn}, {{{max_dims}}},\n     \
          {scratch}}},\n",
         op = c_str(e.op),
         shape = c_str(e.shape),
@@ -791,6 +791,11 @@ fn entry_c(e: &EntryC) -> String {
         } else {
             "NULL".into()
         },
+        launch_fn = if e.rule.rule.is_some() {
+            launch_name(e.name)
+        } else {
+            "NULL".into()
+        },
         max_dims = c_ll_list(&e.rule.max_dims),
         scratch = i32::from(uses_scratch(e.tuned)),
     )
@@ -799,6 +804,11 @@ fn entry_c(e: &EntryC) -> String {
 /// The name of the C function of an entry's [`Rule`].
 fn admits_name(kernel: &str) -> String {
     format!("ca_admits_{kernel}")
+}
+
+/// The name of the C function of an entry's launch at a shape ([`Rule::launch_at`]).
+fn launch_name(kernel: &str) -> String {
+    format!("ca_launch_{kernel}")
 }
 
 /// `1LL, 2LL, ...`: the elements of a `long long` array initializer.
@@ -880,8 +890,9 @@ fn write_intro(s: &mut String, origin: &str) {
  * the device's limits (65535 blocks in y and z); never past INT_MAX (the kernels take
  * dimensions as int).
  *
- * The launch geometry of an op is the same rule for every entry (see below): evaluate it
- * with the entry's parameters and your shape; e->block and e->grid are its values at e->dims.
+ * Launch an entry at your shape with ca_entry_launch(e, dims, ndims, &l): it fills l.block,
+ * l.grid and l.shared_bytes (and l.before_block and l.before_grid for e->before) from the op's
+ * launch rule (below) with the entry's parameters; e->block and e->grid are those at e->dims.
  */
 #ifndef CUDA_AUTOTUNE_TUNED_H
 #define CUDA_AUTOTUNE_TUNED_H
@@ -989,14 +1000,14 @@ typedef struct ca_tuned_entry {{
     int nparams;
     ca_param params[CA_MAX_PARAMS];
     unsigned int block[3]; /* threads per block */
-    unsigned int grid[3];  /* blocks, at dims (recompute for another shape) */
+    unsigned int grid[3];  /* blocks, at dims (ca_entry_launch: at another shape) */
     unsigned int shared_bytes; /* dynamic shared memory per block, at dims; over 48 KB call
                               cudaFuncSetAttribute(kernel,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) once
                               before the first launch */
     const char* before;    /* kernel to launch first with the same arguments; NULL: none */
     unsigned int before_block[3];
-    unsigned int before_grid[3]; /* at dims (recompute for another shape) */
+    unsigned int before_grid[3]; /* at dims (ca_entry_launch: at another shape) */
     double median_ms;      /* -1.0 for a safe default (not timed) */
     double throughput;
     const char* unit;
@@ -1007,6 +1018,8 @@ typedef struct ca_tuned_entry {{
     int (*admits)(const long long* dims); /* 1 where the tuner would keep this configuration
                                              at dims and render the same kernel; NULL with
                                              exact_only */
+    void (*launch)(const long long* dims, unsigned int* l); /* its launch at dims: use
+                                             ca_entry_launch */
     long long max_dims[CA_MAX_DIMS]; /* the largest each dimension may be: past it the grid
                                         exceeds the device's limits */
     int scratch;           /* 1: its kernels may use the op's scratch buffers, which must hold the
@@ -1014,6 +1027,15 @@ typedef struct ca_tuned_entry {{
                               never touch them (the op has none, or this entry launches no
                               first kernel to fill them) */
 }} ca_tuned_entry;
+
+/* A launch: what ca_entry_launch gives at a shape. */
+typedef struct ca_launch {{
+    unsigned int block[3];
+    unsigned int grid[3];
+    unsigned int shared_bytes;
+    unsigned int before_block[3]; /* e->before's, zeros when NULL */
+    unsigned int before_grid[3];
+}} ca_launch;
 
 "#
     );
@@ -1035,6 +1057,8 @@ fn write_rules(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
         if let Some(rule) = &a.rule {
             s.push('\n');
             s.push_str(&rule.c_function(&admits_name(name), &tuned.op.spec.dims));
+            s.push('\n');
+            s.push_str(&rule.c_launch_function(&launch_name(name)));
         }
     }
     s.push_str("\nstatic const ca_tuned_entry ca_tuned_entries[] = {\n");
@@ -1110,6 +1134,35 @@ static inline int ca_entry_admits(const ca_tuned_entry* e, const long long* dims
     if (same) return 1;
     if (e->exact_only || e->admits == NULL) return 0;
     return e->admits(dims);
+}}
+
+/* The launch of entry e at dims: 1 with *out filled where e admits dims, else 0. */
+static inline int ca_entry_launch(const ca_tuned_entry* e, const long long* dims, int ndims,
+                                  ca_launch* out)
+{{
+    unsigned int l[13];
+    int i;
+    if (out == NULL || !ca_entry_admits(e, dims, ndims)) return 0;
+    if (e->launch == NULL) {{
+        /* exact_only: its own shape. */
+        for (i = 0; i < 3; ++i) {{
+            l[i] = e->block[i];
+            l[3 + i] = e->grid[i];
+            l[7 + i] = e->before_block[i];
+            l[10 + i] = e->before_grid[i];
+        }}
+        l[6] = e->shared_bytes;
+    }} else {{
+        e->launch(dims, l);
+    }}
+    for (i = 0; i < 3; ++i) {{
+        out->block[i] = l[i];
+        out->grid[i] = l[3 + i];
+        out->before_block[i] = l[7 + i];
+        out->before_grid[i] = l[10 + i];
+    }}
+    out->shared_bytes = l[6];
+    return 1;
 }}
 
 /* exp(sum |ln(dims[i] / e->dims[i])|) = the product of max/min ratios: the same order as the

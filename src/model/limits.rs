@@ -73,7 +73,7 @@ pub fn arch_compute_capability(arch: &str) -> Option<i64> {
 
 /// Grid and block dimensions of one launch, and the dynamic shared memory it asks for. Tasks
 /// carry it as it is to the worker processes (serialized), which launch with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LaunchDims {
     pub grid: (u32, u32, u32),
     pub block: (u32, u32, u32),

@@ -13,7 +13,7 @@
 //! `if`), and any division by zero, `ceil_div` by a divisor under 1 or 64-bit overflow
 //! anywhere rules the shape out, as it prunes the configuration in the space.
 
-use crate::model::limits::DeviceLimits;
+use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::Shape;
 use crate::spec::expr::{eval_node, parse_tree, Value, Vars};
 use crate::spec::ops::Op;
@@ -32,6 +32,10 @@ pub struct Rule {
     locals: Vec<(String, Ir)>,
     /// Conditions that must all hold (booleans).
     checks: Vec<Ir>,
+    /// The launch at the shape: block x, y, z, grid x, y, z and dynamic shared bytes.
+    launch: Vec<Ir>,
+    /// The first kernel's (prologue's) block and grid, where one runs.
+    before: Option<Vec<Ir>>,
 }
 
 /// An expression of the shape: the dimensions (`Dim`, by index) and the shape-dependent
@@ -132,14 +136,20 @@ impl Rule {
                 checks.push(ir);
             }
         }
-        let launch = &op.spec.launch;
-        b.launch(&launch.block, &launch.grid, limits, &mut checks)?;
-        if let Some(shared) = &launch.shared {
-            if let Some(s) = b.int(shared)? {
-                checks.push(bin(Bin::Ge, s.clone(), Ir::Int(0)));
-                checks.push(bin(Bin::Le, s, Ir::Int(limits.max_shared_optin)));
-            }
-        }
+        let spec = &op.spec.launch;
+        let mut launch = b.launch(&spec.block, &spec.grid, limits, &mut checks)?;
+        launch.push(match &spec.shared {
+            None => Ir::Int(0),
+            Some(shared) => match b.int(shared)? {
+                Some(s) => {
+                    checks.push(bin(Bin::Ge, s.clone(), Ir::Int(0)));
+                    checks.push(bin(Bin::Le, s.clone(), Ir::Int(limits.max_shared_optin)));
+                    s
+                }
+                None => b.constant(shared)?,
+            },
+        });
+        let mut before = None;
         for p in &op.spec.prologue {
             let applies = candidate.prologue.iter().any(|(k, _)| *k == p.kernel);
             if let Some(when) = &p.when {
@@ -148,12 +158,14 @@ impl Rule {
                 }
             }
             if applies {
-                b.launch(&p.block, &p.grid, limits, &mut checks)?;
+                before = Some(b.launch(&p.block, &p.grid, limits, &mut checks)?);
             }
         }
         Ok(Rule {
             locals: b.locals,
             checks,
+            launch,
+            before,
         })
     }
 
@@ -178,6 +190,61 @@ impl Rule {
     /// True when the rule holds at every shape (nothing of it depends on the shape).
     pub fn is_always(&self) -> bool {
         self.checks.is_empty()
+    }
+
+    /// The launch at `dims` (which the rule admits): block, grid and dynamic shared memory,
+    /// and the first kernel's launch where one runs.
+    pub fn launch_at(&self, dims: &[u64]) -> (LaunchDims, Option<LaunchDims>) {
+        let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let mut ok = true;
+        let mut locals = Vec::with_capacity(self.locals.len());
+        for (_, ir) in &self.locals {
+            let v = ir.eval(&dims, &locals, &mut ok);
+            locals.push(v);
+        }
+        let at = |irs: &[Ir]| -> Vec<u32> {
+            irs.iter()
+                .map(|ir| ir.eval(&dims, &locals, &mut true) as u32)
+                .collect()
+        };
+        let dims_of = |v: &[u32]| LaunchDims {
+            block: (v[0], v[1], v[2]),
+            grid: (v[3], v[4], v[5]),
+            shared: v.get(6).copied().unwrap_or(0),
+        };
+        (
+            dims_of(&at(&self.launch)),
+            self.before.as_ref().map(|b| dims_of(&at(b))),
+        )
+    }
+
+    /// A C function `static void <name>(const long long* d, unsigned int* l)` that writes
+    /// [`Rule::launch_at`] to `l[0..13)`: block x, y, z, grid x, y, z, shared bytes, then the
+    /// first kernel's block and grid (zeros where none runs).
+    pub fn c_launch_function(&self, name: &str) -> String {
+        let mut s = format!(
+            "static void {name}(const long long* d, unsigned int* l)\n{{\n    int ok = 1;\n"
+        );
+        for (k, (define, ir)) in self.locals.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "    const long long ca_l{k} = {}; /* {define} */",
+                ir.c()
+            );
+        }
+        for k in 0..self.locals.len() {
+            let _ = writeln!(s, "    (void)ca_l{k};");
+        }
+        let zeros = vec![Ir::Int(0); 6];
+        let all = self
+            .launch
+            .iter()
+            .chain(self.before.as_ref().unwrap_or(&zeros));
+        for (i, ir) in all.enumerate() {
+            let _ = writeln!(s, "    l[{i}] = (unsigned int){};", ir.c());
+        }
+        s.push_str("    (void)d;\n    (void)ok;\n}\n");
+        s
     }
 
     /// A C function `static int <name>(const long long* d)` that returns [`Rule::admits`]
@@ -318,15 +385,24 @@ impl Builder {
         }
     }
 
-    /// The checks of one launch (block and grid within the hardware's limits, the threads
-    /// of a block within the device's) for what of it depends on the shape.
+    /// The integer expression `expr`, which does not depend on the shape, as a constant.
+    fn constant(&self, expr: &str) -> std::result::Result<Ir, String> {
+        match eval_node(&parse_tree(expr)?, &self.vars)? {
+            Value::Int(v) => Ok(Ir::Int(v)),
+            other => Err(format!("'{expr}' is {other}, not an integer")),
+        }
+    }
+
+    /// One launch's block x, y, z and grid x, y, z, with the checks (block and grid within
+    /// the hardware's limits, the threads of a block within the device's) of what of it
+    /// depends on the shape.
     fn launch(
         &self,
         block: &[String; 3],
         grid: &[String; 3],
         limits: &DeviceLimits,
         checks: &mut Vec<Ir>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<Vec<Ir>, String> {
         let mut sizes = Vec::new();
         let mut any_block = false;
         for (i, expr) in block.iter().chain(grid.iter()).enumerate() {
@@ -337,10 +413,7 @@ impl Builder {
                     any_block |= i < 3;
                     ir
                 }
-                None => match crate::spec::expr::eval_node(&parse_tree(expr)?, &self.vars)? {
-                    Value::Int(v) => Ir::Int(v),
-                    other => return Err(format!("'{expr}' is {other}, not an integer")),
-                },
+                None => self.constant(expr)?,
             };
             sizes.push(ir);
         }
@@ -352,7 +425,7 @@ impl Builder {
             );
             checks.push(bin(Bin::Le, threads, Ir::Int(limits.max_threads_per_block)));
         }
-        Ok(())
+        Ok(sizes)
     }
 
     /// `node` as an expression of the shape, with its type.
