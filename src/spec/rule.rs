@@ -15,6 +15,7 @@
 
 use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::Shape;
+use crate::model::shape::MAX_DIM;
 use crate::spec::expr::{eval_node, parse_tree, Value, Vars};
 use crate::spec::ops::Op;
 use crate::spec::space::{base_vars, Candidate};
@@ -49,6 +50,9 @@ enum Ir {
     Bin(Bin, Box<Ir>, Box<Ir>),
     Not(Box<Ir>),
     If(Box<Ir>, Box<Ir>, Box<Ir>),
+    /// An expression that cannot fail for dimensions of 1 to [`MAX_DIM`]: C evaluates it
+    /// with its plain operators.
+    Safe(Box<Ir>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +170,8 @@ impl Rule {
             checks,
             launch,
             before,
-        })
+        }
+        .simplified())
     }
 
     /// True when the configuration is the same valid kernel at `dims` (one per dimension of
@@ -189,7 +194,7 @@ impl Rule {
 
     /// True when the rule holds at every shape (nothing of it depends on the shape).
     pub fn is_always(&self) -> bool {
-        self.checks.is_empty()
+        self.checks.is_empty() && !self.live(&[], true).contains(&true)
     }
 
     /// The launch at `dims` (which the rule admits): block, grid and dynamic shared memory,
@@ -225,22 +230,15 @@ impl Rule {
         let mut s = format!(
             "static void {name}(const long long* d, unsigned int* l)\n{{\n    int ok = 1;\n"
         );
-        for (k, (define, ir)) in self.locals.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "    const long long ca_l{k} = {}; /* {define} */",
-                ir.c()
-            );
-        }
-        for k in 0..self.locals.len() {
-            let _ = writeln!(s, "    (void)ca_l{k};");
-        }
         let zeros = vec![Ir::Int(0); 6];
-        let all = self
+        let all: Vec<Ir> = self
             .launch
             .iter()
-            .chain(self.before.as_ref().unwrap_or(&zeros));
-        for (i, ir) in all.enumerate() {
+            .chain(self.before.as_ref().unwrap_or(&zeros))
+            .cloned()
+            .collect();
+        self.c_locals(&mut s, &self.live(&all, false), &all);
+        for (i, ir) in all.iter().enumerate() {
             let _ = writeln!(s, "    l[{i}] = (unsigned int){};", ir.c());
         }
         s.push_str("    (void)d;\n    (void)ok;\n}\n");
@@ -252,7 +250,8 @@ impl Rule {
     /// defines' names, which a user's code may have as macros.
     pub fn c_function(&self, name: &str, dim_names: &[String]) -> String {
         let mut s = format!("static int {name}(const long long* d)\n{{\n    int ok = 1;\n");
-        if self.checks.is_empty() {
+        let live = self.live(&self.checks, true);
+        if self.checks.is_empty() && !live.contains(&true) {
             s.push_str("    (void)d;\n    (void)ok;\n    return 1;\n}\n");
             return s;
         }
@@ -266,23 +265,59 @@ impl Rule {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        for (k, (define, ir)) in self.locals.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "    const long long ca_l{k} = {}; /* {define} */",
-                ir.c()
-            );
-        }
-        // A safe default's rule need not compare every define it computes.
-        for k in 0..self.locals.len() {
-            let _ = writeln!(s, "    (void)ca_l{k};");
-        }
+        self.c_locals(&mut s, &live, &self.checks);
         for (i, c) in self.checks.iter().enumerate() {
             let _ = writeln!(s, "    const int ca_c{i} = {};", c.c());
         }
-        let all: Vec<String> = (0..self.checks.len()).map(|i| format!("ca_c{i}")).collect();
-        let _ = write!(s, "    return ok && {};\n}}\n", all.join(" && "));
+        let all: Vec<String> = std::iter::once("ok".to_string())
+            .chain((0..self.checks.len()).map(|i| format!("ca_c{i}")))
+            .collect();
+        let _ = write!(s, "    (void)d;\n    return {};\n}}\n", all.join(" && "));
         s
+    }
+
+    /// Which locals the C function of `exprs` computes: those they read, the locals those
+    /// read, and (`failing`) every local whose evaluation may fail.
+    fn live(&self, exprs: &[Ir], failing: bool) -> Vec<bool> {
+        let mut live = vec![false; self.locals.len()];
+        for e in exprs {
+            e.mark_reads(&mut live);
+        }
+        for k in (0..self.locals.len()).rev() {
+            let ir = &self.locals[k].1;
+            let fails = !matches!(ir, Ir::Int(_) | Ir::Dim(_) | Ir::Local(_) | Ir::Safe(_));
+            if live[k] || (failing && fails) {
+                live[k] = true;
+                ir.mark_reads(&mut live);
+            }
+        }
+        live
+    }
+
+    /// The `const long long ca_l<k>` lines of the locals `live` names, for `exprs`.
+    fn c_locals(&self, s: &mut String, live: &[bool], exprs: &[Ir]) {
+        let mut read = vec![false; self.locals.len()];
+        for e in exprs {
+            e.mark_reads(&mut read);
+        }
+        for (k, (_, ir)) in self.locals.iter().enumerate() {
+            if live[k] {
+                ir.mark_reads(&mut read);
+            }
+        }
+        for (k, (define, ir)) in self.locals.iter().enumerate() {
+            if live[k] {
+                let _ = writeln!(
+                    s,
+                    "    const long long ca_l{k} = {}; /* {define} */",
+                    ir.c()
+                );
+                if !read[k] {
+                    // Computed only for what its evaluation may rule out.
+                    let _ = writeln!(s, "    (void)ca_l{k};");
+                }
+            }
+        }
     }
 }
 
@@ -319,14 +354,16 @@ static inline long long ca_mod(long long a, long long b, int* ok)
     if (b == 0 || (a == LLONG_MIN && b == -1)) { *ok = 0; return 0; }
     return a % b;
 }
-static inline long long ca_ceil_div(long long a, long long b, int* ok)
+static inline long long ca_cdiv(long long a, long long b)
 {
-    long long q, r;
-    if (b <= 0) { *ok = 0; return 0; }
-    q = a / b;
-    r = a % b;
+    long long q = a / b, r = a % b;
     if (r < 0) { q -= 1; r += b; }
     return q + (r != 0);
+}
+static inline long long ca_ceil_div(long long a, long long b, int* ok)
+{
+    if (b <= 0) { *ok = 0; return 0; }
+    return ca_cdiv(a, b);
 }
 static inline long long ca_min(long long a, long long b) { return a < b ? a : b; }
 static inline long long ca_max(long long a, long long b) { return a > b ? a : b; }
@@ -569,6 +606,7 @@ impl Ir {
             Ir::Int(v) => *v,
             Ir::Dim(i) => dims[*i],
             Ir::Local(k) => locals[*k],
+            Ir::Safe(a) => a.eval(dims, locals, ok),
             Ir::Not(a) => i64::from(a.eval(dims, locals, ok) == 0),
             Ir::If(c, a, b) => {
                 let (c, a, b) = (
@@ -608,6 +646,56 @@ impl Ir {
         }
     }
 
+    /// Marks in `live` the locals this expression reads.
+    fn mark_reads(&self, live: &mut [bool]) {
+        match self {
+            Ir::Int(_) | Ir::Dim(_) => {}
+            Ir::Local(k) => live[*k] = true,
+            Ir::Safe(a) | Ir::Not(a) => a.mark_reads(live),
+            Ir::If(c, a, b) => {
+                c.mark_reads(live);
+                a.mark_reads(live);
+                b.mark_reads(live);
+            }
+            Ir::Bin(_, a, b) => {
+                a.mark_reads(live);
+                b.mark_reads(live);
+            }
+        }
+    }
+
+    /// The C expression of an [`Ir::Safe`] part: plain operators, nothing to fail.
+    fn c_plain(&self) -> String {
+        match self {
+            Ir::Safe(a) => a.c_plain(),
+            Ir::Not(a) => format!("(!{})", a.c_plain()),
+            Ir::If(c, a, b) => format!("({} ? {} : {})", c.c_plain(), a.c_plain(), b.c_plain()),
+            Ir::Bin(op, a, b) => {
+                let (a, b) = (a.c_plain(), b.c_plain());
+                let infix = |o: &str| format!("({a} {o} {b})");
+                match op {
+                    Bin::Add => infix("+"),
+                    Bin::Sub => infix("-"),
+                    Bin::Mul => infix("*"),
+                    Bin::Div => infix("/"),
+                    Bin::Mod => infix("%"),
+                    Bin::CeilDiv => format!("ca_cdiv({a}, {b})"),
+                    Bin::Min => format!("ca_min({a}, {b})"),
+                    Bin::Max => format!("ca_max({a}, {b})"),
+                    Bin::And => infix("&&"),
+                    Bin::Or => infix("||"),
+                    Bin::Eq => infix("=="),
+                    Bin::Ne => infix("!="),
+                    Bin::Lt => infix("<"),
+                    Bin::Le => infix("<="),
+                    Bin::Gt => infix(">"),
+                    Bin::Ge => infix(">="),
+                }
+            }
+            leaf => leaf.c(),
+        }
+    }
+
     /// The C expression of [`Ir::eval`] (inside a [`Rule::c_function`]).
     fn c(&self) -> String {
         match self {
@@ -615,6 +703,7 @@ impl Ir {
             Ir::Int(v) => format!("{v}LL"),
             Ir::Dim(i) => format!("d[{i}]"),
             Ir::Local(k) => format!("ca_l{k}"),
+            Ir::Safe(a) => a.c_plain(),
             Ir::Not(a) => format!("(!{})", a.c()),
             Ir::If(c, a, b) => format!("ca_if({}, {}, {})", c.c(), a.c(), b.c()),
             Ir::Bin(op, a, b) => {
@@ -642,5 +731,258 @@ impl Ir {
                 }
             }
         }
+    }
+}
+
+/// What is known of an expression's value where every dimension is 1 to [`MAX_DIM`] (the
+/// header checks that first): its bounds, and whether evaluating it may fail.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    lo: i128,
+    hi: i128,
+    fails: bool,
+}
+
+impl Known {
+    fn exactly(v: i64) -> Known {
+        Known {
+            lo: v.into(),
+            hi: v.into(),
+            fails: false,
+        }
+    }
+
+    fn boolean(fails: bool) -> Known {
+        Known {
+            lo: 0,
+            hi: 1,
+            fails,
+        }
+    }
+}
+
+impl Rule {
+    /// The same rule with what the bounds of the dimensions decide folded away: constant
+    /// parts computed, `if`, `&&` and `||` whose outcome is known taken (where what they
+    /// leave out cannot fail), comparisons the bounds decide (a grid of `ceil_div(N, 32)`
+    /// blocks is at least 1) dropped, and every part that cannot fail marked [`Ir::Safe`].
+    /// It admits the same shapes of 1 to [`MAX_DIM`] per dimension; the header's C is then
+    /// short and plain.
+    fn simplified(self) -> Rule {
+        let mut known: Vec<Known> = Vec::new();
+        let mut locals = Vec::new();
+        for (name, ir) in self.locals {
+            let (ir, k) = simplify(ir, &known);
+            known.push(k);
+            locals.push((name, ir));
+        }
+        let checks = self
+            .checks
+            .into_iter()
+            .map(|c| simplify(c, &known).0)
+            .filter(|c| *c != Ir::Int(1))
+            .collect();
+        let launch = self
+            .launch
+            .into_iter()
+            .map(|l| simplify(l, &known).0)
+            .collect();
+        let before = self
+            .before
+            .map(|b| b.into_iter().map(|l| simplify(l, &known).0).collect());
+        Rule {
+            locals,
+            checks,
+            launch,
+            before,
+        }
+    }
+}
+
+/// `ir` simplified (see [`Rule::simplified`]), with what is known of it; `locals`: what is
+/// known of the shape-dependent defines before it.
+fn simplify(ir: Ir, locals: &[Known]) -> (Ir, Known) {
+    let safe = |ir: Ir, k: Known| -> (Ir, Known) {
+        let ir = match ir {
+            Ir::Int(_) | Ir::Dim(_) | Ir::Local(_) | Ir::Safe(_) => ir,
+            _ if !k.fails => Ir::Safe(Box::new(strip(ir))),
+            _ => ir,
+        };
+        (ir, k)
+    };
+    match ir {
+        Ir::Int(v) => (ir, Known::exactly(v)),
+        Ir::Dim(_) => (
+            ir,
+            Known {
+                lo: 1,
+                hi: MAX_DIM.into(),
+                fails: false,
+            },
+        ),
+        // A define of one value at every shape is that value.
+        Ir::Local(k) if locals[k].lo == locals[k].hi => {
+            let v = locals[k].lo as i64;
+            (Ir::Int(v), Known::exactly(v))
+        }
+        Ir::Local(k) => (
+            ir,
+            Known {
+                fails: false,
+                ..locals[k]
+            },
+        ),
+        Ir::Safe(a) => simplify(*a, locals),
+        Ir::Not(a) => {
+            let (a, ka) = simplify(*a, locals);
+            match a {
+                Ir::Int(v) => (
+                    Ir::Int(i64::from(v == 0)),
+                    Known::exactly(i64::from(v == 0)),
+                ),
+                a => safe(Ir::Not(Box::new(a)), Known::boolean(ka.fails)),
+            }
+        }
+        Ir::If(c, a, b) => {
+            let (c, kc) = simplify(*c, locals);
+            let (a, ka) = simplify(*a, locals);
+            let (b, kb) = simplify(*b, locals);
+            if let Ir::Int(v) = c {
+                if v != 0 && !kb.fails {
+                    return (a, ka);
+                }
+                if v == 0 && !ka.fails {
+                    return (b, kb);
+                }
+            }
+            if a == b && !kc.fails {
+                return (a, ka);
+            }
+            let k = Known {
+                lo: ka.lo.min(kb.lo),
+                hi: ka.hi.max(kb.hi),
+                fails: kc.fails || ka.fails || kb.fails,
+            };
+            safe(Ir::If(Box::new(c), Box::new(a), Box::new(b)), k)
+        }
+        Ir::Bin(op, a, b) => {
+            let (a, ka) = simplify(*a, locals);
+            let (b, kb) = simplify(*b, locals);
+            // A known operand of && and || decides it, or leaves the other (0 or 1).
+            let decided = match (op, &a, &b) {
+                (Bin::And, Ir::Int(0), _) if !kb.fails => Some((Ir::Int(0), Known::exactly(0))),
+                (Bin::And, _, Ir::Int(0)) if !ka.fails => Some((Ir::Int(0), Known::exactly(0))),
+                (Bin::Or, Ir::Int(1), _) if !kb.fails => Some((Ir::Int(1), Known::exactly(1))),
+                (Bin::Or, _, Ir::Int(1)) if !ka.fails => Some((Ir::Int(1), Known::exactly(1))),
+                (Bin::And, Ir::Int(1), _) | (Bin::Or, Ir::Int(0), _) => Some((b.clone(), kb)),
+                (Bin::And, _, Ir::Int(1)) | (Bin::Or, _, Ir::Int(0)) => Some((a.clone(), ka)),
+                // x + 0, x - 0, x * 1, x / 1 and ceil_div(x, 1) are x.
+                (Bin::Add | Bin::Sub, _, Ir::Int(0))
+                | (Bin::Mul | Bin::Div | Bin::CeilDiv, _, Ir::Int(1)) => Some((a.clone(), ka)),
+                (Bin::Add, Ir::Int(0), _) | (Bin::Mul, Ir::Int(1), _) => Some((b.clone(), kb)),
+                // min and max that the bounds decide.
+                (Bin::Min, _, _) if ka.hi <= kb.lo && !kb.fails => Some((a.clone(), ka)),
+                (Bin::Min, _, _) if kb.hi <= ka.lo && !ka.fails => Some((b.clone(), kb)),
+                (Bin::Max, _, _) if ka.lo >= kb.hi && !kb.fails => Some((a.clone(), ka)),
+                (Bin::Max, _, _) if kb.lo >= ka.hi && !ka.fails => Some((b.clone(), kb)),
+                _ => None,
+            };
+            if let Some(done) = decided {
+                return done;
+            }
+            if let (Ir::Int(_), Ir::Int(_)) = (&a, &b) {
+                let mut ok = true;
+                let v = bin(op, a.clone(), b.clone()).eval(&[], &[], &mut ok);
+                if ok {
+                    return (Ir::Int(v), Known::exactly(v));
+                }
+            }
+            let (lo, hi, own) = bounds(op, ka, kb);
+            let fails = own || ka.fails || kb.fails;
+            if !fails && lo == hi {
+                let v = lo as i64;
+                return (Ir::Int(v), Known::exactly(v));
+            }
+            safe(bin(op, a, b), Known { lo, hi, fails })
+        }
+    }
+}
+
+/// `ir` without an outer [`Ir::Safe`] (inside another, where it is implied).
+fn strip(ir: Ir) -> Ir {
+    match ir {
+        Ir::Safe(a) => strip(*a),
+        Ir::Not(a) => Ir::Not(Box::new(strip(*a))),
+        Ir::If(c, a, b) => Ir::If(
+            Box::new(strip(*c)),
+            Box::new(strip(*a)),
+            Box::new(strip(*b)),
+        ),
+        Ir::Bin(op, a, b) => bin(op, strip(*a), strip(*b)),
+        other => other,
+    }
+}
+
+/// The bounds of `op` of values within `a` and `b`, and whether the operation itself may
+/// fail there (leave 64 bits, divide by zero).
+fn bounds(op: Bin, a: Known, b: Known) -> (i128, i128, bool) {
+    let (min64, max64) = (i128::from(i64::MIN), i128::from(i64::MAX));
+    let corners = |f: &dyn Fn(i128, i128) -> i128| -> (i128, i128) {
+        let v = [f(a.lo, b.lo), f(a.lo, b.hi), f(a.hi, b.lo), f(a.hi, b.hi)];
+        (
+            *v.iter().min().expect("four"),
+            *v.iter().max().expect("four"),
+        )
+    };
+    let out = |(lo, hi): (i128, i128)| (lo, hi, lo < min64 || hi > max64);
+    let zero_divisor = b.lo <= 0 && b.hi >= 0;
+    match op {
+        Bin::Add => out((a.lo + b.lo, a.hi + b.hi)),
+        Bin::Sub => out((a.lo - b.hi, a.hi - b.lo)),
+        Bin::Mul => out(corners(&|x, y| x * y)),
+        Bin::Div if zero_divisor => (min64, max64, true),
+        Bin::Div => out(corners(&|x, y| x / y)),
+        Bin::Mod if zero_divisor => (min64, max64, true),
+        Bin::Mod => {
+            let m = b.lo.abs().max(b.hi.abs()) - 1;
+            let overflow = a.lo <= min64 && b.lo <= -1 && b.hi >= -1;
+            let (lo, hi) = if a.lo >= 0 {
+                (0, a.hi.min(m))
+            } else if a.hi <= 0 {
+                (a.lo.max(-m), 0)
+            } else {
+                (-m, m)
+            };
+            (lo, hi, overflow)
+        }
+        Bin::CeilDiv if b.lo <= 0 => (min64, max64, true),
+        Bin::CeilDiv => {
+            let cd = |x: i128, y: i128| x.div_euclid(y) + i128::from(x.rem_euclid(y) != 0);
+            out(corners(&cd))
+        }
+        Bin::Min => (a.lo.min(b.lo), a.hi.min(b.hi), false),
+        Bin::Max => (a.lo.max(b.lo), a.hi.max(b.hi), false),
+        Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge | Bin::Eq | Bin::Ne => {
+            // What the bounds decide: 0 or 1 exactly, else either.
+            let (x, y) = (a, b);
+            let known = match op {
+                Bin::Lt if x.hi < y.lo => Some(1),
+                Bin::Lt if x.lo >= y.hi => Some(0),
+                Bin::Le if x.hi <= y.lo => Some(1),
+                Bin::Le if x.lo > y.hi => Some(0),
+                Bin::Gt if x.lo > y.hi => Some(1),
+                Bin::Gt if x.hi <= y.lo => Some(0),
+                Bin::Ge if x.lo >= y.hi => Some(1),
+                Bin::Ge if x.hi < y.lo => Some(0),
+                Bin::Eq if x.hi < y.lo || y.hi < x.lo => Some(0),
+                Bin::Ne if x.hi < y.lo || y.hi < x.lo => Some(1),
+                _ => None,
+            };
+            match known {
+                Some(v) => (v, v, false),
+                None => (0, 1, false),
+            }
+        }
+        Bin::And | Bin::Or => (0, 1, false),
     }
 }
