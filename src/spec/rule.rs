@@ -177,6 +177,18 @@ impl Rule {
     /// True when the configuration is the same valid kernel at `dims` (one per dimension of
     /// the op; the caller checks their count and range).
     pub fn admits(&self, dims: &[u64]) -> bool {
+        let (dims, locals, mut ok) = self.at(dims);
+        // Every check is evaluated, as the space evaluates every expression.
+        let mut all = true;
+        for c in &self.checks {
+            all &= c.eval(&dims, &locals, &mut ok) != 0;
+        }
+        ok && all
+    }
+
+    /// The dimensions as the expressions see them, the shape-dependent defines at them, and
+    /// whether evaluating those went without a failure.
+    fn at(&self, dims: &[u64]) -> (Vec<i64>, Vec<i64>, bool) {
         let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         let mut ok = true;
         let mut locals = Vec::with_capacity(self.locals.len());
@@ -184,12 +196,7 @@ impl Rule {
             let v = ir.eval(&dims, &locals, &mut ok);
             locals.push(v);
         }
-        // Every check is evaluated, as the space evaluates every expression.
-        let mut all = true;
-        for c in &self.checks {
-            all &= c.eval(&dims, &locals, &mut ok) != 0;
-        }
-        ok && all
+        (dims, locals, ok)
     }
 
     /// True when the rule holds at every shape (nothing of it depends on the shape).
@@ -200,13 +207,7 @@ impl Rule {
     /// The launch at `dims` (which the rule admits): block, grid and dynamic shared memory,
     /// and the first kernel's launch where one runs.
     pub fn launch_at(&self, dims: &[u64]) -> (LaunchDims, Option<LaunchDims>) {
-        let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-        let mut ok = true;
-        let mut locals = Vec::with_capacity(self.locals.len());
-        for (_, ir) in &self.locals {
-            let v = ir.eval(&dims, &locals, &mut ok);
-            locals.push(v);
-        }
+        let (dims, locals, _) = self.at(dims);
         let at = |irs: &[Ir]| -> Vec<u32> {
             irs.iter()
                 .map(|ir| ir.eval(&dims, &locals, &mut true) as u32)
@@ -400,25 +401,23 @@ impl Builder {
     /// The boolean expression `expr`, or `None` where it does not depend on the shape (it
     /// holds, as at the tuned shape).
     fn condition(&self, expr: &str) -> std::result::Result<Option<Ir>, String> {
-        let tree = parse_tree(expr)?;
-        if !self.depends(&tree) {
-            return Ok(None);
-        }
-        match self.tr(&tree).map_err(|why| format!("'{expr}': {why}"))? {
-            (ir, Ty::Bool) => Ok(Some(ir)),
-            _ => Err(format!("'{expr}' is not a condition")),
-        }
+        self.of_type(expr, Ty::Bool)
     }
 
     /// The integer expression `expr`, or `None` where it does not depend on the shape.
     fn int(&self, expr: &str) -> std::result::Result<Option<Ir>, String> {
+        self.of_type(expr, Ty::Int)
+    }
+
+    /// The expression `expr` of type `want`, or `None` where it does not depend on the shape.
+    fn of_type(&self, expr: &str, want: Ty) -> std::result::Result<Option<Ir>, String> {
         let tree = parse_tree(expr)?;
         if !self.depends(&tree) {
             return Ok(None);
         }
         match self.tr(&tree).map_err(|why| format!("'{expr}': {why}"))? {
-            (ir, Ty::Int) => Ok(Some(ir)),
-            _ => Err(format!("'{expr}' is not an integer")),
+            (ir, ty) if ty == want => Ok(Some(ir)),
+            (_, ty) => Err(format!("'{expr}' is a {ty:?}, expected a {want:?}")),
         }
     }
 
@@ -664,62 +663,53 @@ impl Ir {
         }
     }
 
-    /// The C expression of an [`Ir::Safe`] part: plain operators, nothing to fail.
-    fn c_plain(&self) -> String {
-        match self {
-            Ir::Safe(a) => a.c_plain(),
-            Ir::Not(a) => format!("(!{})", a.c_plain()),
-            Ir::If(c, a, b) => format!("({} ? {} : {})", c.c_plain(), a.c_plain(), b.c_plain()),
-            Ir::Bin(op, a, b) => {
-                let (a, b) = (a.c_plain(), b.c_plain());
-                let infix = |o: &str| format!("({a} {o} {b})");
-                match op {
-                    Bin::Add => infix("+"),
-                    Bin::Sub => infix("-"),
-                    Bin::Mul => infix("*"),
-                    Bin::Div => infix("/"),
-                    Bin::Mod => infix("%"),
-                    Bin::CeilDiv => format!("ca_cdiv({a}, {b})"),
-                    Bin::Min => format!("ca_min({a}, {b})"),
-                    Bin::Max => format!("ca_max({a}, {b})"),
-                    Bin::And => infix("&&"),
-                    Bin::Or => infix("||"),
-                    Bin::Eq => infix("=="),
-                    Bin::Ne => infix("!="),
-                    Bin::Lt => infix("<"),
-                    Bin::Le => infix("<="),
-                    Bin::Gt => infix(">"),
-                    Bin::Ge => infix(">="),
-                }
-            }
-            leaf => leaf.c(),
-        }
-    }
-
     /// The C expression of [`Ir::eval`] (inside a [`Rule::c_function`]).
     fn c(&self) -> String {
+        self.c_text(false)
+    }
+
+    /// The C text; `plain` inside an [`Ir::Safe`] part, where nothing can fail: C's own
+    /// operators, which need not evaluate every operand.
+    fn c_text(&self, plain: bool) -> String {
         match self {
             Ir::Int(i64::MIN) => "(-9223372036854775807LL - 1)".into(),
             Ir::Int(v) => format!("{v}LL"),
             Ir::Dim(i) => format!("d[{i}]"),
             Ir::Local(k) => format!("ca_l{k}"),
-            Ir::Safe(a) => a.c_plain(),
-            Ir::Not(a) => format!("(!{})", a.c()),
-            Ir::If(c, a, b) => format!("ca_if({}, {}, {})", c.c(), a.c(), b.c()),
+            Ir::Safe(a) => a.c_text(true),
+            Ir::Not(a) => format!("(!{})", a.c_text(plain)),
+            Ir::If(c, a, b) => {
+                let (c, a, b) = (c.c_text(plain), a.c_text(plain), b.c_text(plain));
+                if plain {
+                    format!("({c} ? {a} : {b})")
+                } else {
+                    format!("ca_if({c}, {a}, {b})")
+                }
+            }
             Ir::Bin(op, a, b) => {
-                let (a, b) = (a.c(), b.c());
-                let call = |f: &str| format!("ca_{f}({a}, {b}, &ok)");
-                let pure = |f: &str| format!("ca_{f}({a}, {b})");
+                let (a, b) = (a.c_text(plain), b.c_text(plain));
                 let infix = |o: &str| format!("({a} {o} {b})");
+                let pure = |f: &str| format!("ca_{f}({a}, {b})");
+                // Checked arithmetic outside a safe part, C's operator inside.
+                let arith = |f: &str, o: &str| {
+                    if plain {
+                        infix(o)
+                    } else {
+                        format!("ca_{f}({a}, {b}, &ok)")
+                    }
+                };
                 match op {
-                    Bin::Add => call("add"),
-                    Bin::Sub => call("sub"),
-                    Bin::Mul => call("mul"),
-                    Bin::Div => call("div"),
-                    Bin::Mod => call("mod"),
-                    Bin::CeilDiv => call("ceil_div"),
+                    Bin::Add => arith("add", "+"),
+                    Bin::Sub => arith("sub", "-"),
+                    Bin::Mul => arith("mul", "*"),
+                    Bin::Div => arith("div", "/"),
+                    Bin::Mod => arith("mod", "%"),
+                    Bin::CeilDiv if plain => pure("cdiv"),
+                    Bin::CeilDiv => format!("ca_ceil_div({a}, {b}, &ok)"),
                     Bin::Min => pure("min"),
                     Bin::Max => pure("max"),
+                    Bin::And if plain => infix("&&"),
+                    Bin::Or if plain => infix("||"),
                     Bin::And => pure("and"),
                     Bin::Or => pure("or"),
                     Bin::Eq => infix("=="),
