@@ -1094,7 +1094,7 @@ fn cuda_export_carries_the_dynamic_shared_memory_of_a_large_sgemm_tile() {
     // Two stages fit in static shared memory: nothing to pass at launch.
     let small = files.ending("sgemm_f32_2048x2048x2048_nvidia_h100_80gb_hbm3.cu");
     assert!(!small.contains("extern __shared__"), "{small}");
-    assert!(small.contains("= block (128, 1, 1), grid (16, 32, 1) at 2048x2048x2048."));
+    assert!(small.contains("= block (128, 1, 1), grid (16, 32, 1) at 2048x2048x2048 ("));
     let header = files.ending(".h");
     assert!(header.contains("unsigned int shared_bytes;"), "{header}");
     assert!(
