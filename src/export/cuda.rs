@@ -256,8 +256,7 @@ struct SafeDefault {
     dtype: String,
     tuned: TunedKernel,
     name: String,
-    /// Where it may run: every shape up to its `max_dims` (the grid's limits) at which the
-    /// configuration stays valid.
+    /// Where it may run: every shape at which the configuration stays valid.
     rule: Applicability,
 }
 
@@ -658,7 +657,7 @@ fn cu_file(e: &Entry, origin: &str) -> String {
 fn rule_text(rule: &Applicability, kernel: &str, shape: &str) -> String {
     match &rule.rule {
         None => format!("{shape} only"),
-        Some(r) if r.is_always() => "every shape up to max_dims".into(),
+        Some(r) if r.is_always() => "every shape".into(),
         Some(_) => format!(
             "{shape} and every shape at which the tuner would render this same kernel ({} in \
              the header)",
@@ -760,7 +759,7 @@ fn entry_c(e: &EntryC) -> String {
          {launch}, {shared}u,\n     \
          {before}, {pre_launch},\n     \
          {ms}, {tp}, {unit}, {frac}, {roof}, {at},\n     \
-         {exact}, {admits}, {launch_fn}, {{{max_dims}}},\n     \
+         {exact}, {admits}, {launch_fn},\n     \
          {scratch}}},\n",
         op = c_str(e.op),
         shape = c_str(e.shape),
@@ -796,7 +795,6 @@ fn entry_c(e: &EntryC) -> String {
         } else {
             "NULL".into()
         },
-        max_dims = c_ll_list(&e.rule.max_dims),
         scratch = i32::from(uses_scratch(e.tuned)),
     )
 }
@@ -865,7 +863,7 @@ fn write_intro(s: &mut String, origin: &str) {
  *
  * NULL means "use the safe default": ca_default(op, dtype) is the entry of a configuration of
  * the op's spec that is bounds-checked and valid wherever ca_entry_admits says (shapes up to
- * its max_dims at which its spec keeps it),
+ * INT_MAX at which its spec keeps it),
  * exported for every op and dtype of this header that has one as <kernel>_<dtype>_default in
  * <kernel>_<dtype>_default.cu (no timing: median_ms is -1.0; where two ops share a kernel
  * name, the later one's name ends in _2, _3, ...). ca_select_or_default(op, dtype,
@@ -885,10 +883,8 @@ fn write_intro(s: &mut String, origin: &str) {
  * expressions are written out in C with the entry's parameters folded in (ca_admits_<kernel>
  * below; 64-bit arithmetic, where an overflow or a division by zero rules the shape out as it
  * prunes a configuration). e->exact_only: the tuned shape only (the spec has an expression of
- * the shape the export cannot write out in C). Every dimension must also be at most
- * e->max_dims[i]: past it, with the other dimensions at the tuned shape's, the grid exceeds
- * the device's limits (65535 blocks in y and z); never past INT_MAX (the kernels take
- * dimensions as int).
+ * the shape the export cannot write out in C). Every dimension must also be 1 to INT_MAX (the
+ * kernels take dimensions as int).
  *
  * Launch an entry at your shape with ca_entry_launch(e, dims, ndims, &l): it fills l.block,
  * l.grid and l.shared_bytes (and l.before_block and l.before_grid for e->before) from the op's
@@ -1020,8 +1016,6 @@ typedef struct ca_tuned_entry {{
                                              exact_only */
     void (*launch)(const long long* dims, unsigned int* l); /* its launch at dims: use
                                              ca_entry_launch */
-    long long max_dims[CA_MAX_DIMS]; /* the largest each dimension may be: past it the grid
-                                        exceeds the device's limits */
     int scratch;           /* 1: its kernels may use the op's scratch buffers, which must hold the
                               elements the launch rules above give for your shape; 0: they
                               never touch them (the op has none, or this entry launches no
@@ -1128,7 +1122,7 @@ static inline int ca_entry_admits(const ca_tuned_entry* e, const long long* dims
     int i, same = 1;
     if (e == NULL || dims == NULL || ndims != e->ndims) return 0;
     for (i = 0; i < ndims; ++i) {{
-        if (dims[i] < 1 || dims[i] > e->max_dims[i]) return 0;
+        if (dims[i] < 1 || dims[i] > INT_MAX) return 0;
         if (dims[i] != e->dims[i]) same = 0;
     }}
     if (same) return 1;

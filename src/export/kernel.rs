@@ -175,15 +175,35 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
         return false;
     };
     let at = space.swap_remove(0);
-    let first =
-        |c: &Candidate| -> Vec<String> { c.prologue.iter().map(|(k, _)| k.clone()).collect() };
     at.pruned.is_none()
         && tuned
             .candidate
             .define_names
             .iter()
             .all(|d| at.var(d) == tuned.candidate.var(d))
-        && first(&at) == first(&tuned.candidate)
+        && first_kernels(&tuned.op, &at, &shape)
+            == first_kernels(&tuned.op, &tuned.candidate, &tuned.shape)
+}
+
+/// Which of the op's prologues (by index: two may name one kernel) run first at `shape` for
+/// the valid configuration `c`: those whose `when` holds.
+fn first_kernels(op: &Op, c: &Candidate, shape: &Shape) -> Vec<usize> {
+    let vars = c.vars(&crate::spec::space::base_vars(
+        op,
+        shape,
+        &DeviceLimits::SM90_DEFAULT,
+    ));
+    op.spec
+        .prologue
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            p.when
+                .as_ref()
+                .is_none_or(|w| matches!(vars.eval(w, "prologue when"), Ok(Value::Bool(true))))
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
@@ -199,17 +219,15 @@ fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
 /// Which shapes a tuned kernel may serve: its tuned shape, and every shape at which the tuner
 /// would have kept its configuration and rendered the same kernel ([`valid_for`]), as a
 /// [`Rule`] over the shape that the header of `tune export --format cuda` carries as one C
-/// function per entry, so that a few lines of C check a shape exactly as the tuner would.
-/// Dimensions past `max_dims` are refused as well.
+/// function per entry, so that a few lines of C check a shape exactly as the tuner would
+/// (grid and shared memory limits included). Every dimension is 1 to [`MAX_DIM`]: the
+/// kernels take dimensions as int.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applicability {
     pub dims: Vec<u64>,
     /// Only the tuned shape itself: an expression of the spec that depends on the shape is
     /// one the rule cannot follow ([`Rule::of`] says which).
     pub exact_only: bool,
-    /// The largest value each dimension may take ([`max_dims`]): past it the launch's grid
-    /// exceeds the device's limits.
-    pub max_dims: Vec<u64>,
     /// The rule; `None` when `exact_only`.
     pub rule: Option<Rule>,
 }
@@ -221,10 +239,7 @@ impl Applicability {
             return true;
         }
         dims.len() == self.dims.len()
-            && dims
-                .iter()
-                .zip(&self.max_dims)
-                .all(|(q, max)| (1..=*max).contains(q))
+            && dims.iter().all(|q| (1..=MAX_DIM).contains(q))
             && self.rule.as_ref().is_some_and(|r| r.admits(dims))
     }
 }
@@ -255,9 +270,10 @@ pub fn default_applicability(tuned: &TunedKernel) -> Result<Applicability> {
     }))
 }
 
-/// Whether `tuned`'s kernel depends on define `name`: rendered with other values of it (the
-/// other boolean; nearby and small integers), the source differs other than in the define's
-/// own `#define` line, or names it elsewhere.
+/// Whether `tuned`'s kernel depends on define `name`: it names it other than in the define's
+/// own `#define` line, or, rendered with the other value of a boolean define, the source
+/// differs elsewhere. An integer or text define counts as read: a template may branch on any
+/// of its values.
 fn reads_define(tuned: &TunedKernel, renderer: &Renderer, name: &str) -> bool {
     let Some(k) = tuned.candidate.define_names.iter().position(|d| d == name) else {
         return false;
@@ -278,27 +294,15 @@ fn reads_define(tuned: &TunedKernel, renderer: &Renderer, name: &str) -> bool {
     if rename_identifier(&own, name, "") != own {
         return true;
     }
-    let others: Vec<Value> = match &tuned.candidate.defines[k] {
-        Value::Bool(b) => vec![Value::Bool(!b)],
-        Value::Int(v) => [v.wrapping_add(1), v.wrapping_sub(1), 0, 1, 2, 3, 4]
-            .into_iter()
-            .filter(|o| o != v)
-            .map(Value::Int)
-            .collect(),
-        Value::Str(_) => return true,
+    let Value::Bool(b) = tuned.candidate.defines[k] else {
+        return true;
     };
-    for other in others {
-        let mut c = tuned.candidate.clone();
-        let mut defines = c.defines.to_vec();
-        defines[k] = other;
-        c.defines = defines.into_boxed_slice();
-        // A template that cannot render the other value reads it (it fails on it).
-        match renderer.render(&c) {
-            Ok(source) if without(&source) == own => {}
-            _ => return true,
-        }
-    }
-    false
+    let mut c = tuned.candidate.clone();
+    let mut defines = c.defines.to_vec();
+    defines[k] = Value::Bool(!b);
+    c.defines = defines.into_boxed_slice();
+    // A template that cannot render the other value reads it (it fails on it).
+    !matches!(renderer.render(&c), Ok(source) if without(&source) == own)
 }
 
 fn applicability_comparing(tuned: &TunedKernel, compare: &dyn Fn(&str) -> bool) -> Applicability {
@@ -311,81 +315,11 @@ fn applicability_comparing(tuned: &TunedKernel, compare: &dyn Fn(&str) -> bool) 
         compare,
     )
     .ok();
-    let max_dims = match &rule {
-        Some(r) => max_dims(&dims, &int_params(tuned), &|q| r.admits(q)),
-        None => dims.clone(),
-    };
     Applicability {
         exact_only: rule.is_none(),
         dims,
-        max_dims,
         rule,
     }
-}
-
-/// The kernel's integer parameters above 1 (tile sizes and the like): the steps along which
-/// [`max_dims`] looks for the end of the grid.
-fn int_params(tuned: &TunedKernel) -> Vec<u64> {
-    let mut moduli: Vec<u64> = tuned
-        .candidate
-        .config
-        .values()
-        .filter_map(|(_, v)| match v {
-            Value::Int(i) if *i > 1 => Some(*i as u64),
-            _ => None,
-        })
-        .collect();
-    moduli.sort_unstable();
-    moduli.dedup();
-    moduli
-}
-
-/// Per dimension, the largest value at which a kernel tuned at `dims` is still `valid`, with
-/// the tuned value's divisibility facts (every multiple of the lcm of `moduli` away from it)
-/// and the other dimensions at the tuned shape's. A launch's grid grows with the shape, and
-/// past the device's limits (65535 blocks in y and z, 2^31 - 1 in x) the configuration is
-/// pruned; validity ends there, so a bisection finds it. At most [`MAX_DIM`], which the
-/// kernels take as an int. The bound holds one dimension at a time: a grid axis that grew
-/// with two dimensions at once could pass its limit inside them (the rule itself checks the
-/// grid at every shape).
-fn max_dims(dims: &[u64], moduli: &[u64], valid: &dyn Fn(&[u64]) -> bool) -> Vec<u64> {
-    let Some(lcm) = lcm_within_dims(moduli) else {
-        return dims.to_vec();
-    };
-    (0..dims.len())
-        .map(|i| {
-            let t = dims[i];
-            let valid = |k: u64| {
-                let mut q = dims.to_vec();
-                q[i] = t + k * lcm;
-                valid(&q)
-            };
-            let last = MAX_DIM.saturating_sub(t) / lcm;
-            if valid(last) {
-                return t + last * lcm;
-            }
-            // valid(lo) (the tuned shape, to start) and not valid(hi).
-            let (mut lo, mut hi) = (0u64, last);
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                if valid(mid) {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            t + lo * lcm
-        })
-        .collect()
-}
-
-/// The step between values of a dimension with the same divisibility facts: the least common
-/// multiple of `moduli`, or `None` past [`MAX_DIM`] (no other value has them).
-fn lcm_within_dims(moduli: &[u64]) -> Option<u64> {
-    moduli.iter().try_fold(1u64, |acc, &m| {
-        let l = acc / gcd(acc, m) * m;
-        (l <= MAX_DIM).then_some(l)
-    })
 }
 
 fn cartesian(per_dim: &[Vec<u64>]) -> Vec<Vec<u64>> {
@@ -400,14 +334,6 @@ fn cartesian(per_dim: &[Vec<u64>]) -> Vec<Vec<u64>> {
             })
             .collect()
     })
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 /// Renames the identifier `from` to `to` in C/C++/CUDA `source`: only whole identifier tokens
@@ -660,6 +586,119 @@ pub fn params_text(tuned: &TunedKernel) -> String {
 mod tests {
     use super::*;
 
+    /// A kernel of a two-dimensional op `probe` of this spec text (defines, constraints,
+    /// launch, prologues) and template, with its one parameter `P` at `p`, tuned at `shape`.
+    fn probe(spec: &str, template: &str, p: i64, shape: &str) -> (tempfile::TempDir, TunedKernel) {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "name = \"probe\"\ndims = [\"M\", \"N\"]\ntemplate = \"probe.cu.tera\"\n\
+             kernel = \"probe\"\nreference = \"transpose\"\ncompare = \"exact\"\n\
+             args = [\"out\", \"in\", \"M\", \"N\"]\n[metric]\nkind = \"bandwidth\"\n\
+             bytes = \"M * N\"\n[[params]]\nname = \"P\"\nvalues = [{p}]\n{spec}\n\
+             [[buffers]]\nname = \"in\"\nelements = \"M * N\"\nrole = \"input\"\n\
+             [[buffers]]\nname = \"out\"\nelements = \"M * N\"\nrole = \"output\"\n"
+        );
+        std::fs::write(dir.path().join("probe.toml"), text).unwrap();
+        std::fs::write(dir.path().join("probe.cu.tera"), template).unwrap();
+        let op = Op::load_spec(&dir.path().join("probe.toml"), None).unwrap();
+        let shape = Shape::parse(shape, &op.spec.dims).unwrap();
+        let candidate = candidate_for(&op, &shape, &format!("P={p}")).unwrap();
+        assert_eq!(candidate.pruned, None);
+        let source = Renderer::new(&op).unwrap().render(&candidate).unwrap();
+        let tuned = TunedKernel {
+            op,
+            shape,
+            candidate,
+            source,
+        };
+        (dir, tuned)
+    }
+
+    /// Pairs of 1, small, power-of-two, overflow-edge and largest dimensions.
+    fn edge_shapes() -> Vec<Vec<u64>> {
+        let values = [
+            1,
+            2,
+            3,
+            7,
+            32,
+            33,
+            50,
+            100,
+            101,
+            200,
+            300,
+            4096,
+            65_535,
+            65_536,
+            1 << 21,
+            2_097_152,
+            46_341,
+            3_000_000,
+            MAX_DIM - 1,
+            MAX_DIM,
+            MAX_DIM + 1,
+        ];
+        values
+            .iter()
+            .flat_map(|&a| values.iter().map(move |&b| vec![a, b]))
+            .collect()
+    }
+
+    const KERNEL: &str = "extern \"C\" __global__ void probe() {}\n";
+
+    /// Two first kernels of one name, each under its own `when`: the rule follows the one
+    /// that ran at the tuned shape, and so does the launch.
+    #[test]
+    fn first_kernels_of_one_name_are_told_apart_by_their_when() {
+        let spec = "[launch]\nblock = ['P', '1', '1']\ngrid = ['ceil_div(M, P)', 'min(N, 65535)', '1']\n\
+                    [[prologue]]\nkernel = \"zero\"\nwhen = 'M > 100'\nblock = ['32', '1', '1']\ngrid = ['1', '1', '1']\n\
+                    [[prologue]]\nkernel = \"zero\"\nwhen = 'M <= 100'\nblock = ['64', '1', '1']\ngrid = ['2', '1', '1']\n";
+        let (_dir, tuned) = probe(spec, KERNEL, 32, "200x4");
+        let a = applicability_of(&tuned);
+        for q in edge_shapes() {
+            assert_eq!(a.admits(&q), valid_at(&tuned, &q), "{q:?}");
+        }
+        assert!(a.admits(&[300, 4]) && !a.admits(&[50, 4]));
+        let (_, first) = a.rule.as_ref().unwrap().launch_at(&[300, 4]);
+        assert_eq!(first.map(|l| (l.block.0, l.grid.0)), Some((32, 1)));
+    }
+
+    /// A product of five dimensions leaves 64 bits at large shapes: those are refused, as the
+    /// space prunes them, and working out the rule's bounds does not overflow.
+    #[test]
+    fn a_product_past_64_bits_is_refused_as_the_space_refuses_it() {
+        let spec = "[[constraints]]\nexpr = 'M * M * M * M * N > 0'\n\
+                    [launch]\nblock = ['P', '1', '1']\ngrid = ['1', '1', '1']\n";
+        let (_dir, tuned) = probe(spec, KERNEL, 32, "4x4");
+        let a = applicability_of(&tuned);
+        let (mut yes, mut no) = (0, 0);
+        for q in edge_shapes() {
+            let want = valid_at(&tuned, &q);
+            assert_eq!(a.admits(&q), want, "{q:?}");
+            if want {
+                yes += 1;
+            } else {
+                no += 1;
+            }
+        }
+        assert!(yes > 0 && no > 0, "{yes} admitted, {no} refused");
+    }
+
+    /// A safe default whose template branches on an integer define of the shape serves only
+    /// where that define keeps its value: another value may render another kernel.
+    #[test]
+    fn a_default_keeps_every_integer_define_its_template_may_branch_on() {
+        let spec =
+            "[defines]\nX = 'M'\n[launch]\nblock = ['P', '1', '1']\ngrid = ['1', '1', '1']\n";
+        let template =
+            "{% if X > 1000000 %}int big;{% endif %}\nextern \"C\" __global__ void probe() {}\n";
+        let (_dir, tuned) = probe(spec, template, 32, "4096x4");
+        let a = default_applicability(&tuned).unwrap();
+        assert!(a.admits(&[4096, 7]));
+        assert!(!a.admits(&[2_000_000, 4]));
+    }
+
     /// Shapes near, at residues of and far from `t`, per dimension, mixed at random.
     fn shapes_around(t: &[u64], rng: &mut impl rand::Rng, n: usize) -> Vec<Vec<u64>> {
         let per_dim: Vec<Vec<u64>> = t
@@ -704,14 +743,12 @@ mod tests {
         for row in &rows {
             let tuned = specialize(row, None).unwrap();
             let a = applicability_of(&tuned);
-            let rule = a
-                .rule
-                .as_ref()
-                .unwrap_or_else(|| panic!("{} {} {}: no rule", row.op, row.shape, row.params));
+            let no_rule = || format!("{} {} {}: no rule", row.op, row.shape, row.params);
+            assert!(a.rule.is_some(), "{}", no_rule());
             for q in shapes_around(&tuned.shape.dims, &mut rng, 40) {
                 let want = valid_at(&tuned, &q);
                 assert_eq!(
-                    rule.admits(&q),
+                    a.admits(&q),
                     want,
                     "{} {} {} at {q:?}",
                     row.op,

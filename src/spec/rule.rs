@@ -155,7 +155,11 @@ impl Rule {
         });
         let mut before = None;
         for p in &op.spec.prologue {
-            let applies = candidate.prologue.iter().any(|(k, _)| *k == p.kernel);
+            // Which one ran at the tuned shape (by its own `when`: two may share a kernel).
+            let applies = match &p.when {
+                None => true,
+                Some(when) => eval_node(&parse_tree(when)?, &b.vars)? == Value::Bool(true),
+            };
             if let Some(when) = &p.when {
                 if let Some(ir) = b.condition(when)? {
                     checks.push(bin(Bin::Eq, ir, Ir::Int(i64::from(applies))));
@@ -308,11 +312,9 @@ impl Rule {
         }
         for (k, (define, ir)) in self.locals.iter().enumerate() {
             if live[k] {
-                let _ = writeln!(
-                    s,
-                    "    const long long ca_l{k} = {}; /* {define} */",
-                    ir.c()
-                );
+                // The define's name, unable to end the comment.
+                let name = define.replace("*/", "* /").replace(['\n', '\r'], " ");
+                let _ = writeln!(s, "    const long long ca_l{k} = {}; /* {name} */", ir.c());
                 if !read[k] {
                     // Computed only for what its evaluation may rule out.
                     let _ = writeln!(s, "    (void)ca_l{k};");
@@ -927,14 +929,15 @@ fn bounds(op: Bin, a: Known, b: Known) -> (i128, i128, bool) {
     let out = |(lo, hi): (i128, i128)| (lo, hi, lo < min64 || hi > max64);
     let zero_divisor = b.lo <= 0 && b.hi >= 0;
     match op {
-        Bin::Add => out((a.lo + b.lo, a.hi + b.hi)),
-        Bin::Sub => out((a.lo - b.hi, a.hi - b.lo)),
-        Bin::Mul => out(corners(&|x, y| x * y)),
+        // Saturated: bounds past 64 bits only say that the operation may fail.
+        Bin::Add => out((a.lo.saturating_add(b.lo), a.hi.saturating_add(b.hi))),
+        Bin::Sub => out((a.lo.saturating_sub(b.hi), a.hi.saturating_sub(b.lo))),
+        Bin::Mul => out(corners(&|x, y| x.saturating_mul(y))),
         Bin::Div if zero_divisor => (min64, max64, true),
-        Bin::Div => out(corners(&|x, y| x / y)),
+        Bin::Div => out(corners(&|x, y| x.checked_div(y).unwrap_or(i128::MAX))),
         Bin::Mod if zero_divisor => (min64, max64, true),
         Bin::Mod => {
-            let m = b.lo.abs().max(b.hi.abs()) - 1;
+            let m = b.lo.saturating_abs().max(b.hi.saturating_abs()) - 1;
             let overflow = a.lo <= min64 && b.lo <= -1 && b.hi >= -1;
             let (lo, hi) = if a.lo >= 0 {
                 (0, a.hi.min(m))
