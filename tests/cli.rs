@@ -1040,6 +1040,14 @@ fn every_sgemm_fma_order_and_c_store_compiles_on_both_load_paths() {
     }
 }
 
+/// Asserts that a compile-only run was refused (exit 2) with `reason` on stderr: a space its
+/// constraints pruned to nothing.
+#[track_caller]
+fn expect_pruned(run: &Run, reason: &str) {
+    assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
+    assert!(run.stderr.contains(reason), "stderr:\n{}", run.stderr);
+}
+
 /// KSPLIT shares that do not split a slice's k steps evenly are pruned with the reason, and a
 /// space that only holds those says which constraint emptied it (tests/compile_cover.rs
 /// compiles KSPLIT where it applies).
@@ -1051,22 +1059,14 @@ fn ksplit_uneven_shares_and_pads_are_pruned_with_the_reason() {
         &tmp,
         &sgemm_args("1023x1025x1027", &["KSPLIT=4", "BK=8", "LOAD=async"]),
     );
-    assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("each of the KSPLIT groups takes an equal share of a slice's k steps"),
-        "stderr:\n{}",
-        run.stderr
+    expect_pruned(
+        &run,
+        "each of the KSPLIT groups takes an equal share of a slice's k steps",
     );
     // Shared-memory rows are read as float4s: with a pad that is not a multiple of 4 floats
     // those reads would be misaligned, so it is pruned with the reason.
     let run = compile_only(&tmp, &sgemm_args("1024x1024x1024", &["PAD=1,2"]));
-    assert_eq!(run.code, Some(2), "stderr:\n{}", run.stderr);
-    assert!(
-        run.stderr.contains("PAD must be a multiple of 4"),
-        "stderr:\n{}",
-        run.stderr
-    );
+    expect_pruned(&run, "PAD must be a multiple of 4");
 }
 
 #[test]
@@ -1089,24 +1089,21 @@ fn matmul_block_size_shorthand_and_bad_shapes() {
         let err = input_error_compile_only(&["--op", "matmul", "--shape", shape]);
         assert!(err.contains("invalid shape"), "{shape}: {err}");
     }
-    let err = input_error_compile_only(&[
-        "--op",
-        "matmul",
-        "--shape",
-        "64x64x64",
-        "--block-size",
-        "16,x",
-    ]);
+    // A 64x64x64 matmul with `--block-size value`: the error it is refused with.
+    let block_size_error = |value: &str| {
+        input_error_compile_only(&[
+            "--op",
+            "matmul",
+            "--shape",
+            "64x64x64",
+            "--block-size",
+            value,
+        ])
+    };
+    let err = block_size_error("16,x");
     assert!(err.contains("BLOCK_SIZE"), "{err}");
     // 64 x 64 = 4096 threads per block exceed every device's limit: pruned, nothing left.
-    let err = input_error_compile_only(&[
-        "--op",
-        "matmul",
-        "--shape",
-        "64x64x64",
-        "--block-size",
-        "64",
-    ]);
+    let err = block_size_error("64");
     assert!(err.contains("threads per block"), "{err}");
 }
 

@@ -48,6 +48,35 @@ fn json_export() -> Vec<u8> {
     ok(&["export", "--format", "json", "--db", path_str(&db)]).stdout
 }
 
+/// `tune export --format FORMAT --db DB --output OUTPUT` as arguments: the export every
+/// `--output` case here writes.
+fn export_args<'a>(format: &'a str, db: &'a Path, output: &'a str) -> Vec<&'a str> {
+    vec![
+        "export",
+        "--format",
+        format,
+        "--db",
+        path_str(db),
+        "--output",
+        output,
+    ]
+}
+
+/// `tune report --csv CSV --output OUTPUT` as arguments: the report every `--output` case
+/// here writes.
+fn report_args<'a>(csv: &'a Path, output: &'a str) -> Vec<&'a str> {
+    vec!["report", "--csv", path_str(csv), "--output", output]
+}
+
+/// Runs `tune args` from `dir` (where a relative output would land).
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    tune_bin()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("tune runs")
+}
+
 fn is_symlink(p: &Path) -> bool {
     std::fs::symlink_metadata(p)
         .map(|m| m.file_type().is_symlink())
@@ -63,8 +92,7 @@ fn output_through_a_symlink_writes_its_target_and_keeps_the_link() {
     let link = tmp.path().join("winners.json");
     std::os::unix::fs::symlink("data/winners.json", &link).unwrap();
     let db = db();
-    let args = ["export", "--format", "json", "--db", path_str(&db)];
-    ok(&[&args[..], &["--output", path_str(&link)]].concat());
+    ok(&export_args("json", &db, path_str(&link)));
     assert!(is_symlink(&link), "the link was replaced by a file");
     assert_eq!(std::fs::read(&real).unwrap(), json_export());
 
@@ -73,13 +101,7 @@ fn output_through_a_symlink_writes_its_target_and_keeps_the_link() {
     let link = tmp.path().join("report.html");
     std::os::unix::fs::symlink(&html, &link).unwrap();
     let csv = run_csv();
-    ok(&[
-        "report",
-        "--csv",
-        path_str(&csv),
-        "--output",
-        path_str(&link),
-    ]);
+    ok(&report_args(&csv, path_str(&link)));
     assert!(is_symlink(&link), "the link was replaced by a file");
     let written = std::fs::read_to_string(&html).unwrap();
     assert!(
@@ -118,11 +140,11 @@ fn output_to_a_device_node_writes_through_and_keeps_the_node() {
     let db = db();
     let csv = run_csv();
     let runs: [Vec<&str>; 2] = [
-        vec!["export", "--format", "csv", "--db", path_str(&db)],
-        vec!["report", "--csv", path_str(&csv)],
+        export_args("csv", &db, path_str(&node)),
+        report_args(&csv, path_str(&node)),
     ];
     for args in runs {
-        let out = run(&[&args[..], &["--output", path_str(&node)]].concat());
+        let out = run(&args);
         let stderr = text(&out.stderr);
         let meta = std::fs::symlink_metadata(&node).unwrap();
         assert!(
@@ -156,15 +178,7 @@ fn output_to_a_fifo_is_written_through() {
         .spawn()
         .unwrap();
     let db = db();
-    let out = run(&[
-        "export",
-        "--format",
-        "json",
-        "--db",
-        path_str(&db),
-        "--output",
-        path_str(&fifo),
-    ]);
+    let out = run(&export_args("json", &db, path_str(&fifo)));
     // The reader ends when the writer closes; a tool that never opened the FIFO leaves it
     // waiting, so it is stopped after a while instead of hanging the test.
     let start = Instant::now();
@@ -197,15 +211,7 @@ fn a_full_device_is_an_error_and_stays_a_device() {
         }
     };
     let db = db();
-    let out = run(&[
-        "export",
-        "--format",
-        "json",
-        "--db",
-        path_str(&db),
-        "--output",
-        "/dev/full",
-    ]);
+    let out = run(&export_args("json", &db, "/dev/full"));
     let stderr = text(&out.stderr);
     assert!(!out.status.success(), "writing to /dev/full succeeded");
     assert_ne!(out.status.code(), Some(0));
@@ -225,19 +231,10 @@ fn dash_and_dev_stdout_mean_stdout_and_create_no_file() {
     let tmp = tmp();
     let db = db();
     let csv = run_csv();
-    let export = tune_bin()
-        .current_dir(tmp.path())
-        .args(["export", "--format", "json", "--db", path_str(&db)])
-        .args(["--output", "-"])
-        .output()
-        .unwrap();
+    let export = run_in(tmp.path(), &export_args("json", &db, "-"));
     assert!(export.status.success(), "{}", text(&export.stderr));
     assert_eq!(export.stdout, json_export());
-    let report = tune_bin()
-        .current_dir(tmp.path())
-        .args(["report", "--csv", path_str(&csv), "--output", "-"])
-        .output()
-        .unwrap();
+    let report = run_in(tmp.path(), &report_args(&csv, "-"));
     assert!(report.status.success(), "{}", text(&report.stderr));
     let html = text(&report.stdout);
     assert!(
@@ -249,12 +246,7 @@ fn dash_and_dev_stdout_mean_stdout_and_create_no_file() {
         "a file named '-' was written"
     );
     // The CUDA export writes a folder: `-` is no folder.
-    let out = tune_bin()
-        .current_dir(tmp.path())
-        .args(["export", "--format", "cuda", "--db", path_str(&db)])
-        .args(["--output", "-"])
-        .output()
-        .unwrap();
+    let out = run_in(tmp.path(), &export_args("cuda", &db, "-"));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--output DIR"));
 }
@@ -272,15 +264,7 @@ fn dev_stdout_redirected_to_a_file_is_appended_to_never_replaced() {
         let inode = std::fs::metadata(&log).unwrap().ino();
         let appended = || std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tune"));
-        cmd.args([
-            "export",
-            "--format",
-            "json",
-            "--db",
-            path_str(&db),
-            "--output",
-            name,
-        ]);
+        cmd.args(export_args("json", &db, name));
         let out = if name == "/dev/stderr" {
             cmd.stderr(appended()).output().unwrap()
         } else {
@@ -313,40 +297,9 @@ fn an_output_that_is_the_input_itself_is_refused_and_the_input_kept() {
     std::os::unix::fs::symlink(&db, &link).unwrap();
     let (db_before, csv_before) = (std::fs::read(&db).unwrap(), std::fs::read(&csv).unwrap());
     for (args, input) in [
-        (
-            vec![
-                "export",
-                "--format",
-                "json",
-                "--db",
-                path_str(&db),
-                "--output",
-                path_str(&db),
-            ],
-            "--db",
-        ),
-        (
-            vec![
-                "export",
-                "--format",
-                "csv",
-                "--db",
-                path_str(&db),
-                "--output",
-                path_str(&link),
-            ],
-            "--db",
-        ),
-        (
-            vec![
-                "report",
-                "--csv",
-                path_str(&csv),
-                "--output",
-                path_str(&csv),
-            ],
-            "--csv",
-        ),
+        (export_args("json", &db, path_str(&db)), "--db"),
+        (export_args("csv", &db, path_str(&link)), "--db"),
+        (report_args(&csv, path_str(&csv)), "--csv"),
     ] {
         let out = run(&args);
         assert_eq!(

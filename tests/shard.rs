@@ -319,6 +319,36 @@ fn fixture_best(shape: &str) -> BestRow {
         .unwrap_or_else(|| panic!("no fixture best row for {shape}"))
 }
 
+/// The fixture best.csv row of a transpose shape and the rows of its run CSV: what a test
+/// edits before it splits them into shards.
+fn fixture_run(shape: &str) -> (BestRow, Vec<Record>) {
+    (
+        fixture_best(shape),
+        read_run_csv(&fixture_csv(shape)).unwrap(),
+    )
+}
+
+/// Merges every shard of `dirs` into `tmp/merged`, asserts that the merge exited 0 (with its
+/// output as the message) and returns that folder.
+fn merge_all(tmp: &Path, dirs: &[PathBuf]) -> PathBuf {
+    let out = tmp.join("merged");
+    let o = merge(tmp, dirs, &out, &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    out
+}
+
+/// Asserts that `tune` exited 0, with its stderr as the message.
+#[track_caller]
+fn assert_success(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
 /// The run info of a fixture CSV, from its best.csv row and its rows.
 fn run_info(shape: &str) -> RunInfo {
     let b = fixture_best(shape);
@@ -505,15 +535,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
         assert_eq!(p.len() - measured(p), original.len() - measured(&original));
     }
 
-    let out = t.path().join("merged");
-    let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    let out = merge_all(t.path(), &dirs);
     let merged_csv = out.join(format!("transpose_1000x1000_{GPU_SLUG}.csv"));
     // The same rows, the same winner: byte for byte the committed CSV.
     assert_eq!(read_run_csv(&merged_csv).unwrap(), original);
@@ -556,7 +578,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
         vec!["--out".into(), piped.clone()],
     ];
     let o = common::tune_with_stdout_closed(args.concat());
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     assert_eq!(files(&piped), before);
 }
 
@@ -567,8 +589,7 @@ fn merging_variant_shards_gives_back_the_unsharded_run_and_is_idempotent() {
 fn a_roof_re_timed_in_the_rounds_is_neither_runner_up_nor_tied_after_a_merge() {
     let t = tmp();
     let shape = "1000x1000";
-    let best = fixture_best(shape);
-    let mut records = read_run_csv(&fixture_csv(shape)).unwrap();
+    let (best, mut records) = fixture_run(shape);
     let roof_at = records
         .iter()
         .position(|r| r.kind == Kind::Baseline && r.name == best.roof)
@@ -589,7 +610,7 @@ fn a_roof_re_timed_in_the_rounds_is_neither_runner_up_nor_tied_after_a_merge() {
     write_manifest(&dir, 0, 1, Split::Shapes, &sw, vec![out]);
     let merged = t.path().join("merged");
     let o = merge(t.path(), &[dir], &merged, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     let row = read_best(&merged.join("best.csv")).unwrap().remove(0);
     assert_eq!(
         (row.runner_up.as_str(), row.tie, row.tied_with.as_str()),
@@ -652,15 +673,7 @@ fn merging_shape_shards_keeps_each_shapes_csv_and_winner() {
     // Balanced by work: the larger shard has at most the largest shape more.
     let largest = work.iter().cloned().fold(0.0, f64::max);
     assert!((loads[0] - loads[1]).abs() <= largest, "{loads:?}");
-    let out = t.path().join("merged");
-    let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    let out = merge_all(t.path(), &dirs);
     let best = read_best(&out.join("best.csv")).unwrap();
     assert_eq!(best.len(), shapes.len());
     for s in shapes {
@@ -776,7 +789,7 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
     }
     let out = t.path().join("merged");
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     assert!(text(&o.stdout).contains("partial confirmations were dropped"));
     let merged = read_run_csv(&out.join(format!("transpose_64x64_{GPU_SLUG}.csv"))).unwrap();
     let names: Vec<&str> = merged.iter().map(|r| r.name.as_str()).collect();
@@ -862,7 +875,7 @@ fn missing_unfinished_and_foreign_shards_are_refused_and_nothing_is_written() {
     });
     refused(&dirs, &[], "unfinished: shard 1 (1000x1000: interrupted)");
     let o = merge(t.path(), &dirs, &out, &["--partial"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     assert!(text(&o.stdout).contains("partial: shard(s) 1 did not finish it"));
     assert!(out
         .join(format!("transpose_1000x1000_{GPU_SLUG}.csv"))
@@ -937,7 +950,7 @@ fn missing_unfinished_and_foreign_shards_are_refused_and_nothing_is_written() {
     );
     // After all that, the shards still merge.
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
 }
 
 #[test]
@@ -1089,7 +1102,7 @@ fn a_merge_refuses_an_out_folder_that_holds_a_shards_results() {
     assert_eq!(files(&dirs[2]), before, "nothing of shard 2 is touched");
     let out = t.path().join("merged");
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
 }
 
 #[test]
@@ -1105,7 +1118,7 @@ fn a_shard_whose_folder_holds_rows_not_its_own_is_refused_by_name() {
     // What a merge of shards 0 and 1 into shard 2's folder would write there.
     let partial = t.path().join("partial");
     let o = merge(t.path(), &dirs[..2], &partial, &["--partial"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     let out = t.path().join("merged");
     let refused = |why: &str| {
         let o = merge(t.path(), &dirs, &out, &[]);
@@ -1141,7 +1154,7 @@ fn a_shard_whose_folder_holds_rows_not_its_own_is_refused_by_name() {
     // Its own files again: the shards merge.
     restore();
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
 }
 
 #[test]
@@ -1150,7 +1163,7 @@ fn a_merge_keeps_the_run_csv_and_journal_whose_rows_it_would_drop() {
     let dirs = variant_shards(t.path(), 3);
     let out = t.path().join("merged");
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     let [csv, journal] = csv_and_journal(&out);
     let (whole_csv, whole_journal) = (
         std::fs::read(&csv).unwrap(),
@@ -1158,7 +1171,7 @@ fn a_merge_keeps_the_run_csv_and_journal_whose_rows_it_would_drop() {
     );
     // Two of the three shards hold two thirds of the variants: what was there is kept.
     let o = merge(t.path(), &dirs[..2], &out, &["--partial"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     assert_ne!(std::fs::read(&csv).unwrap(), whole_csv);
     assert_eq!(std::fs::read(bak(&csv)).unwrap(), whole_csv);
     assert_eq!(std::fs::read(bak(&journal)).unwrap(), whole_journal);
@@ -1172,7 +1185,7 @@ fn a_merge_keeps_the_run_csv_and_journal_whose_rows_it_would_drop() {
     // The same merge again drops nothing: no second copy, no byte changed.
     let before = files(&out);
     let o = merge(t.path(), &dirs[..2], &out, &["--partial"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     assert_eq!(files(&out), before);
 }
 
@@ -1182,8 +1195,7 @@ fn a_merged_best_row_claims_no_margin_where_the_rounds_are_too_noisy_to_rank() {
     use cuda_autotune::pipeline::summary::{too_noisy_to_rank, NOISY_RANK_PCT};
     let t = tmp();
     let shape = "1000x1000";
-    let best = fixture_best(shape);
-    let mut records = read_run_csv(&fixture_csv(shape)).unwrap();
+    let (best, mut records) = fixture_run(shape);
     let params = |r: &Record| {
         r.params
             .iter()
@@ -1217,7 +1229,7 @@ fn a_merged_best_row_claims_no_margin_where_the_rounds_are_too_noisy_to_rank() {
     write_manifest(&dir, 0, 1, Split::Shapes, &sweep(&[shape]), vec![out]);
     let merged = t.path().join("merged");
     let o = merge(t.path(), &[dir], &merged, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     let row = read_best(&merged.join("best.csv")).unwrap().remove(0);
     assert_eq!((row.params, row.runner_up), (best.params, best.runner_up));
     assert_eq!(
@@ -1293,7 +1305,7 @@ fn shards_record_their_build_and_shards_of_different_builds_are_refused() {
     assert_eq!(this, cuda_autotune::cluster::merge::TOOL_VERSION);
     let out = t.path().join("merged");
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
     // best.csv has the crate's version, as a single run writes it.
     let rows = read_best(&out.join("best.csv")).unwrap();
     assert_eq!(rows[0].tool_version, env!("CARGO_PKG_VERSION"));
@@ -1320,5 +1332,5 @@ fn shards_record_their_build_and_shards_of_different_builds_are_refused() {
     // Manifests that record none merge with each other.
     edit_manifest(&dirs[0], 0, n, |m| m.tool_version = bare.into());
     let o = merge(t.path(), &dirs, &out, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_success(&o);
 }

@@ -210,6 +210,22 @@ impl Ran {
         self
     }
 
+    /// Asserts that the line starting with `prefix` begins with `start`: a summary line's
+    /// content, with the whole stdout as the failure message.
+    #[track_caller]
+    fn expect_line(&self, prefix: &str, start: &str) -> &Ran {
+        assert!(self.line(prefix).starts_with(start), "{}", self.stdout);
+        self
+    }
+
+    /// Asserts that the line starting with `prefix` holds `part`, with the whole stdout as the
+    /// failure message.
+    #[track_caller]
+    fn expect_line_has(&self, prefix: &str, part: &str) -> &Ran {
+        assert!(self.line(prefix).contains(part), "{}", self.stdout);
+        self
+    }
+
     /// The stdout line that starts with `prefix`.
     fn line(&self, prefix: &str) -> &str {
         self.stdout
@@ -328,11 +344,9 @@ fn an_exhaustive_run_measures_every_configuration_once() {
     ids.dedup();
     assert_eq!(ids.len(), 13, "no task measured twice");
     assert!(entries.iter().all(|e| e["result"]["stats"].is_object()));
-    assert!(
-        ran.line("Top 10 of 12 verified configurations")
-            .contains("(12 in the space: 0 failed, 0 pruned)"),
-        "{}",
-        ran.stdout
+    ran.expect_line_has(
+        "Top 10 of 12 verified configurations",
+        "(12 in the space: 0 failed, 0 pruned)",
     );
     assert!(!ran.stdout.contains("Search:"), "no search: {}", ran.stdout);
 }
@@ -779,13 +793,12 @@ fn the_planted_fastest_is_ranked_first_and_persisted_against_the_copy_roof() {
         1
     );
 
-    assert!(
-        ran.line("Best: ").starts_with(&format!(
+    ran.expect_line(
+        "Best: ",
+        &format!(
             "Best: {winner}  {gbs:.1} GB/s, {:.1}% of copy ({t:.4} ms median",
             frac * 100.0
-        )),
-        "{}",
-        ran.stdout
+        ),
     );
     assert!(ran
         .stdout
@@ -924,13 +937,10 @@ fn a_single_throttled_result_is_flagged_not_re_timed() {
         1,
         "only the throttled result is flagged"
     );
-    assert!(
-        ran.line("Clocks").contains(
-            "SM steady 1980 MHz (min 1100, max 1980), memory 2619 MHz, max 88 °C; \
-             1 of 13 readings throttled or >10% below steady (flagged in the CSV)"
-        ),
-        "{}",
-        ran.stdout
+    ran.expect_line_has(
+        "Clocks",
+        "SM steady 1980 MHz (min 1100, max 1980), memory 2619 MHz, max 88 °C; \
+         1 of 13 readings throttled or >10% below steady (flagged in the CSV)",
     );
     assert!(!ran.stdout.contains("Re-measured"), "{}", ran.stdout);
 }
@@ -1026,6 +1036,36 @@ fn flat_model(seed: u64, rules: Value) -> Value {
     })
 }
 
+/// Rules planting two leaders equally fast, at 0.6 of the others' time: X=2 Y=3 (first in the
+/// space) with 40 registers and X=3 Y=1 with `registers`; the tie rule tests pick between them.
+fn leader_rules(registers: u32) -> Value {
+    json!([
+        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
+        {"when": "X=3 Y=1", "factor": 0.6, "registers": registers},
+    ])
+}
+
+/// [`flat_model`] with the two leaders of [`leader_rules`].
+fn two_leaders(seed: u64, registers: u32) -> Value {
+    flat_model(seed, leader_rules(registers))
+}
+
+/// A model where every configuration takes 0.5 ms (no spread), the copy 0.4 ms, and X=2 Y=3
+/// `factor` of that, with the keys of `extra` (its noise, its launch time) added: a contest
+/// of one planted leader.
+fn one_leader_model(factor: f64, extra: Value) -> Value {
+    let mut model = json!({
+        "base_ms": 0.5,
+        "spread": 0,
+        "baselines": {"copy": 0.4},
+        "rules": [{"when": "X=2 Y=3", "factor": factor}],
+    });
+    for (k, v) in extra.as_object().expect("a JSON object") {
+        model[k] = v.clone();
+    }
+    model
+}
+
 /// Runs a confirmation with 40 interleaved rounds and returns the run and its CSV.
 fn confirm_run(sim: &Sim) -> (Ran, Vec<Record>) {
     let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40"]);
@@ -1039,10 +1079,7 @@ fn confirm_run(sim: &Sim) -> (Ran, Vec<Record>) {
 /// under three noise seeds. With fewer registers, the later one wins instead.
 #[test]
 fn planted_equals_are_tied_and_the_tie_rule_picks_the_same_winner_under_any_noise() {
-    let equal = json!([
-        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-        {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
-    ]);
+    let equal = leader_rules(40);
     let (first, second) = ("X=2 Y=3 BROKEN=0", "X=3 Y=1 BROKEN=0");
     let labels = default_labels();
     let at = |l: &str| labels.iter().position(|x| x == l).unwrap();
@@ -1080,10 +1117,7 @@ fn planted_equals_are_tied_and_the_tie_rule_picks_the_same_winner_under_any_nois
         assert_eq!(row.runner_up, "X=3;Y=1;BROKEN=0");
     }
     // Fewer registers come before the place in the space.
-    let fewer = json!([
-        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-        {"when": "X=3 Y=1", "factor": 0.6, "registers": 32},
-    ]);
+    let fewer = leader_rules(32);
     let sim = Sim::new(flat_model(1, fewer));
     let (ran, records) = confirm_run(&sim);
     assert!(record(&records, second).confirm.unwrap().winner);
@@ -1099,29 +1133,13 @@ fn planted_equals_are_tied_and_the_tie_rule_picks_the_same_winner_under_any_nois
 #[test]
 fn a_tied_stored_winner_is_kept_unless_the_run_asks_for_a_fresh_contest() {
     let (first, second) = ("X=2 Y=3 BROKEN=0", "X=3 Y=1 BROKEN=0");
-    let sim = Sim::new(flat_model(
-        1,
-        json!([
-            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-            {"when": "X=3 Y=1", "factor": 0.6, "registers": 32},
-        ]),
-    ));
+    let sim = Sim::new(two_leaders(1, 32));
     confirm_run(&sim);
     assert_eq!(sim.best()[0].params, "X=3;Y=1;BROKEN=0");
-    sim.set_model(&flat_model(
-        2,
-        json!([
-            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-            {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
-        ]),
-    ));
+    sim.set_model(&two_leaders(2, 40));
     let kept = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40"]);
     kept.expect_code(0);
-    assert!(
-        kept.line("Best: ").starts_with(&format!("Best: {second} ")),
-        "{}",
-        kept.stdout
-    );
+    kept.expect_line("Best: ", &format!("Best: {second} "));
     let fresh = sim.run(&[
         "--shape",
         SHAPE,
@@ -1130,11 +1148,7 @@ fn a_tied_stored_winner_is_kept_unless_the_run_asks_for_a_fresh_contest() {
         "--no-warm-start",
     ]);
     fresh.expect_code(0);
-    assert!(
-        fresh.line("Best: ").starts_with(&format!("Best: {first} ")),
-        "{}",
-        fresh.stdout
-    );
+    fresh.expect_line("Best: ", &format!("Best: {first} "));
     assert!(fresh
         .line("Confidence: ")
         .starts_with("Confidence: tied with 1 other(s)"));
@@ -1145,13 +1159,7 @@ fn a_tied_stored_winner_is_kept_unless_the_run_asks_for_a_fresh_contest() {
 /// the tie rule, and the same tie goes to the first in the space.
 #[test]
 fn a_stored_winner_of_another_cache_state_is_not_kept() {
-    let sim = Sim::new(flat_model(
-        1,
-        json!([
-            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-            {"when": "X=3 Y=1", "factor": 0.6, "registers": 32},
-        ]),
-    ));
+    let sim = Sim::new(two_leaders(1, 32));
     let warm = sim.run(&[
         "--shape",
         SHAPE,
@@ -1162,20 +1170,10 @@ fn a_stored_winner_of_another_cache_state_is_not_kept() {
     ]);
     warm.expect_code(0);
     assert_eq!(sim.best()[0].params, "X=3;Y=1;BROKEN=0");
-    sim.set_model(&flat_model(
-        2,
-        json!([
-            {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-            {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
-        ]),
-    ));
+    sim.set_model(&two_leaders(2, 40));
     let cold = sim.run(&["--shape", SHAPE, "--confirm-rounds", "40"]);
     cold.expect_code(0);
-    assert!(
-        cold.line("Best: ").starts_with("Best: X=2 Y=3 BROKEN=0 "),
-        "{}",
-        cold.stdout
-    );
+    cold.expect_line("Best: ", "Best: X=2 Y=3 BROKEN=0 ");
     assert_eq!(sim.best()[0].params, "X=2;Y=3;BROKEN=0");
 }
 
@@ -1183,20 +1181,12 @@ fn a_stored_winner_of_another_cache_state_is_not_kept() {
 /// report says so, and best.csv names the runner-up but claims no margin.
 #[test]
 fn a_contest_too_noisy_to_rank_claims_no_margin() {
-    let sim = Sim::new(json!({
-        "base_ms": 0.5,
-        "spread": 0,
-        "noise_pct": 40,
-        "baselines": {"copy": 0.4},
-        "rules": [{"when": "X=2 Y=3", "factor": 0.98}],
-    }));
+    let sim = Sim::new(one_leader_model(0.98, json!({"noise_pct": 40})));
     let ran = sim.run(&["--shape", SHAPE, "--confirm-rounds", "10"]);
     ran.expect_code(0);
-    assert!(
-        ran.line("Confidence: ")
-            .starts_with("Confidence: timings too noisy to rank the leaders"),
-        "{}",
-        ran.stdout
+    ran.expect_line(
+        "Confidence: ",
+        "Confidence: timings too noisy to rank the leaders",
     );
     let row = &sim.best()[0];
     assert!(!row.runner_up.is_empty());
@@ -1305,13 +1295,7 @@ fn a_leader_that_fails_its_check_in_the_contest_is_failed_not_the_winner() {
 /// so no leader is taken for hung, and the planted fastest wins.
 #[test]
 fn a_contest_longer_than_the_watchdog_is_not_taken_for_a_hang() {
-    let sim = Sim::new(json!({
-        "base_ms": 0.5,
-        "spread": 0,
-        "launch_us": 10000,
-        "baselines": {"copy": 0.4},
-        "rules": [{"when": "X=2 Y=3", "factor": 0.97}],
-    }));
+    let sim = Sim::new(one_leader_model(0.97, json!({"launch_us": 10000})));
     let ran = sim.run(&[
         "--shape",
         SHAPE,
@@ -1326,17 +1310,11 @@ fn a_contest_longer_than_the_watchdog_is_not_taken_for_a_hang() {
     let records = sim.csv(SHAPE);
     assert_eq!(count(&records, Status::Failed), 0, "{}", ran.stdout);
     // Every leader within 10 % of the fastest (all twelve are; eight at most) was re-timed.
-    assert!(
-        ran.line("Confidence: ")
-            .starts_with("Confidence: re-timed interleaved (10 rounds, 8 leaders): ahead by 3.1%"),
-        "{}",
-        ran.stdout
+    ran.expect_line(
+        "Confidence: ",
+        "Confidence: re-timed interleaved (10 rounds, 8 leaders): ahead by 3.1%",
     );
-    assert!(
-        ran.line("Best: ").starts_with("Best: X=2 Y=3 BROKEN=0 "),
-        "{}",
-        ran.stdout
-    );
+    ran.expect_line("Best: ", "Best: X=2 Y=3 BROKEN=0 ");
     assert!(record(&records, "X=2 Y=3 BROKEN=0").confirm.unwrap().winner);
 }
 
@@ -1433,11 +1411,9 @@ fn each_planted_failure_costs_only_its_own_record() {
         "one restart for the fault, one for the hang:\n{}",
         ran.stdout
     );
-    assert!(
-        ran.line("Top 9 of 9 verified configurations")
-            .contains("(24 in the space: 15 failed, 0 pruned)"),
-        "{}",
-        ran.stdout
+    ran.expect_line_has(
+        "Top 9 of 9 verified configurations",
+        "(24 in the space: 15 failed, 0 pruned)",
     );
     assert!(ran
         .stdout
@@ -1878,12 +1854,9 @@ fn a_time_budget_stops_the_search_and_says_so() {
             "not measured: --strategy random (budget 1 s) did not propose it"
         );
     }
-    assert!(
-        ran.line("Search: ").starts_with(&format!(
-            "Search: random: {measured} of 64 valid configurations measured (budget 1 s, "
-        )),
-        "{}",
-        ran.stdout
+    ran.expect_line(
+        "Search: ",
+        &format!("Search: random: {measured} of 64 valid configurations measured (budget 1 s, "),
     );
     assert!(
         ran.stderr.contains("searching with random (budget 1 s"),
@@ -1973,11 +1946,9 @@ fn a_source_past_the_compile_limit_costs_only_its_own_record() {
     for label in ["X=1 Y=1 SLOW=0 BROKEN=0", "X=2 Y=1 SLOW=0 BROKEN=0"] {
         assert_eq!(record(&records, label).status, Status::Ok, "{label}");
     }
-    assert!(
-        ran.line("Top 2 of 2 verified configurations")
-            .contains("(4 in the space: 0 failed, 0 pruned, 2 past the compile time limit)"),
-        "{}",
-        ran.stdout
+    ran.expect_line_has(
+        "Top 2 of 2 verified configurations",
+        "(4 in the space: 0 failed, 0 pruned, 2 past the compile time limit)",
     );
     assert!(
         took < Duration::from_secs(30),
@@ -2418,10 +2389,7 @@ fn a_prebuild_records_failed_compiles_and_fails_only_when_nothing_compiled() {
 /// run's winner, runner-up and tie.
 #[test]
 fn a_single_shard_confirms_its_leaders_as_an_unsharded_run_does() {
-    let equal = json!([
-        {"when": "X=2 Y=3", "factor": 0.6, "registers": 40},
-        {"when": "X=3 Y=1", "factor": 0.6, "registers": 40},
-    ]);
+    let equal = leader_rules(40);
     let sim = Sim::new(flat_model(1, equal));
     confirm_run(&sim);
     let whole = sim.best().remove(0);

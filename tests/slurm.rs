@@ -429,22 +429,11 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
     let bin = t.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let calls = t.path().join("sbatch-calls");
-    let sbatch = bin.join("sbatch");
-    std::fs::write(
-        &sbatch,
-        format!("#!/bin/sh\necho \"$@\" >> '{}'\necho 1\n", calls.display()),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&sbatch)
-        .status()
-        .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
+    write_script(
+        &bin.join("sbatch"),
+        &format!("#!/bin/sh\necho \"$@\" >> '{}'\necho 1\n", calls.display()),
     );
+    let path = path_with(&bin);
     let run = t.path().join("run");
     let run = run.to_str().unwrap();
     // (environment, arguments, what the one line of stderr says)
@@ -572,11 +561,8 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
         ),
     ];
     for (env, args, message) in cases {
-        let mut cmd = Command::new("bash");
-        cmd.arg(repo("deploy/slurm/tune-array.sh"))
-            .args(*args)
-            .env("PATH", &path)
-            .env_remove("STAGES")
+        let mut cmd = tune_array_cmd(&path, args);
+        cmd.env_remove("STAGES")
             .env_remove("TUNE_ARCH")
             .env_remove("ONLY")
             .env_remove("TUNE_ROLE")
@@ -594,10 +580,7 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
     }
     // The stand-in does record a submission that passes the checks (so the check above can
     // fail): a merge alone is one sbatch call.
-    let out = Command::new("bash")
-        .arg(repo("deploy/slurm/tune-array.sh"))
-        .args(["2", run])
-        .env("PATH", &path)
+    let out = tune_array_cmd(&path, &["2", run])
         .env("STAGES", "merge")
         .env_remove("ONLY")
         .env_remove("TUNE_ROLE")
@@ -611,10 +594,7 @@ fn the_slurm_script_refuses_bad_input_before_submitting() {
     // A % in the run folder's name is no sbatch replacement symbol in the log's path.
     std::fs::remove_file(&calls).unwrap();
     let odd = t.path().join("run%x");
-    let out = Command::new("bash")
-        .arg(repo("deploy/slurm/tune-array.sh"))
-        .args(["2", odd.to_str().unwrap(), "--op", "transpose"])
-        .env("PATH", &path)
+    let out = tune_array_cmd(&path, &["2", odd.to_str().unwrap(), "--op", "transpose"])
         .env("ONLY", "1")
         .env_remove("STAGES")
         .env_remove("TUNE_ROLE")
@@ -807,10 +787,9 @@ fn the_gpu_machine_comparison_tells_same_winners_ties_and_differences() {
 fn stand_in_sbatch(dir: &Path) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let sbatch = bin.join("sbatch");
-    std::fs::write(
-        &sbatch,
-        format!(
+    write_script(
+        &bin.join("sbatch"),
+        &format!(
             r#"#!/usr/bin/env bash
 set -u
 dir='{}'
@@ -832,13 +811,19 @@ echo "$id;cluster"
 "#,
             dir.display()
         ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&sbatch)
-        .status()
-        .unwrap();
+    );
+    path_with(&bin)
+}
+
+/// Writes `script` to `path` and makes it executable: a stand-in program for a test.
+fn write_script(path: &Path, script: &str) {
+    std::fs::write(path, script).unwrap();
+    Command::new("chmod").arg("+x").arg(path).status().unwrap();
+}
+
+/// This process's PATH with `bin` first, so the stand-ins there are found before the real
+/// programs.
+fn path_with(bin: &Path) -> String {
     format!(
         "{}:{}",
         bin.display(),
@@ -846,29 +831,34 @@ echo "$id;cluster"
     )
 }
 
+/// `bash deploy/slurm/tune-array.sh args` with `path` as its PATH; the caller sets the rest of
+/// its environment.
+fn tune_array_cmd(path: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo("deploy/slurm/tune-array.sh"))
+        .args(args)
+        .env("PATH", path);
+    cmd
+}
+
 /// A stand-in `tune` in `dir`: it writes its arguments, one a line, to `dir/argv-ROLE`.
 fn stand_in_tune(dir: &Path) -> PathBuf {
     let tune = dir.join("tune");
-    std::fs::write(
+    write_script(
         &tune,
-        format!(
+        &format!(
             "#!/bin/sh\nprintf '%s\\n' \"$@\" >'{}/argv-'\"$TUNE_ROLE\"\n",
             dir.display()
         ),
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&tune).status().unwrap();
+    );
     tune
 }
 
 /// tune-array.sh with `env` and `args`, the stand-ins of `dir` on PATH, and nothing of the
 /// caller's Slurm settings.
 fn tune_array(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new("bash");
-    cmd.arg(repo("deploy/slurm/tune-array.sh"))
-        .args(args)
-        .env("PATH", stand_in_sbatch(dir))
-        .env("TUNE", stand_in_tune(dir));
+    let mut cmd = tune_array_cmd(&stand_in_sbatch(dir), args);
+    cmd.env("TUNE", stand_in_tune(dir));
     for k in [
         "STAGES",
         "TUNE_ARCH",
