@@ -645,7 +645,7 @@ fn cu_file(e: &Entry, origin: &str) -> String {
         },
         in_comment(&r.shape),
         prologue_lines(e),
-        in_comment(&rule_text(&e.rule, &e.name, &r.shape)),
+        in_comment(&rule_text(&e.rule, &r.shape)),
     );
     if let Some(why) = &e.untimed {
         let _ = writeln!(s, "// Not timed as it reads: {}.", in_comment(why));
@@ -654,14 +654,13 @@ fn cu_file(e: &Entry, origin: &str) -> String {
     s
 }
 
-fn rule_text(rule: &Applicability, kernel: &str, shape: &str) -> String {
+fn rule_text(rule: &Applicability, shape: &str) -> String {
     match &rule.rule {
         None => format!("{shape} only"),
         Some(r) if r.is_always() => "every shape".into(),
         Some(_) => format!(
-            "{shape} and every shape at which the tuner would render this same kernel ({} in \
-             the header)",
-            admits_name(kernel)
+            "{shape} and every shape at which the tuner would render this same kernel (the \
+             entry's admits in the header: ca_entry_admits)"
         ),
     }
 }
@@ -724,6 +723,8 @@ struct EntryC<'a> {
     tuned: &'a TunedKernel,
     name: &'a str,
     rule: &'a Applicability,
+    /// The entry whose rule functions this one calls ([`rule_owners`]).
+    rule_fn: &'a str,
 }
 
 fn entry_c(e: &EntryC) -> String {
@@ -786,12 +787,12 @@ fn entry_c(e: &EntryC) -> String {
         at = text(|r| &r.tuned_at),
         exact = i32::from(e.rule.exact_only),
         admits = if e.rule.rule.is_some() {
-            admits_name(e.name)
+            admits_name(e.rule_fn)
         } else {
             "NULL".into()
         },
         launch_fn = if e.rule.rule.is_some() {
-            launch_name(e.name)
+            launch_name(e.rule_fn)
         } else {
             "NULL".into()
         },
@@ -836,8 +837,9 @@ fn header(entries: &[Entry], defaults: &[SafeDefault], origin: &str) -> String {
     write_default_defines(&mut s, defaults);
     write_launch_rules(&mut s, entries);
     write_types(&mut s, max_dims, max_params);
-    write_rules(&mut s, entries, defaults);
-    write_entries(&mut s, entries, defaults);
+    let owners = rule_owners(entries, defaults);
+    write_rules(&mut s, entries, defaults, &owners);
+    write_entries(&mut s, entries, defaults, &owners);
     write_select_functions(&mut s);
     s
 }
@@ -1035,8 +1037,30 @@ typedef struct ca_launch {{
     );
 }
 
+/// Per entry (the tuned ones, then the safe defaults), the name of the first entry of the same
+/// op with the same [`Rule`]: its C functions serve both (many rows of one op differ in the
+/// GPU only, or in parameters the rule folds away).
+fn rule_owners<'a>(entries: &'a [Entry], defaults: &'a [SafeDefault]) -> Vec<&'a str> {
+    let all: Vec<(&str, &str, &Applicability)> = entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.row.op.as_str(), &e.rule))
+        .chain(
+            defaults
+                .iter()
+                .map(|d| (d.name.as_str(), d.op.as_str(), &d.rule)),
+        )
+        .collect();
+    all.iter()
+        .map(|&(name, op, a)| {
+            all.iter()
+                .find(|(_, o, b)| *o == op && b.rule.is_some() && b.rule == a.rule)
+                .map_or(name, |(n, _, _)| *n)
+        })
+        .collect()
+}
+
 /// The helpers and each entry's [`Rule`] as a C function, then the start of the entries.
-fn write_rules(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
+fn write_rules(s: &mut String, entries: &[Entry], defaults: &[SafeDefault], owners: &[&str]) {
     let _ = write!(
         s,
         "\n/* Where each entry's kernel may run: the op spec's defines, constraints and launch \
@@ -1047,8 +1071,8 @@ fn write_rules(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
         .iter()
         .map(|e| (&e.name, &e.rule, &e.tuned))
         .chain(defaults.iter().map(|d| (&d.name, &d.rule, &d.tuned)));
-    for (name, a, tuned) in rules {
-        if let Some(rule) = &a.rule {
+    for ((name, a, tuned), owner) in rules.zip(owners) {
+        if let Some(rule) = a.rule.as_ref().filter(|_| name == owner) {
             s.push('\n');
             s.push_str(&rule.c_function(&admits_name(name), &tuned.op.spec.dims));
             s.push('\n');
@@ -1059,7 +1083,8 @@ fn write_rules(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
 }
 
 /// The tuned entries, then the safe defaults, as C initializers.
-fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
+fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault], owners: &[&str]) {
+    let mut owner = owners.iter();
     for e in entries {
         s.push_str(&entry_c(&EntryC {
             op: &e.row.op,
@@ -1070,6 +1095,7 @@ fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
             tuned: &e.tuned,
             name: &e.name,
             rule: &e.rule,
+            rule_fn: owner.next().expect("one per entry"),
         }));
     }
     s.push_str(
@@ -1085,6 +1111,7 @@ fn write_entries(s: &mut String, entries: &[Entry], defaults: &[SafeDefault]) {
             tuned: &d.tuned,
             name: &d.name,
             rule: &d.rule,
+            rule_fn: owner.next().expect("one per entry"),
         }));
     }
 }
