@@ -1,22 +1,22 @@
 //! The real NVRTC compiles an all-pairs covering set of every built-in op's default space, at
 //! the shapes each bounds mode and load path needs: every value of every parameter, and every
 //! pair of values of any two parameters that a runnable configuration holds together, is
-//! compiled (see `cuda_autotune::spec::cover`). No GPU needed; NVRTC comes from `scripts/nvrtc-env.sh`.
+//! compiled (see `cuda_autotune::spec::cover`). No GPU needed: NVRTC comes from
+//! `scripts/nvrtc-env.sh`, and the tool's own compile workers (`tune __compile-worker`) run it.
 //!
 //! Levers outside the default sweep (chunk reads, KSPLIT, FFMA orders and C stores) get the
 //! same guarantee over the space they open. The whole cartesian products (thousands of sgemm
 //! sources, an hour on two cores) are the ignored tests `every_default_*` in tests/cli.rs:
 //! `bash scripts/test.sh --all` runs them.
 
-use cuda_autotune::cuda::compile::Compiler;
+use cuda_autotune::isolate::compile_pool::{CompileLimit, CompilePool, PoolReply};
 use cuda_autotune::model::limits::DeviceLimits;
 use cuda_autotune::model::shape::Shape;
 use cuda_autotune::spec::codegen::Renderer;
 use cuda_autotune::spec::cover;
 use cuda_autotune::spec::ops::Op;
 use cuda_autotune::spec::space::{enumerate_space, parse_override, Candidate};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::path::Path;
 
 /// Renders an all-pairs covering set of `op`'s space (its default space narrowed or widened
 /// by `params`, as `--param` takes them) over the element types `dtypes` and the `shapes`,
@@ -88,25 +88,31 @@ fn compile_cover(
     }
     let runnable = points.len();
     let sources: Vec<(String, String)> = sources.into_iter().collect();
-    let compiler = Compiler::new("sm_90", None).expect("NVRTC (scripts/nvrtc-env.sh)");
-    let next = AtomicUsize::new(0);
-    let failures = Mutex::new(Vec::new());
+    // The tool's own compile workers (`tune __compile-worker`, one process per core) compile
+    // them, as a tuning run does; NVRTC never loads in this process.
+    let dir = tempfile::tempdir().unwrap();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((src, label)) = sources.get(i) else {
-                    break;
-                };
-                if let Err(e) = compiler.compile(src) {
-                    let first = e.log.lines().next().unwrap_or("").to_string();
-                    failures.lock().unwrap().push(format!("{label}: {first}"));
-                }
-            });
-        }
-    });
-    let failures = failures.into_inner().unwrap();
+    let mut pool = CompilePool::new(
+        Path::new(env!("CARGO_BIN_EXE_tune")),
+        "sm_90",
+        None,
+        threads,
+        CompileLimit::Off,
+    );
+    for (i, (src, _)) in sources.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.cu"));
+        std::fs::write(&path, src).unwrap();
+        pool.submit(i, path).unwrap();
+    }
+    let mut failures = Vec::new();
+    while let Some((i, reply)) = pool.recv(None) {
+        let why = match reply {
+            PoolReply::Done(r) if r.ok => continue,
+            PoolReply::Done(r) => r.log.lines().next().unwrap_or("").to_string(),
+            other => format!("{other:?}"),
+        };
+        failures.push(format!("{}: {why}", sources[i].1));
+    }
     assert!(
         failures.is_empty(),
         "{} of {} sources failed:\n{}",
