@@ -14,17 +14,12 @@
 //! anywhere rules the shape out, as it prunes the configuration in the space.
 
 use crate::model::limits::{DeviceLimits, LaunchDims};
-use crate::model::shape::Shape;
-use crate::model::shape::MAX_DIM;
+use crate::model::shape::{Shape, MAX_DIM};
 use crate::spec::expr::{eval_node, parse_tree, Value, Vars};
 use crate::spec::ops::Op;
-use crate::spec::space::{base_vars, Candidate};
+use crate::spec::space::{base_vars, Candidate, LAUNCH_MAX};
 use evalexpr::{Node, Operator};
 use std::fmt::Write;
-
-/// Hardware limits of a launch, as [`crate::spec::space::eval_launch`] checks them: block x,
-/// y, z, then grid x, y, z.
-const LAUNCH_MAX: [i64; 6] = [1024, 1024, 64, i32::MAX as i64, 65535, 65535];
 
 /// A configuration's validity at any shape of its op (see the module's text).
 #[derive(Debug, Clone, PartialEq, Eq)]

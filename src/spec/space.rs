@@ -292,6 +292,9 @@ pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
     vars
 }
 
+/// The hardware's limits of a launch: block x, y, z, then grid x, y, z.
+pub const LAUNCH_MAX: [i64; 6] = [1024, 1024, 64, i32::MAX as i64, 65535, 65535];
+
 /// Evaluates a `[x, y, z]` launch triple (and the dynamic shared memory expression, if any)
 /// and checks them against the hardware's limits. `Ok(Err(why))`: not a launch of this
 /// device, or an expression undefined at these values (a division by zero).
@@ -317,7 +320,7 @@ pub fn eval_launch(
     let names = [
         "block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z",
     ];
-    let max = [1024, 1024, 64, i32::MAX as i64, 65535, 65535];
+    let max = LAUNCH_MAX;
     for i in 0..6 {
         if dims[i] < 1 {
             return Ok(Err(format!("{} = {} is below 1", names[i], dims[i])));
