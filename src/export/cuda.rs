@@ -864,9 +864,8 @@ fn write_intro(s: &mut String, origin: &str) {
  * size.
  *
  * NULL means "use the safe default": ca_default(op, dtype) is the entry of a configuration of
- * the op's spec that is bounds-checked and valid wherever ca_entry_admits says (shapes up to
- * INT_MAX at which its spec keeps it),
- * exported for every op and dtype of this header that has one as <kernel>_<dtype>_default in
+ * the op's spec that is bounds-checked and valid wherever ca_entry_admits says, exported
+ * for every op and dtype of this header that has one as <kernel>_<dtype>_default in
  * <kernel>_<dtype>_default.cu (no timing: median_ms is -1.0; where two ops share a kernel
  * name, the later one's name ends in _2, _3, ...). ca_select_or_default(op, dtype,
  * dims, ndims) returns ca_select's entry, else that one where it admits the shape; NULL for
@@ -882,11 +881,11 @@ fn write_intro(s: &mut String, origin: &str) {
  * entry's e->admits(dims) checks that at dims, as the tuner does: the op spec's defines keep
  * the values the kernel was compiled with, its constraints hold, the grid and shared memory
  * stay within the device's limits and the same first kernel (e->before) applies. The spec's
- * expressions are written out in C with the entry's parameters folded in (ca_admits_<kernel>
- * below; 64-bit arithmetic, where an overflow or a division by zero rules the shape out as it
- * prunes a configuration). e->exact_only: the tuned shape only (the spec has an expression of
- * the shape the export cannot write out in C). Every dimension must also be 1 to INT_MAX (the
- * kernels take dimensions as int).
+ * expressions are written out in C with the entry's parameters folded in (the functions
+ * below, one pair per distinct rule; 64-bit arithmetic, where an overflow or a division by
+ * zero rules the shape out as it prunes a configuration). e->exact_only: the tuned shape only
+ * (the spec has an expression of the shape the export cannot write out in C). Every
+ * dimension must also be 1 to INT_MAX (the kernels take dimensions as int).
  *
  * Launch an entry at your shape with ca_entry_launch(e, dims, ndims, &l): it fills l.block,
  * l.grid and l.shared_bytes (and l.before_block and l.before_grid for e->before) from the op's
