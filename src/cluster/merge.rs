@@ -505,9 +505,10 @@ fn write_merged(
     Ok(all_verified)
 }
 
-/// Keeps the journal at `path` as `NAME.bak` (or `.bak.N`: [`crate::store::files::backup_path`]) before `new`
-/// replaces it, when it holds an entry `new` does not or cannot be read: the rule of
-/// [`keep_what_this_run_drops`] for the run CSV beside it. Torn lines count as nothing (no run
+/// Keeps the journal at `path` as `NAME.bak` (or `.bak.N`:
+/// [`crate::store::files::backup_path`]) before `new` replaces it, when it holds an entry
+/// `new` does not or cannot be read: the rule of [`keep_what_this_run_drops`] for the run CSV
+/// beside it. Torn lines count as nothing (no run
 /// reads them); merging the same shards again writes the same journal and keeps no copy.
 fn keep_journal_entries_dropped(path: &Path, new: &str) -> Result<()> {
     if !path.is_file() {

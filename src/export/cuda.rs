@@ -754,6 +754,11 @@ fn entry_c(e: &EntryC) -> String {
         |(_, d)| *d,
     );
     let text = |f: fn(&BestRow) -> &str| c_str(e.row.map(f).unwrap_or(""));
+    // The entry's rule function of a kind (NULL without a rule).
+    let rule_fn = |name: fn(&str) -> String| match e.rule.rule {
+        Some(_) => name(e.rule_fn),
+        None => "NULL".to_string(),
+    };
     format!(
         "    {{{op}, {shape}, {nd}, {{{dims}}}, {dtype}, {gpu}, {cc}, {kernel}, {source},\n     \
          {np}, {{{params}}},\n     \
@@ -785,17 +790,9 @@ fn entry_c(e: &EntryC) -> String {
         frac = c_double(e.row.and_then(|r| r.frac_of_roof)),
         roof = text(|r| &r.roof),
         at = text(|r| &r.tuned_at),
-        exact = i32::from(e.rule.exact_only),
-        admits = if e.rule.rule.is_some() {
-            admits_name(e.rule_fn)
-        } else {
-            "NULL".into()
-        },
-        launch_fn = if e.rule.rule.is_some() {
-            launch_name(e.rule_fn)
-        } else {
-            "NULL".into()
-        },
+        exact = i32::from(e.rule.exact_only()),
+        admits = rule_fn(admits_name),
+        launch_fn = rule_fn(launch_name),
         scratch = i32::from(uses_scratch(e.tuned)),
     )
 }

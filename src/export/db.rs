@@ -20,7 +20,8 @@ pub struct TunedDb {
 }
 
 /// Per row, its [`Applicability`] under the built-in templates, computed the first time
-/// [`TunedDb::select`] needs it (rendering a row and probing its rule takes milliseconds).
+/// [`TunedDb::select`] needs it (rendering a row and working out its rule takes
+/// milliseconds).
 /// Not part of the database's value: two databases of the same rows are equal whatever each
 /// has computed.
 #[derive(Debug, Clone, Default)]

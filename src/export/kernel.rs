@@ -193,17 +193,7 @@ fn first_kernels(op: &Op, c: &Candidate, shape: &Shape) -> Vec<usize> {
         shape,
         &DeviceLimits::SM90_DEFAULT,
     ));
-    op.spec
-        .prologue
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| {
-            p.when
-                .as_ref()
-                .is_none_or(|w| matches!(vars.eval(w, "prologue when"), Ok(Value::Bool(true))))
-        })
-        .map(|(i, _)| i)
-        .collect()
+    crate::spec::space::prologues_applying(op, &vars)
 }
 
 fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
@@ -225,14 +215,17 @@ fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applicability {
     pub dims: Vec<u64>,
-    /// Only the tuned shape itself: an expression of the spec that depends on the shape is
-    /// one the rule cannot follow ([`Rule::of`] says which).
-    pub exact_only: bool,
-    /// The rule; `None` when `exact_only`.
+    /// The rule; `None` where an expression of the spec that depends on the shape is one the
+    /// rule cannot follow ([`Rule::of`] says which): the kernel serves its tuned shape only.
     pub rule: Option<Rule>,
 }
 
 impl Applicability {
+    /// Only the tuned shape itself (no rule).
+    pub fn exact_only(&self) -> bool {
+        self.rule.is_none()
+    }
+
     /// True when the kernel may serve `dims` by this rule.
     pub fn admits(&self, dims: &[u64]) -> bool {
         if dims == self.dims.as_slice() {
@@ -315,11 +308,7 @@ fn applicability_comparing(tuned: &TunedKernel, compare: &dyn Fn(&str) -> bool) 
         compare,
     )
     .ok();
-    Applicability {
-        exact_only: rule.is_none(),
-        dims,
-        rule,
-    }
+    Applicability { dims, rule }
 }
 
 fn cartesian(per_dim: &[Vec<u64>]) -> Vec<Vec<u64>> {

@@ -17,7 +17,7 @@ use crate::model::limits::{DeviceLimits, LaunchDims};
 use crate::model::shape::{Shape, MAX_DIM};
 use crate::spec::expr::{eval_node, parse_tree, Value, Vars};
 use crate::spec::ops::Op;
-use crate::spec::space::{base_vars, Candidate, LAUNCH_MAX};
+use crate::spec::space::{base_vars, prologues_applying, Candidate, LAUNCH_MAX};
 use evalexpr::{Node, Operator};
 use std::fmt::Write;
 
@@ -149,12 +149,10 @@ impl Rule {
             },
         });
         let mut before = None;
-        for p in &op.spec.prologue {
-            // Which one ran at the tuned shape (by its own `when`: two may share a kernel).
-            let applies = match &p.when {
-                None => true,
-                Some(when) => eval_node(&parse_tree(when)?, &b.vars)? == Value::Bool(true),
-            };
+        // Those that ran at the tuned shape (by index: two may share a kernel).
+        let applying = prologues_applying(op, &b.vars);
+        for (i, p) in op.spec.prologue.iter().enumerate() {
+            let applies = applying.contains(&i);
             if let Some(when) = &p.when {
                 if let Some(ir) = b.condition(when)? {
                     checks.push(bin(Bin::Eq, ir, Ir::Int(i64::from(applies))));

@@ -292,6 +292,23 @@ pub fn base_vars(op: &Op, shape: &Shape, limits: &DeviceLimits) -> Vars {
     vars
 }
 
+/// The indices of `op`'s prologues that run first over `vars` (a configuration's variables
+/// at a shape): those without a `when` and those whose `when` holds (by index: two may name
+/// one kernel).
+pub fn prologues_applying(op: &Op, vars: &Vars) -> Vec<usize> {
+    op.spec
+        .prologue
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            p.when
+                .as_ref()
+                .is_none_or(|w| matches!(vars.eval(w, "prologue when"), Ok(Value::Bool(true))))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The hardware's limits of a launch: block x, y, z, then grid x, y, z.
 pub const LAUNCH_MAX: [i64; 6] = [1024, 1024, 64, i32::MAX as i64, 65535, 65535];
 
