@@ -116,7 +116,7 @@ fn run() -> Result<bool> {
 
     // 2. Its source, and the launch geometry for *our* shape (same parameters).
     let tuned = specialize(row, None)?;
-    let launch = candidate_for(&tuned.op, &shape, &row.params)?
+    let launch = candidate_for(&tuned.op, &shape, &row.params, &tuned.limits)?
         .launch
         .ok_or_else(|| Error::Usage(format!("{} is pruned at {shape}", row.params)))?;
 

@@ -772,7 +772,7 @@ mod tests {
             let mut r = row(1.0, "");
             r.op = op.to_string();
             r.shape = format!("{}x10", 10 + i);
-            crate::store::best::upsert_best(&db, r, false).unwrap();
+            crate::store::best::upsert_best(&db, r, crate::store::best::Keep::Newest).unwrap();
         }
         let opts = |op: Option<&str>, templates: Option<PathBuf>| CheckOptions {
             db: db.clone(),
@@ -856,6 +856,7 @@ mod tests {
             margin_ci_high_pct: None,
             tie: false,
             tied_with: String::new(),
+            num_sms: None,
         }
     }
 

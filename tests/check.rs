@@ -8,7 +8,7 @@ use cuda_autotune::check::{run, CheckOptions, Retimer, Timing};
 use cuda_autotune::cuda::compile::source_key;
 use cuda_autotune::error::Result;
 use cuda_autotune::pipeline::options::Isolation;
-use cuda_autotune::store::best::{upsert_best, BestRow};
+use cuda_autotune::store::best::{upsert_best, BestRow, Keep};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -90,6 +90,7 @@ fn row(shape: &str, params: &str, ms: f64, runner_up: &str, gpu: &str) -> BestRo
         margin_ci_high_pct: None,
         tie: false,
         tied_with: String::new(),
+        num_sms: None,
     }
 }
 
@@ -121,7 +122,7 @@ fn db(dir: &Path) -> CheckOptions {
             "NVIDIA H200",
         ),
     ] {
-        upsert_best(&path, r, false).unwrap();
+        upsert_best(&path, r, Keep::Newest).unwrap();
     }
     CheckOptions {
         db: path,
@@ -555,7 +556,7 @@ fn a_row_timed_with_an_earlier_source_is_noted() {
             "earlier" => source_key("an earlier template's source", "sm_90", (13, 0)),
             _ => String::new(),
         };
-        upsert_best(&opts.db, r, false).unwrap();
+        upsert_best(&opts.db, r, Keep::Newest).unwrap();
     }
     let runs: Vec<(String, std::result::Result<Vec<Timing>, &str>)> =
         ["1000x1000", "4096x4096", "8192x8192"]

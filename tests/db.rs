@@ -3,7 +3,7 @@
 //! Rust API and the tuner's upsert. No test needs a GPU or NVRTC.
 
 use cuda_autotune::export::db::TunedDb;
-use cuda_autotune::store::best::{read_best, read_best_checked, upsert_best, BestRow};
+use cuda_autotune::store::best::{read_best, read_best_checked, upsert_best, BestRow, Keep};
 use cuda_autotune::store::files::write_atomic;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +38,7 @@ fn row(shape: &str, median_ms: f64) -> BestRow {
         margin_ci_high_pct: None,
         tie: false,
         tied_with: String::new(),
+        num_sms: None,
     }
 }
 
@@ -72,7 +73,7 @@ fn act_as_writer() -> bool {
             row(&format!("{id}x{round}"), 1.0),
         ] {
             if mode == "locked" {
-                upsert_best(&path, r, false).unwrap();
+                upsert_best(&path, r, Keep::Newest).unwrap();
             } else {
                 // The same read-modify-write without the lock (what upsert_best did before).
                 let mut rows = read_best(&path).unwrap();
@@ -206,7 +207,7 @@ fn assert_names_the_bad_lines(stderr: &str, db: &Path) {
     assert!(w[0].contains("column median_ms: invalid float literal ('fast')"));
     assert!(w[1].starts_with(&at(11)), "{stderr}");
     assert!(
-        w[1].contains("field(s) where the header has 25"),
+        w[1].contains("field(s) where the header has 26"),
         "{stderr}"
     );
 }
@@ -312,7 +313,7 @@ fn rust_api_keeps_the_good_rows_and_lists_the_skipped_lines() {
 fn the_tuners_upsert_keeps_the_good_rows_of_a_damaged_file() {
     let (_tmp, db) = damaged_db();
     let before = std::fs::read(&db).unwrap();
-    upsert_best(&db, row("1000x3000", 0.02), false).unwrap();
+    upsert_best(&db, row("1000x3000", 0.02), Keep::Newest).unwrap();
     let file = read_best_checked(&db).unwrap();
     assert!(file.bad.is_empty(), "{:?}", file.bad);
     assert_eq!(file.rows.len(), 9);
@@ -326,7 +327,7 @@ fn the_tuners_upsert_keeps_the_good_rows_of_a_damaged_file() {
     // A second repair keeps its own copy: the first backup is never overwritten.
     let damaged_again = [std::fs::read(&db).unwrap(), b"not,a,row\n".to_vec()].concat();
     std::fs::write(&db, &damaged_again).unwrap();
-    upsert_best(&db, row("1000x4000", 0.02), false).unwrap();
+    upsert_best(&db, row("1000x4000", 0.02), Keep::Newest).unwrap();
     assert_eq!(std::fs::read(&backup).unwrap(), before);
     assert_eq!(
         std::fs::read(db.with_file_name("best.csv.bak.1")).unwrap(),
@@ -362,7 +363,7 @@ fn an_empty_best_csv_has_no_rows() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr.contains("(the database is empty)"), "{stderr}");
     // The tuner's upsert writes into it as into a new file.
-    upsert_best(&db, row("64x64", 0.01), false).unwrap();
+    upsert_best(&db, row("64x64", 0.01), Keep::Newest).unwrap();
     assert_eq!(read_best(&db).unwrap(), vec![row("64x64", 0.01)]);
     assert!(!db.with_file_name("best.csv.bak").exists());
 }

@@ -637,7 +637,7 @@ fn cuda_export_without_a_safe_default_exports_the_tuned_kernels_and_says_so() {
         format!(
             "{header}\nvector_add,10000000,f32,NVIDIA H100 80GB HBM3,9.0,\
              BLOCK=256;ITEMS=4;VECTOR=4;GRID=exact,0.0076,1046.0,GB/s,0.977,copy_vec4,cold,30,\
-             0.1.0,13.0,13.0,2026-11-22T23:25:49Z,,,,,,,false,\n"
+             0.1.0,13.0,13.0,2026-11-22T23:25:49Z,,,,,,,false,,132\n"
         ),
     )
     .unwrap();
@@ -1596,7 +1596,7 @@ fn header_rules_admit_and_launch_as_the_tuner_does() {
         let mut want = String::new();
         for q in mine.iter().filter(|q| a.admits(q)).take(8) {
             let shape = Shape { dims: q.to_vec() };
-            let c = candidate_for(&tuned.op, &shape, &params).unwrap();
+            let c = candidate_for(&tuned.op, &shape, &params, &tuned.limits).unwrap();
             let l = c.launch.unwrap();
             let first = c.prologue.first().map(|(_, d)| *d);
             let rule = a.rule.as_ref().unwrap();

@@ -765,8 +765,13 @@ fn sgemm_variants_past_48_kb_of_shared_memory_verify() {
         let at = cuda_autotune::model::shape::Shape::parse(shape, &op.spec.dims).unwrap();
         for r in variants(&o).filter(|r| r.status == Status::Ok) {
             let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let c =
-                cuda_autotune::export::kernel::candidate_for(&op, &at, &params.join(";")).unwrap();
+            let c = cuda_autotune::export::kernel::candidate_for(
+                &op,
+                &at,
+                &params.join(";"),
+                &cuda_autotune::model::limits::DeviceLimits::SM90_DEFAULT,
+            )
+            .unwrap();
             let shared = c.launch.expect("measured, so not pruned").shared;
             assert!(
                 shared > 48 * 1024,

@@ -445,6 +445,7 @@ fn write_output(dir: &Path, shape: &str, records: &[Record], torn: bool) -> Shar
         param_names: names,
         gpu_uuid: best.gpu_uuid.clone(),
         tuned_at: best.tuned_at.clone(),
+        num_sms: best.num_sms,
     }
 }
 
@@ -783,6 +784,7 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
             param_names: names,
             gpu_uuid: format!("GPU-{k}"),
             tuned_at: format!("2026-11-2{k}T00:00:00Z"),
+            num_sms: Some(132),
         };
         write_manifest(&dir, k, 2, Split::Variants, &sw, vec![out]);
         dirs.push(dir);

@@ -20,7 +20,7 @@ use cuda_autotune::isolate::simulated::Model;
 use cuda_autotune::model::task::TaskId;
 use cuda_autotune::pipeline::options::REMEASURE_PAUSE;
 use cuda_autotune::pipeline::search::SEARCH_BATCH;
-use cuda_autotune::store::best::{read_best, BestRow};
+use cuda_autotune::store::best::{read_best, BestRow, Keep};
 use cuda_autotune::store::record::{Kind, Record, Status};
 use cuda_autotune::store::run_csv::read_run_csv;
 use serde_json::{json, Value};
@@ -544,7 +544,7 @@ fn a_gpu_without_winners_starts_from_a_winner_of_its_architecture() {
         let fresh = Sim::new(json!({"baselines": {"copy": 0.04}}));
         let db = fresh.out().join("best.csv");
         std::fs::create_dir_all(fresh.out()).unwrap();
-        cuda_autotune::store::best::upsert_best(&db, row, false).unwrap();
+        cuda_autotune::store::best::upsert_best(&db, row, Keep::Newest).unwrap();
         let mut args = larger_search("random");
         let at = args.iter().position(|a| a == "--budget").unwrap();
         args[at + 1] = "4".into();
@@ -560,6 +560,46 @@ fn a_gpu_without_winners_starts_from_a_winner_of_its_architecture() {
     let other = run("8.0");
     assert_eq!(other.len(), 4, "{other:?}");
     assert!(!other.iter().any(|l| l == seeded), "{other:?}");
+}
+
+/// `--keep-best` keeps a faster stored row of today's kernel, and replaces one whose figures
+/// are of a source the templates no longer render (its `source_hash` is another source's),
+/// saying so; best.csv records the SM count of the GPU that tuned the row.
+#[test]
+fn keep_best_keeps_only_a_faster_row_of_todays_kernel() {
+    let rules = |factor: f64| {
+        json!({"num_sms": 114, "baselines": {"copy": 0.04},
+               "rules": [{"when": "X=3 Y=2", "factor": factor}]})
+    };
+    let sim = Sim::new(rules(0.5));
+    sim.run(&["--shape", SHAPE]).expect_code(0);
+    let first = sim.best().remove(0);
+    assert_eq!(first.num_sms, Some(114));
+    assert_eq!(first.params, "X=3;Y=2;BROKEN=0");
+    // Slower now: the stored row stays.
+    sim.set_model(&rules(0.9));
+    let ran = sim.run(&["--shape", SHAPE, "--keep-best"]);
+    ran.expect_code(0);
+    assert!(ran.stderr.contains("kept the stored row"), "{}", ran.stderr);
+    assert_eq!(sim.best(), vec![first.clone()]);
+    // The stored row's figures are of another source: the slower run of today's replaces it.
+    let db = sim.out().join("best.csv");
+    let mut stale = first.clone();
+    stale.source_hash = "0".repeat(64);
+    std::fs::remove_file(&db).unwrap();
+    cuda_autotune::store::best::upsert_best(&db, stale, Keep::Newest).unwrap();
+    let ran = sim.run(&["--shape", SHAPE, "--keep-best"]);
+    ran.expect_code(0);
+    assert!(
+        ran.stderr
+            .contains("replaced the stored row although it was faster"),
+        "{}",
+        ran.stderr
+    );
+    let now = sim.best().remove(0);
+    assert_eq!(now.source_hash.len(), 64);
+    assert_ne!(now.source_hash, "0".repeat(64));
+    assert!(now.median_ms > first.median_ms, "{now:?}");
 }
 
 /// A re-run at the same shape into the same folder times again only the last run's leaders

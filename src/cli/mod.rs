@@ -51,7 +51,7 @@ Shapes: transpose takes ROWSxCOLS, matmul MxNxK (C is MxN, A is MxK, B is KxN). 
 configuration, with why it failed or was pruned; <op>_<shape>_<dtype>_<gpu>.csv for a
 --dtype other than f32) and results/best.csv (one row per op,
 shape, dtype and GPU; a new run of the same key replaces the row, except that with
---keep-best a stored row that is faster at the same --cache state stays).";
+--keep-best a stored row of today's kernel that is faster at the same --cache state stays).";
 
 const BEST_EXAMPLES: &str = "\
 Examples:
@@ -513,7 +513,8 @@ pub struct TuneArgs {
     pub confirm_rounds: usize,
 
     /// Keep the stored row of best.csv when it is faster than this run's best (a lower
-    /// median at the same --cache state). Without it the newer run replaces the row.
+    /// median at the same --cache state) and its template still renders the source it timed.
+    /// Without it the newer run replaces the row.
     #[arg(long)]
     pub keep_best: bool,
 

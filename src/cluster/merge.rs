@@ -34,7 +34,7 @@ use crate::model::slice::Split;
 use crate::model::task::TaskId;
 use crate::pipeline::persist::keep_what_this_run_drops;
 use crate::pipeline::summary::too_noisy_to_rank;
-use crate::store::best::{upsert_best, BestRow};
+use crate::store::best::{upsert_best, BestRow, Keep};
 use crate::store::files::{print_out, write_atomic};
 use crate::store::journal::{Journal, JournalKey};
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
@@ -492,7 +492,7 @@ fn write_merged(
             print_out(format_args!("    no margin in best.csv: {why}\n"));
         }
         if let Some(row) = &m.best {
-            upsert_best(&best_path, row.clone(), false)?;
+            upsert_best(&best_path, row.clone(), Keep::Newest)?;
             rows += 1;
         }
     }
@@ -906,6 +906,7 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo, noisy: bo
         nvrtc: part.run.nvrtc.clone(),
         tuned_at: part.out.tuned_at.clone(),
         gpu_uuid: part.out.gpu_uuid.clone(),
+        num_sms: part.out.num_sms,
         source_hash: variant_index(&r.name)
             .and_then(|i| source_hash(part, i))
             .unwrap_or_default(),

@@ -189,6 +189,9 @@ pub struct ShardOutput {
     /// When the shape finished (RFC 3339): `tune merge` stores it in best.csv, so merging the
     /// same shards again writes the same bytes.
     pub tuned_at: String,
+    /// The GPU's number of SMs, for best.csv's `num_sms` (none in manifests written before).
+    #[serde(default)]
+    pub num_sms: Option<i64>,
 }
 
 /// `shard-K-of-N.json`: written when a sharded run starts (`complete: false`), again after

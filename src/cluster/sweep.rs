@@ -589,6 +589,7 @@ impl Recorder {
                     .unwrap_or_default(),
                 tuned_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                     .to_string(),
+                num_sms: o.device.as_ref().map(|d| d.limits.num_sms),
             },
             Err(e) => ShardOutput {
                 shape: a.shape.clone(),
@@ -600,6 +601,7 @@ impl Recorder {
                 param_names: Vec::new(),
                 gpu_uuid: String::new(),
                 tuned_at: String::new(),
+                num_sms: None,
             },
         };
         let mut m = self.manifest.lock().expect("manifest");

@@ -2,7 +2,6 @@
 //! parameters, exactly as the tuner rendered it for that shape; and which other shapes that
 //! same kernel may run on.
 
-use crate::cuda::compile::source_key;
 use crate::error::{Error, Result};
 use crate::model::limits::DeviceLimits;
 use crate::model::shape::{Shape, MAX_DIM};
@@ -10,144 +9,13 @@ use crate::spec::codegen::Renderer;
 use crate::spec::expr::Value;
 use crate::spec::ops::Op;
 pub use crate::spec::rule::Rule;
-use crate::spec::space::{enumerate, parse_override, Candidate};
-use crate::store::best::{stored_params, BestRow};
+use crate::spec::space::{enumerate, Candidate};
+use crate::store::best::BestRow;
+pub use crate::store::tuned::{
+    candidate_for, renders_as_timed, row_limits, specialize, specialize_op, tuned_source,
+    untimed_note, TunedKernel,
+};
 use std::path::Path;
-
-/// A tuned configuration made concrete: the op, the tuned shape, the configuration (with
-/// defines and launch geometry for that shape) and its CUDA source.
-#[derive(Debug, Clone)]
-pub struct TunedKernel {
-    pub op: Op,
-    pub shape: Shape,
-    pub candidate: Candidate,
-    /// The rendered template; the kernel is named [`TunedKernel::kernel_name`].
-    pub source: String,
-}
-
-impl TunedKernel {
-    /// The `extern "C"` name of the kernel in [`TunedKernel::source`] (the spec's `kernel`).
-    pub fn kernel_name(&self) -> &str {
-        &self.op.spec.kernel
-    }
-}
-
-/// The configuration `params` (`K=V;K=V`) of `op` at `shape`, evaluated on the sm_90 default
-/// limits ([`DeviceLimits::SM90_DEFAULT`]). Every parameter of the op must be given once;
-/// values outside the spec's default lists are accepted as `--param` accepts them.
-pub fn candidate_for(op: &Op, shape: &Shape, params: &str) -> Result<Candidate> {
-    // A row stored before some parameters existed: they take the values it had then.
-    let pairs = stored_params(op, params);
-    let mut overrides = Vec::new();
-    for (name, value) in &pairs {
-        // Said of the stored row, not of a `--param` the user never passed.
-        let stored = format!("{name}={value}");
-        overrides.push(parse_override(op, &stored).map_err(|e| match e {
-            Error::ParamSyntax { why, .. } => {
-                Error::Usage(format!("stored parameter {stored}: {why}"))
-            }
-            e => e,
-        })?);
-    }
-    let missing: Vec<&str> = op
-        .spec
-        .params
-        .iter()
-        .filter(|p| !pairs.iter().any(|(n, _)| *n == p.name))
-        .map(|p| p.name.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Err(Error::Usage(format!(
-            "{} {shape}: parameters '{params}' lack {}",
-            op.name(),
-            missing.join(", ")
-        )));
-    }
-    // Each override narrows its axis to one value: the space is exactly this configuration.
-    let mut space = enumerate(op, shape, &DeviceLimits::SM90_DEFAULT, &overrides)?;
-    let candidate = space.swap_remove(0);
-    let same = pairs.iter().all(|(name, value)| {
-        candidate
-            .config
-            .values()
-            .any(|(n, v)| n == name && *v == Value::parse(value))
-    });
-    if !same || !space.is_empty() {
-        return Err(Error::Usage(format!(
-            "{} {shape}: parameters '{params}' name a parameter twice",
-            op.name()
-        )));
-    }
-    Ok(candidate)
-}
-
-/// The op, shape and configuration of a row, rendered. `templates`: where op specs and
-/// templates are read from (`None`: the built-in ones, as `tune` without `--templates`).
-pub fn specialize(row: &BestRow, templates: Option<&Path>) -> Result<TunedKernel> {
-    let op = Op::load(&row.op, templates)?
-        .with_dtype(Some(row.dtype.as_str()).filter(|d| !d.is_empty()))?;
-    let shape = Shape::parse(&row.shape, &op.spec.dims)?;
-    let candidate = candidate_for(&op, &shape, &row.params)?;
-    if let Some(why) = &candidate.pruned {
-        return Err(Error::Usage(format!(
-            "{} {} {}: not a valid configuration on the sm_90 default limits: {why}",
-            row.op, row.shape, row.params
-        )));
-    }
-    let source = Renderer::new(&op)?
-        .render(&candidate)
-        .map_err(|why| Error::Template {
-            template: op.template_name.clone(),
-            why,
-        })?;
-    Ok(TunedKernel {
-        op,
-        shape,
-        candidate,
-        source,
-    })
-}
-
-/// The CUDA source of a row's kernel, as the tuner compiled it for the row's shape.
-pub fn tuned_source(row: &BestRow, templates: Option<&Path>) -> Result<String> {
-    Ok(specialize(row, templates)?.source)
-}
-
-/// Whether `tuned`, rendered from `row` with today's template, is the very source the row was
-/// timed with: its compile key ([`source_key`]) under the row's NVRTC version and compute
-/// capability (`sm_XY`, or `sm_XYa` where `--arch` named that) is the row's `source_hash`. A
-/// template edited since the row was tuned renders another source, whose speed the row's
-/// figures do not state (even a comment changes the key, though not the machine code).
-/// `None` where the row records no hash or no readable versions (nothing to compare).
-pub fn renders_as_timed(row: &BestRow, tuned: &TunedKernel) -> Option<bool> {
-    if row.source_hash.is_empty() {
-        return None;
-    }
-    let version = |text: &str| -> Option<(i32, i32)> {
-        let (major, minor) = text.trim().split_once('.')?;
-        Some((major.parse().ok()?, minor.parse().ok()?))
-    };
-    let (major, minor) = version(&row.compute_capability)?;
-    let nvrtc = version(&row.nvrtc)?;
-    let arch = format!("sm_{major}{minor}");
-    Some(
-        [arch.clone(), format!("{arch}a")]
-            .iter()
-            .any(|a| source_key(&tuned.source, a, nvrtc) == row.source_hash),
-    )
-}
-
-/// One line saying that `row`'s figures are of an earlier source than `tuned` (see
-/// [`renders_as_timed`]), or `None` when they are of this one or there is nothing to compare.
-pub fn untimed_note(row: &BestRow, tuned: &TunedKernel) -> Option<String> {
-    (renders_as_timed(row, tuned) == Some(false)).then(|| {
-        format!(
-            "the template changed since it was tuned at {}: the stored figures are of the \
-             source it rendered then, not of today's; re-tune the shape to time today's",
-            row.tuned_at
-        )
-    })
-}
 
 /// Whether the kernel of `row` may run on shape `dims`, by the tuner's own rule: a kernel is
 /// rendered from the parameters and the *defines* only (never the exact shape), so it serves
@@ -169,7 +37,7 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
     let Ok(mut space) = enumerate(
         &tuned.op,
         &shape,
-        &DeviceLimits::SM90_DEFAULT,
+        &tuned.limits,
         &overrides_of(&tuned.candidate),
     ) else {
         return false;
@@ -181,19 +49,18 @@ fn valid_at(tuned: &TunedKernel, dims: &[u64]) -> bool {
             .define_names
             .iter()
             .all(|d| at.var(d) == tuned.candidate.var(d))
-        && first_kernels(&tuned.op, &at, &shape)
-            == first_kernels(&tuned.op, &tuned.candidate, &tuned.shape)
+        && first_kernels(tuned, &at, &shape) == first_kernels(tuned, &tuned.candidate, &tuned.shape)
 }
 
 /// Which of the op's prologues (by index: two may name one kernel) run first at `shape` for
-/// the valid configuration `c`: those whose `when` holds.
-fn first_kernels(op: &Op, c: &Candidate, shape: &Shape) -> Vec<usize> {
+/// the valid configuration `c` of `tuned`'s op: those whose `when` holds.
+fn first_kernels(tuned: &TunedKernel, c: &Candidate, shape: &Shape) -> Vec<usize> {
     let vars = c.vars(&crate::spec::space::base_vars(
-        op,
+        &tuned.op,
         shape,
-        &DeviceLimits::SM90_DEFAULT,
+        &tuned.limits,
     ));
-    crate::spec::space::prologues_applying(op, &vars)
+    crate::spec::space::prologues_applying(&tuned.op, &vars)
 }
 
 fn overrides_of(c: &Candidate) -> Vec<crate::spec::space::ParamOverride> {
@@ -304,7 +171,7 @@ fn applicability_comparing(tuned: &TunedKernel, compare: &dyn Fn(&str) -> bool) 
         &tuned.op,
         &tuned.candidate,
         &tuned.shape,
-        &DeviceLimits::SM90_DEFAULT,
+        &tuned.limits,
         compare,
     )
     .ok();
@@ -475,6 +342,7 @@ pub fn safe_default(op: &str, dtype: &str, templates: Option<&Path>) -> Result<T
                 shape: shape.clone(),
                 candidate,
                 source,
+                limits: DeviceLimits::SM90_DEFAULT,
             });
         }
     }
@@ -591,7 +459,8 @@ mod tests {
         std::fs::write(dir.path().join("probe.cu.tera"), template).unwrap();
         let op = Op::load_spec(&dir.path().join("probe.toml"), None).unwrap();
         let shape = Shape::parse(shape, &op.spec.dims).unwrap();
-        let candidate = candidate_for(&op, &shape, &format!("P={p}")).unwrap();
+        let limits = DeviceLimits::SM90_DEFAULT;
+        let candidate = candidate_for(&op, &shape, &format!("P={p}"), &limits).unwrap();
         assert_eq!(candidate.pruned, None);
         let source = Renderer::new(&op).unwrap().render(&candidate).unwrap();
         let tuned = TunedKernel {
@@ -599,6 +468,7 @@ mod tests {
             shape,
             candidate,
             source,
+            limits,
         };
         (dir, tuned)
     }
@@ -748,7 +618,8 @@ mod tests {
                     yes += 1;
                     if yes % 8 == 0 {
                         let shape = Shape { dims: q.clone() };
-                        let c = candidate_for(&tuned.op, &shape, &row.params).unwrap();
+                        let c =
+                            candidate_for(&tuned.op, &shape, &row.params, &tuned.limits).unwrap();
                         let source = Renderer::new(&tuned.op).unwrap().render(&c).unwrap();
                         assert!(source == tuned.source, "{} {} at {q:?}", row.op, row.params);
                     }
@@ -758,60 +629,6 @@ mod tests {
             }
         }
         assert!(yes > 500 && no > 500, "{yes} admitted, {no} refused");
-    }
-
-    /// The row of a built-in transpose whose `source_hash` is `hash`, tuned on a GPU of
-    /// compute capability `cc` with NVRTC `nvrtc`.
-    fn transpose_row(hash: &str, cc: &str, nvrtc: &str) -> BestRow {
-        let params = "TILE_DIM=32;BLOCK_ROWS=8;PAD=1;UNROLL=on;BOUNDS=edge";
-        BestRow {
-            op: "transpose".into(),
-            shape: "1000x1000".into(),
-            dtype: "f32".into(),
-            compute_capability: cc.into(),
-            nvrtc: nvrtc.into(),
-            params: params.into(),
-            source_hash: hash.into(),
-            tuned_at: "2026-01-01T00:00:00Z".into(),
-            ..BestRow::default()
-        }
-    }
-
-    #[test]
-    fn a_row_renders_as_timed_when_its_hash_is_the_source_of_today() {
-        let probe = transpose_row("", "9.0", "13.0");
-        let tuned = specialize(&probe, None).unwrap();
-        // As the tuner keys it: the GPU's own sm_90, or an sm_90a that --arch named.
-        for arch in ["sm_90", "sm_90a"] {
-            let row = transpose_row(&source_key(&tuned.source, arch, (13, 0)), "9.0", "13.0");
-            assert_eq!(renders_as_timed(&row, &tuned), Some(true), "{arch}");
-            assert_eq!(untimed_note(&row, &tuned), None);
-        }
-        // Another source, another NVRTC or another GPU: not what the row timed.
-        for (hash, cc, nvrtc) in [
-            (
-                source_key("an earlier source", "sm_90", (13, 0)),
-                "9.0",
-                "13.0",
-            ),
-            (source_key(&tuned.source, "sm_90", (12, 8)), "9.0", "13.0"),
-            (source_key(&tuned.source, "sm_80", (13, 0)), "9.0", "13.0"),
-        ] {
-            let row = transpose_row(&hash, cc, nvrtc);
-            assert_eq!(renders_as_timed(&row, &tuned), Some(false));
-            let note = untimed_note(&row, &tuned).unwrap();
-            assert!(note.contains("tuned at 2026-01-01T00:00:00Z"), "{note}");
-        }
-        // Nothing to compare: no hash, or versions that do not read.
-        for (hash, cc, nvrtc) in [
-            ("", "9.0", "13.0"),
-            ("abc", "", "13.0"),
-            ("abc", "9.0", "x"),
-        ] {
-            let row = transpose_row(hash, cc, nvrtc);
-            assert_eq!(renders_as_timed(&row, &tuned), None, "{cc} {nvrtc}");
-            assert_eq!(untimed_note(&row, &tuned), None);
-        }
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct Model {
     pub devices: usize,
     pub name: String,
     pub compute_capability: (i32, i32),
+    /// Its number of SMs (132, an H100's, by default).
+    pub num_sms: i64,
     pub free_mem: u64,
     /// A configuration's time before its rules: `base_ms` times a factor in
     /// `[1, 1 + spread)` drawn from a hash of its label, so configurations differ.
@@ -108,6 +110,7 @@ impl Default for Model {
             devices: 1,
             name: "Simulated GPU".into(),
             compute_capability: (9, 0),
+            num_sms: DeviceLimits::SM90_DEFAULT.num_sms,
             free_mem: 80 << 30,
             base_ms: 0.05,
             spread: 0.5,
@@ -227,7 +230,10 @@ impl Simulated {
             name: model.name.clone(),
             uuid: format!("{:032x}", stable_hash(&[b"uuid", &ordinal.to_le_bytes()])),
             compute_capability: model.compute_capability,
-            limits: DeviceLimits::SM90_DEFAULT,
+            limits: DeviceLimits {
+                num_sms: model.num_sms,
+                ..DeviceLimits::SM90_DEFAULT
+            },
             l2_bytes: 50 << 20,
             total_mem: model.free_mem as usize,
             driver_version: 13000,

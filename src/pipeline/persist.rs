@@ -8,16 +8,20 @@ use super::options::TuneOptions;
 use super::outcome::TuneOutcome;
 use crate::error::{Error, Result};
 use crate::spec::ops::Op;
-use crate::store::best::{upsert_best, BestRow, Upserted};
+use crate::store::best::{upsert_best, BestRow, Keep, Upserted};
 use crate::store::files::write_atomic;
 use crate::store::journal::JournalKey;
 use crate::store::record::{fastest_roof, set_fracs_of_roof, Kind, Record, RunInfo, Status};
 use crate::store::run_csv::{run_csv, run_csv_path};
+use crate::store::tuned::{renders_as_timed, specialize_op};
 use std::collections::HashMap;
 use std::time::Instant;
 
 /// The records ranked and moved into the outcome.
 pub(super) struct Ranked {
+    /// The run's op (in its element type): best.csv's stored row of its key is rendered with
+    /// it for `--keep-best`.
+    pub op: Op,
     pub outcome: TuneOutcome,
     pub info: RunInfo,
     /// Task id → record index, and each task's journal key (for the winner's source hash).
@@ -69,6 +73,7 @@ pub(super) fn rank(m: Measurements) -> Ranked {
         .zip(winner)
         .and_then(|(s, c)| s.first_rank(c));
     Ranked {
+        op: setup.op,
         outcome,
         info,
         task_record,
@@ -82,6 +87,7 @@ pub(super) fn rank(m: Measurements) -> Ranked {
 /// the rounds failed, is returned after the results are written. `t0` is the run's start.
 pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<TuneOutcome> {
     let Ranked {
+        op,
         mut outcome,
         info,
         task_record,
@@ -99,7 +105,7 @@ pub(super) fn persist(opts: &TuneOptions, r: Ranked, t0: Instant) -> Result<Tune
             .unwrap_or_default()
     };
     let t = std::time::Instant::now();
-    write_results(opts, &info, &mut outcome, &source_hash)?;
+    write_results(opts, &op, &info, &mut outcome, &source_hash)?;
     outcome.phases.write_s = t.elapsed().as_secs_f64();
     outcome.info = Some(info);
     outcome.phases.total_s = t0.elapsed().as_secs_f64();
@@ -190,6 +196,7 @@ pub(crate) fn keep_what_this_run_drops(path: &std::path::Path, rows: &[Record]) 
 /// `source_hash` gives a record's source hash (for best.csv).
 fn write_results(
     opts: &TuneOptions,
+    op: &Op,
     info: &RunInfo,
     outcome: &mut TuneOutcome,
     source_hash: &dyn Fn(usize) -> String,
@@ -229,6 +236,17 @@ fn write_results(
             })
         });
         let best_path = crate::store::best::best_path(&opts.out_dir);
+        // --keep-best keeps a faster stored row only while today's templates render the
+        // source it timed; one that no longer renders at all is not today's kernel either.
+        let current = |stored: &BestRow| {
+            specialize_op(op.clone(), stored)
+                .is_ok_and(|tuned| renders_as_timed(stored, &tuned) != Some(false))
+        };
+        let keep = if opts.keep_best {
+            Keep::Fastest { current: &current }
+        } else {
+            Keep::Newest
+        };
         let upserted = upsert_best(
             &best_path,
             BestRow {
@@ -277,15 +295,23 @@ fn write_results(
                             .join(" | ")
                     })
                     .unwrap_or_default(),
+                num_sms: outcome.device.as_ref().map(|d| d.limits.num_sms),
             },
-            opts.keep_best,
+            keep,
         )?;
-        if let Upserted::KeptStored { stored_median_ms } = upserted {
-            eprintln!(
+        match upserted {
+            Upserted::KeptStored { stored_median_ms } => eprintln!(
                 "{}: kept the stored row, faster ({stored_median_ms:.5} ms) than this run's \
                  best (--keep-best)",
                 best_path.display()
-            );
+            ),
+            Upserted::ReplacedStale { stored_median_ms } => eprintln!(
+                "{}: replaced the stored row although it was faster ({stored_median_ms:.5} \
+                 ms): its figures are of a source today's templates no longer render \
+                 (--keep-best keeps only a row of today's kernel)",
+                best_path.display()
+            ),
+            Upserted::Added | Upserted::Replaced => {}
         }
         outcome.best_path = Some(best_path);
     }

@@ -59,6 +59,11 @@ pub struct BestRow {
     /// The configurations it was tied with (`NAME=value;...`, separated by ` | `).
     #[serde(default)]
     pub tied_with: String,
+    /// The GPU's number of SMs: specs read it (`NUM_SMS`, in grids and waves), so the row's
+    /// kernel is rendered again with it ([`super::tuned::row_limits`]). Empty in rows written
+    /// before the column existed, which read as 132 (an H100's and an H200's).
+    #[serde(default)]
+    pub num_sms: Option<i64>,
 }
 
 impl BestRow {
@@ -351,6 +356,20 @@ pub fn keeps_stored(stored: &BestRow, new: &BestRow) -> bool {
     stored.cache == new.cache && stored.median_ms < new.median_ms
 }
 
+/// Which row [`upsert_best`] keeps when a new row meets a stored row of its key.
+#[derive(Clone, Copy)]
+pub enum Keep<'a> {
+    /// The new row: a newer run replaces the stored one (the default).
+    Newest,
+    /// `--keep-best`: the stored row stays when it is faster ([`keeps_stored`]) and `current`
+    /// holds for it: its figures are of the kernel today's templates render for it (the
+    /// caller renders it; [`super::tuned::renders_as_timed`]). A faster time of a source the
+    /// templates no longer render says nothing of today's kernel, so such a row is replaced.
+    Fastest {
+        current: &'a dyn Fn(&BestRow) -> bool,
+    },
+}
+
 /// What [`upsert_best`] did with the new row.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Upserted {
@@ -358,16 +377,20 @@ pub enum Upserted {
     Added,
     /// It replaced the stored row of its key.
     Replaced,
-    /// `keep_best`, and the stored row of its key is faster ([`keeps_stored`]): that one stays.
+    /// [`Keep::Fastest`], and the stored row of its key is faster and current: that one stays.
     KeptStored { stored_median_ms: f64 },
+    /// [`Keep::Fastest`], and the stored row of its key is faster but not current: the new
+    /// row replaced it.
+    ReplacedStale { stored_median_ms: f64 },
 }
 
 /// Stores `row` in the `best.csv` at `path`, one row per op, shape, dtype and GPU.
 ///
-/// The rule: by default the newer run replaces the stored row of its key, whatever either
-/// measured (another L2 state, a narrowed `--param` space, a busier GPU). With `keep_best`
-/// the stored row stays when it is faster ([`keeps_stored`]: lower `median_ms`, same `cache`).
-/// Rows of other keys are never touched.
+/// The rule: by default ([`Keep::Newest`]) the newer run replaces the stored row of its key,
+/// whatever either measured (another L2 state, a narrowed `--param` space, a busier GPU).
+/// With [`Keep::Fastest`] the stored row stays when it is faster ([`keeps_stored`]: lower
+/// `median_ms`, same `cache`) and its figures are of today's kernel. Rows of other keys are
+/// never touched.
 ///
 /// Concurrent runs writing the same file are safe: an exclusive advisory lock on
 /// [`best_lock_path`] is held from the read to the atomic replace ([`write_atomic`]), so
@@ -375,7 +398,7 @@ pub enum Upserted {
 /// cannot be used ([`read_best_checked`]) are dropped from the rewritten file with a warning
 /// on stderr, after the file as it was is saved to `best.csv.bak` (or the first free
 /// `best.csv.bak.N`: [`super::files::backup_path`]).
-pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserted> {
+pub fn upsert_best(path: &Path, row: BestRow, keep: Keep) -> Result<Upserted> {
     let lock_path = best_lock_path(path);
     if let Some(dir) = lock_path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
@@ -407,13 +430,21 @@ pub fn upsert_best(path: &Path, row: BestRow, keep_best: bool) -> Result<Upserte
     }
     let mut rows = stored.rows;
     let done = match rows.iter().position(|r| r.key() == row.key()) {
-        Some(i) if keep_best && keeps_stored(&rows[i], &row) => Upserted::KeptStored {
-            stored_median_ms: rows[i].median_ms,
+        Some(i) => match keep {
+            Keep::Fastest { current } if keeps_stored(&rows[i], &row) => {
+                let stored_median_ms = rows[i].median_ms;
+                if current(&rows[i]) {
+                    Upserted::KeptStored { stored_median_ms }
+                } else {
+                    rows[i] = row;
+                    Upserted::ReplacedStale { stored_median_ms }
+                }
+            }
+            _ => {
+                rows[i] = row;
+                Upserted::Replaced
+            }
         },
-        Some(i) => {
-            rows[i] = row;
-            Upserted::Replaced
-        }
         None => {
             rows.push(row);
             Upserted::Added
@@ -507,6 +538,7 @@ mod tests {
             margin_pct: Some(1.5),
             margin_ci_low_pct: Some(0.5),
             margin_ci_high_pct: Some(2.5),
+            num_sms: Some(132),
             tie: false,
             tied_with: String::new(),
         }
@@ -518,16 +550,16 @@ mod tests {
         let path = dir.path().join("best.csv");
         let row = best_row;
         assert_eq!(
-            upsert_best(&path, row("1000x1000", 2.0), false).unwrap(),
+            upsert_best(&path, row("1000x1000", 2.0), Keep::Newest).unwrap(),
             Upserted::Added
         );
-        upsert_best(&path, row("1024x1024", 3.0), false).unwrap();
+        upsert_best(&path, row("1024x1024", 3.0), Keep::Newest).unwrap();
         // The newer run replaces the row, faster or not.
         assert_eq!(
-            upsert_best(&path, row("1000x1000", 1.0), false).unwrap(),
+            upsert_best(&path, row("1000x1000", 1.0), Keep::Newest).unwrap(),
             Upserted::Replaced
         );
-        upsert_best(&path, row("1024x1024", 4.0), false).unwrap();
+        upsert_best(&path, row("1024x1024", 4.0), Keep::Newest).unwrap();
         let rows = read_best(&path).unwrap();
         assert_eq!(rows, vec![row("1000x1000", 1.0), row("1024x1024", 4.0)]);
         // The lock file stays beside it; no temporary file is left.
@@ -539,15 +571,20 @@ mod tests {
         assert_eq!(names, ["best.csv", "best.csv.lock"]);
     }
 
+    /// `--keep-best` with every stored row current.
+    const FASTEST: Keep = Keep::Fastest {
+        current: &|_: &BestRow| true,
+    };
+
     #[test]
     fn keep_best_keeps_the_faster_stored_row_at_the_same_cache_state() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("best.csv");
-        upsert_best(&path, best_row("1000x1000", 2.0), true).unwrap();
+        upsert_best(&path, best_row("1000x1000", 2.0), FASTEST).unwrap();
         // Slower: the stored row stays, and the file is not rewritten.
         let before = std::fs::read(&path).unwrap();
         assert_eq!(
-            upsert_best(&path, best_row("1000x1000", 3.0), true).unwrap(),
+            upsert_best(&path, best_row("1000x1000", 3.0), FASTEST).unwrap(),
             Upserted::KeptStored {
                 stored_median_ms: 2.0
             }
@@ -557,26 +594,50 @@ mod tests {
         let mut same = best_row("1000x1000", 2.0);
         same.tuned_at = "2026-11-23T00:00:00Z".into();
         assert_eq!(
-            upsert_best(&path, same.clone(), true).unwrap(),
+            upsert_best(&path, same.clone(), FASTEST).unwrap(),
             Upserted::Replaced
         );
         assert_eq!(read_best(&path).unwrap(), vec![same]);
         // Faster: replaced.
-        upsert_best(&path, best_row("1000x1000", 1.5), true).unwrap();
+        upsert_best(&path, best_row("1000x1000", 1.5), FASTEST).unwrap();
         assert_eq!(read_best(&path).unwrap(), vec![best_row("1000x1000", 1.5)]);
         // Another cache state does not compare: the newer run replaces it, even slower.
         let mut warm = best_row("1000x1000", 5.0);
         warm.cache = "warm".into();
         assert_eq!(
-            upsert_best(&path, warm.clone(), true).unwrap(),
+            upsert_best(&path, warm.clone(), FASTEST).unwrap(),
             Upserted::Replaced
         );
         assert_eq!(read_best(&path).unwrap(), vec![warm.clone()]);
         // Without keep_best the newer, slower run replaces the row.
         let mut slower = warm.clone();
         slower.median_ms = 9.0;
-        upsert_best(&path, slower.clone(), false).unwrap();
-        assert_eq!(read_best(&path).unwrap(), vec![slower]);
+        upsert_best(&path, slower.clone(), Keep::Newest).unwrap();
+        assert_eq!(read_best(&path).unwrap(), vec![slower.clone()]);
+        // A faster stored row whose figures are not of today's kernel: replaced, and said so.
+        let stale = Keep::Fastest {
+            current: &|r: &BestRow| r.source_hash != "old",
+        };
+        let mut old = slower.clone();
+        old.median_ms = 1.0;
+        old.source_hash = "old".into();
+        upsert_best(&path, old.clone(), Keep::Newest).unwrap();
+        assert_eq!(
+            upsert_best(&path, slower.clone(), stale).unwrap(),
+            Upserted::ReplacedStale {
+                stored_median_ms: 1.0
+            }
+        );
+        assert_eq!(read_best(&path).unwrap(), vec![slower.clone()]);
+        // The same test leaves a current row in place.
+        let mut slowest = slower.clone();
+        slowest.median_ms = 9.5;
+        assert_eq!(
+            upsert_best(&path, slowest, stale).unwrap(),
+            Upserted::KeptStored {
+                stored_median_ms: 9.0
+            }
+        );
         assert!(keeps_stored(&best_row("a", 1.0), &best_row("a", 1.1)));
         assert!(!keeps_stored(&best_row("a", 1.1), &best_row("a", 1.0)));
         assert!(!keeps_stored(&warm, &best_row("1000x1000", 9.0)));
@@ -594,8 +655,8 @@ mod tests {
     fn two_rows() -> String {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("best.csv");
-        upsert_best(&path, best_row("1000x1000", 2.0), false).unwrap();
-        upsert_best(&path, best_row("2000x2000", 3.0), false).unwrap();
+        upsert_best(&path, best_row("1000x1000", 2.0), Keep::Newest).unwrap();
+        upsert_best(&path, best_row("2000x2000", 3.0), Keep::Newest).unwrap();
         std::fs::read_to_string(&path).unwrap()
     }
 
@@ -658,7 +719,7 @@ mod tests {
             (4, "column shape: '1000by1000'"),
             (5, "column cache: 'lukewarm'"),
             (6, "column tuned_at: '2026-11-2'"),
-            (7, "26 field(s) where the header has 25"),
+            (7, "27 field(s) where the header has 26"),
             (9, "the same op, shape, dtype and GPU as line 8"),
             (10, "column tie:"),
         ];
@@ -717,7 +778,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("best.csv");
         std::fs::write(&path, &damaged).unwrap();
-        upsert_best(&path, best_row("3000x3000", 4.0), false).unwrap();
+        upsert_best(&path, best_row("3000x3000", 4.0), Keep::Newest).unwrap();
         let file = read_best_checked(&path).unwrap();
         assert!(file.bad.is_empty(), "{:?}", file.bad);
         assert_eq!(
@@ -744,7 +805,7 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..25 {
                         let shape = format!("{}x{}", t + 1, i + 1);
-                        upsert_best(path, best_row(&shape, 1.0), false).unwrap();
+                        upsert_best(path, best_row(&shape, 1.0), Keep::Newest).unwrap();
                     }
                 });
             }

@@ -4,10 +4,12 @@
 //! temporary name and renamed into place, so a crash never leaves a truncated CSV.
 //!
 //! The parts: [`record`] (one configuration's result and the run it belongs to), [`run_csv`],
-//! [`best`], [`journal`] and [`files`] (atomic writes, file names).
+//! [`best`], [`journal`], [`files`] (atomic writes, file names) and [`tuned`] (a stored row
+//! rendered back into its kernel).
 
 pub mod best;
 pub mod files;
 pub mod journal;
 pub mod record;
 pub mod run_csv;
+pub mod tuned;
