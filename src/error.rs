@@ -41,6 +41,10 @@ pub enum Error {
     OutOfMemory { need_mib: u64, free_mib: u64 },
     #[error("CUDA error during {during}: {why}")]
     Cuda { during: String, why: String },
+    /// An error of one job that a GPU worker process met and sent as its line (a CUDA call
+    /// that failed for the job's shape): the job's, not the device's.
+    #[error("{0}")]
+    Job(String),
     #[error("{action} {path}: {why}")]
     Io {
         action: &'static str,
@@ -103,6 +107,7 @@ impl Error {
             Error::NoGpu(_) => true,
             Error::OutOfMemory { .. }
             | Error::Cuda { .. }
+            | Error::Job(_)
             | Error::NoNvrtc(_)
             | Error::Io { .. }
             | Error::Internal(_)

@@ -2299,6 +2299,47 @@ fn a_shape_too_large_for_the_gpu_fails_alone_and_its_gpu_goes_on() {
     assert_eq!(best, expected);
 }
 
+/// A CUDA error in a GPU worker's set-up of one job is that job's, as it is in-process: the
+/// worker reports it as the job's failure, not as a device that cannot be used, so the shape
+/// fails once and its GPU goes on with the next shapes.
+#[test]
+fn a_shape_whose_set_up_fails_in_a_worker_fails_alone_and_its_gpu_goes_on() {
+    let sim = Sim::new(json!({
+        "devices": 2,
+        "setup_error": ["96x96"],
+        "baselines": {"copy": 0.04},
+    }));
+    let others = ["64x64", "128x64", "64x128", "128x128"];
+    let shapes = format!("96x96,{}", others.join(","));
+    let ran = sim.run(&["--shape", &shapes, "--gpus", "all", "--confirm-rounds", "0"]);
+    ran.expect_code(1);
+    assert!(
+        !ran.stderr.contains("takes no more work"),
+        "no GPU was taken out:\n{}",
+        ran.stderr
+    );
+    let errors: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: 96x96 on GPU "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", ran.stderr);
+    assert!(
+        errors[0].contains("CUDA error during the job's set-up: CUDA_ERROR_OUT_OF_MEMORY"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        !errors[0].contains("no CUDA GPU is usable"),
+        "{}",
+        errors[0]
+    );
+    for shape in others {
+        assert_eq!(count(&sim.csv(shape), Status::Ok), 12, "{shape}");
+    }
+    assert_eq!(sim.best().len(), others.len());
+}
+
 /// The compile-only CSVs `--out` holds, by file name.
 fn compile_only_csvs(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

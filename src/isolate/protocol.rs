@@ -130,8 +130,12 @@ pub struct TaskResult {
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Line {
     Result(TaskResult),
-    /// Setup failed before any task ran (no GPU, out of memory...).
+    /// The device could not be opened or used (no GPU, a lost device): an error of the device
+    /// ([`crate::error::Error::is_device`]), which the next job would meet too.
     Fatal(String),
+    /// The job could not be set up or run for a reason of its own (a CUDA call that failed
+    /// for its shape): the job's error line. The device is left for the next job.
+    Failed(String),
     /// The job cannot be set up for a reason of its input, not of the GPU (a reference whose
     /// output is not an answer, a job naming a buffer it lacks): a usage error.
     Refused(String),

@@ -65,6 +65,9 @@ pub struct Model {
     pub wrong_after: Vec<WrongAfter>,
     /// Configurations whose first `times` measurements in a process read as throttled.
     pub throttle: Vec<Throttle>,
+    /// Shapes (`64x64`) whose job set-up fails with a CUDA error, as a failed allocation or
+    /// reference would: an error of the job, not of the device.
+    pub setup_error: Vec<String>,
 }
 
 /// A time factor (and optionally the register count) for the configurations it matches.
@@ -125,6 +128,7 @@ impl Default for Model {
             hang: Vec::new(),
             wrong_after: Vec::new(),
             throttle: Vec::new(),
+            setup_error: Vec::new(),
         }
     }
 }
@@ -472,6 +476,13 @@ impl Device for Simulated {
     }
 
     fn prepare(&mut self, job: &Job) -> Result<()> {
+        let shape: Vec<String> = job.shape.iter().map(u64::to_string).collect();
+        if self.model.setup_error.contains(&shape.join("x")) {
+            return Err(Error::Cuda {
+                during: "the job's set-up".into(),
+                why: "CUDA_ERROR_OUT_OF_MEMORY (simulated)".into(),
+            });
+        }
         let key = job.data_key();
         if self.prepared.as_deref() != Some(key.as_str()) {
             self.prepared = Some(key);

@@ -309,6 +309,10 @@ fn run_subprocess(
                         worker.finish();
                         return Err(Error::Usage(why));
                     }
+                    Ok(Line::Failed(why)) => {
+                        worker.finish();
+                        return Err(Error::Job(why));
+                    }
                     _ => {} // a device report, or stray output
                 },
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -412,10 +416,7 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
             }
         };
         if let Err(e) = device.prepare(&job) {
-            emit(&match e {
-                Error::Usage(why) => Line::Refused(why),
-                e => Line::Fatal(e.to_string()),
-            });
+            emit(&failure_line(e));
             return 1;
         }
         emit(&Line::Ready);
@@ -424,10 +425,20 @@ pub fn gpu_worker_main(args: &[String]) -> i32 {
             Ok(true) => return 3,
             Ok(false) => {}
             Err(e) => {
-                emit(&Line::Fatal(e.to_string()));
+                emit(&failure_line(e));
                 return 1;
             }
         }
     }
     0
+}
+
+/// The line that reports a job's error: refused input, an error of the device, or one of the
+/// job alone, so that the parent classifies it as the in-process run would.
+fn failure_line(e: Error) -> Line {
+    match e {
+        Error::Usage(why) => Line::Refused(why),
+        e if e.is_device() => Line::Fatal(e.to_string()),
+        e => Line::Failed(e.to_string()),
+    }
 }
