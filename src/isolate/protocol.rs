@@ -411,6 +411,8 @@ mod tests {
             Line::Result(r.clone()),
             Line::Result(sticky),
             Line::Fatal("no CUDA GPU is usable: none found".into()),
+            Line::Failed("CUDA error during the job's set-up: out of memory".into()),
+            Line::Refused("the reference's output is not an answer".into()),
             Line::Device(info, 80 << 30),
             Line::Ready,
         ] {
