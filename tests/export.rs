@@ -67,7 +67,7 @@ fn best_prints_the_stored_configuration() {
         db,
     ]);
     for want in [
-        "transpose 1000x1000 f32 on NVIDIA H100 80GB HBM3",
+        "transpose 1000x1000 f32 on NVIDIA H100 80GB HBM3 (cc 9.0, 132 SMs)",
         "TILE_DIM=64 BLOCK_ROWS=16 PAD=1 UNROLL=on BOUNDS=specialized",
         "7.648 µs",
         "1046.0 GB/s, 97.7 % of the roof (copy_vec4)",

@@ -256,8 +256,9 @@ pub fn describe(r: &BestRow) -> String {
         Some(f) => format!(", {:.1} % of the roof ({})", f * 100.0, r.roof),
         None => String::new(),
     };
+    let sms = r.num_sms.map(|n| format!(", {n} SMs")).unwrap_or_default();
     format!(
-        "{} {} {} on {} (cc {})\n  \
+        "{} {} {} on {} (cc {}{sms})\n  \
          parameters  {}\n  \
          time        {} (median of {} timed launches, L2 {})\n  \
          throughput  {:.1} {}{roof}\n  \
