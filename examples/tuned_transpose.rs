@@ -308,11 +308,7 @@ fn time_entry(gpu: &Gpu, timer: &Timer, p: &Prepared) -> Result<f64> {
     if unit != "GB/s" {
         return Err(Error::Usage(format!("the metric is {unit}, not GB/s")));
     }
-    let base = cuda_autotune::spec::space::base_vars(
-        &p.tuned.op,
-        &p.tuned.shape,
-        &cuda_autotune::model::limits::DeviceLimits::SM90_DEFAULT,
-    );
+    let base = cuda_autotune::spec::space::base_vars(&p.tuned.op, &p.tuned.shape, &p.tuned.limits);
     let bytes = p
         .tuned
         .candidate

@@ -857,6 +857,7 @@ mod tests {
             tie: false,
             tied_with: String::new(),
             num_sms: None,
+            arch: String::new(),
         }
     }
 

@@ -91,6 +91,7 @@ fn row(shape: &str, params: &str, ms: f64, runner_up: &str, gpu: &str) -> BestRo
         tie: false,
         tied_with: String::new(),
         num_sms: None,
+        arch: String::new(),
     }
 }
 

@@ -39,6 +39,7 @@ fn row(shape: &str, median_ms: f64) -> BestRow {
         tie: false,
         tied_with: String::new(),
         num_sms: None,
+        arch: String::new(),
     }
 }
 
@@ -207,7 +208,7 @@ fn assert_names_the_bad_lines(stderr: &str, db: &Path) {
     assert!(w[0].contains("column median_ms: invalid float literal ('fast')"));
     assert!(w[1].starts_with(&at(11)), "{stderr}");
     assert!(
-        w[1].contains("field(s) where the header has 26"),
+        w[1].contains("field(s) where the header has 27"),
         "{stderr}"
     );
 }

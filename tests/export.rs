@@ -637,7 +637,7 @@ fn cuda_export_without_a_safe_default_exports_the_tuned_kernels_and_says_so() {
         format!(
             "{header}\nvector_add,10000000,f32,NVIDIA H100 80GB HBM3,9.0,\
              BLOCK=256;ITEMS=4;VECTOR=4;GRID=exact,0.0076,1046.0,GB/s,0.977,copy_vec4,cold,30,\
-             0.1.0,13.0,13.0,2026-11-22T23:25:49Z,,,,,,,false,,132\n"
+             0.1.0,13.0,13.0,2026-11-22T23:25:49Z,,,,,,,false,,132,sm_90\n"
         ),
     )
     .unwrap();

@@ -446,6 +446,7 @@ fn write_output(dir: &Path, shape: &str, records: &[Record], torn: bool) -> Shar
         gpu_uuid: best.gpu_uuid.clone(),
         tuned_at: best.tuned_at.clone(),
         num_sms: best.num_sms,
+        arch: best.arch.clone(),
     }
 }
 
@@ -785,6 +786,7 @@ fn across_variant_shards_the_fastest_median_wins_with_the_tuners_tie_rule() {
             gpu_uuid: format!("GPU-{k}"),
             tuned_at: format!("2026-11-2{k}T00:00:00Z"),
             num_sms: Some(132),
+            arch: "sm_90".into(),
         };
         write_manifest(&dir, k, 2, Split::Variants, &sw, vec![out]);
         dirs.push(dir);

@@ -602,6 +602,54 @@ fn keep_best_keeps_only_a_faster_row_of_todays_kernel() {
     assert!(now.median_ms > first.median_ms, "{now:?}");
 }
 
+/// `--keep-best` judges a stored row by what it records and, where an older tool did not
+/// record it, by this run's (the row is of this run's GPU): the architecture compiled for
+/// (`--arch` older than the GPU keys the source with it) and the SM count (a define may read
+/// `NUM_SMS`). A faster row of today's kernel stays in every case.
+#[test]
+fn keep_best_reads_what_an_older_row_does_not_record_as_this_runs() {
+    let rules = |factor: f64| {
+        json!({"num_sms": 114, "baselines": {"copy": 0.04},
+               "rules": [{"when": "X=3 Y=2", "factor": factor}]})
+    };
+    // The sim op with a define that reads the SM count, rendered into the source.
+    let mut sim = Sim::new(rules(0.5));
+    let templates = sim.tmp.path().join("templates");
+    std::fs::create_dir_all(&templates).unwrap();
+    let tera = std::fs::read_to_string(repo("tests/fixtures/sim/sim.cu.tera")).unwrap();
+    let tera = format!("// WAVE={{{{ WAVE }}}}\n{tera}");
+    std::fs::write(templates.join("sim.cu.tera"), tera).unwrap();
+    let spec = std::fs::read_to_string(repo("tests/fixtures/sim/sim.toml")).unwrap();
+    let spec = format!("{spec}\n[defines]\nWAVE = \"NUM_SMS\"\n");
+    std::fs::write(templates.join("sim.toml"), spec).unwrap();
+    sim.templates = templates;
+    sim.run(&["--shape", SHAPE, "--arch", "sm_80"])
+        .expect_code(0);
+    let first = sim.best().remove(0);
+    assert_eq!((first.num_sms, first.arch.as_str()), (Some(114), "sm_80"));
+    sim.set_model(&rules(0.9));
+    let db = sim.out().join("best.csv");
+    let older = |row: BestRow| {
+        std::fs::remove_file(&db).unwrap();
+        cuda_autotune::store::best::upsert_best(&db, row, Keep::Newest).unwrap();
+    };
+    // As an older tool wrote it: neither column (the two are written together).
+    let mut legacy = first.clone();
+    legacy.num_sms = None;
+    legacy.arch.clear();
+    for (what, stored) in [("as written now", first.clone()), ("legacy", legacy)] {
+        older(stored.clone());
+        let ran = sim.run(&["--shape", SHAPE, "--arch", "sm_80", "--keep-best"]);
+        ran.expect_code(0);
+        assert!(
+            ran.stderr.contains("kept the stored row"),
+            "{what}: {}",
+            ran.stderr
+        );
+        assert_eq!(sim.best(), vec![stored], "{what}");
+    }
+}
+
 /// A re-run at the same shape into the same folder times again only the last run's leaders
 /// (those within `CONFIRM_WITHIN` of its fastest, at most `CONFIRM_TOP`): every other
 /// configuration that run measured keeps its time in its reason, and those it never reached

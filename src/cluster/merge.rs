@@ -907,6 +907,7 @@ fn best_row(records: &[Record], w: usize, part: &Part, info: &RunInfo, noisy: bo
         tuned_at: part.out.tuned_at.clone(),
         gpu_uuid: part.out.gpu_uuid.clone(),
         num_sms: part.out.num_sms,
+        arch: part.out.arch.clone(),
         source_hash: variant_index(&r.name)
             .and_then(|i| source_hash(part, i))
             .unwrap_or_default(),

@@ -192,6 +192,9 @@ pub struct ShardOutput {
     /// The GPU's number of SMs, for best.csv's `num_sms` (none in manifests written before).
     #[serde(default)]
     pub num_sms: Option<i64>,
+    /// The architecture the shape was compiled for, for best.csv's `arch`.
+    #[serde(default)]
+    pub arch: String,
 }
 
 /// `shard-K-of-N.json`: written when a sharded run starts (`complete: false`), again after

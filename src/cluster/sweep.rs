@@ -590,6 +590,7 @@ impl Recorder {
                 tuned_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                     .to_string(),
                 num_sms: o.device.as_ref().map(|d| d.limits.num_sms),
+                arch: o.arch.clone(),
             },
             Err(e) => ShardOutput {
                 shape: a.shape.clone(),
@@ -602,6 +603,7 @@ impl Recorder {
                 gpu_uuid: String::new(),
                 tuned_at: String::new(),
                 num_sms: None,
+                arch: String::new(),
             },
         };
         let mut m = self.manifest.lock().expect("manifest");

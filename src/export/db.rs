@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 /// [`crate::store::best::upsert_best`] writes them).
 ///
 /// One row per (op, shape, dtype, GPU): the newest run of its key, or with `tune
-/// --keep-best` the fastest (see the [module docs](super)).
+/// --keep-best` the fastest of today's kernel (see the [module docs](super)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TunedDb {
     path: PathBuf,

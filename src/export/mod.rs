@@ -7,11 +7,14 @@
 //! fastest *verified* configuration of a run of that key, with its parameters (`K=V;K=V`),
 //! median time, throughput, fraction of the same run's roof, L2 state, the tool version, the
 //! CUDA version the driver supports (`driver`: `13.0`, not the driver's release number),
-//! NVRTC's version and when it was tuned. The tuner writes it
+//! NVRTC's version, when it was tuned, the hash of the source it timed, and the GPU's SM count
+//! and the architecture compiled for (which the row's kernel is rendered again with,
+//! [`crate::store::tuned::row_limits`]). The tuner writes it
 //! ([`crate::store::best::upsert_best`]); nothing here does. The rule: a new tuning run of the
 //! same key **replaces** the row, so the newer run wins even when it measured a slower best
 //! (another L2 state, a narrowed `--param` space, a busier GPU); with `tune --keep-best` the
-//! stored row stays when it is faster (lower median, same L2 state). Rows of other keys are
+//! stored row stays when it is faster (lower median, same L2 state) and today's template still
+//! renders the source it timed. Rows of other keys are
 //! never touched. Rows are kept sorted by key; the file is replaced atomically under an
 //! exclusive lock on `best.csv.lock`, so concurrent runs each keep their row.
 //!
@@ -256,9 +259,8 @@ pub fn describe(r: &BestRow) -> String {
         Some(f) => format!(", {:.1} % of the roof ({})", f * 100.0, r.roof),
         None => String::new(),
     };
-    let sms = r.num_sms.map(|n| format!(", {n} SMs")).unwrap_or_default();
     format!(
-        "{} {} {} on {} (cc {}{sms})\n  \
+        "{} {} {} on {} (cc {}, {})\n  \
          parameters  {}\n  \
          time        {} (median of {} timed launches, L2 {})\n  \
          throughput  {:.1} {}{roof}\n  \
@@ -268,6 +270,7 @@ pub fn describe(r: &BestRow) -> String {
         r.dtype,
         r.gpu,
         r.compute_capability,
+        crate::store::tuned::sms_text(r),
         params.join(" "),
         format_ms(r.median_ms),
         r.reps,

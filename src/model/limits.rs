@@ -45,7 +45,7 @@ impl DeviceLimits {
     pub fn for_arch(arch: &str) -> Option<DeviceLimits> {
         let cc = arch_compute_capability(arch)?;
         let optin_kb = match cc {
-            70 => 96,
+            70 | 72 => 96,
             75 => 64,
             80 | 87 => 163,
             86 | 89 => 99,

@@ -237,10 +237,24 @@ fn write_results(
         });
         let best_path = crate::store::best::best_path(&opts.out_dir);
         // --keep-best keeps a faster stored row only while today's templates render the
-        // source it timed; one that no longer renders at all is not today's kernel either.
+        // source it timed; one that no longer renders at all is not today's kernel either. The
+        // stored row is of this run's key, so of this GPU: what it does not record (rows
+        // written before `num_sms` and `arch`) is read as this run's, and, for the arch, also
+        // as the GPU's own.
         let current = |stored: &BestRow| {
-            specialize_op(op.clone(), stored)
-                .is_ok_and(|tuned| renders_as_timed(stored, &tuned) != Some(false))
+            let mut row = stored.clone();
+            if row.num_sms.is_none() {
+                row.num_sms = outcome.device.as_ref().map(|d| d.limits.num_sms);
+            }
+            let renders = |row: &BestRow| {
+                specialize_op(op.clone(), row)
+                    .is_ok_and(|tuned| renders_as_timed(row, &tuned) != Some(false))
+            };
+            renders(&row)
+                || (row.arch.is_empty() && {
+                    row.arch = outcome.arch.clone();
+                    renders(&row)
+                })
         };
         let keep = if opts.keep_best {
             Keep::Fastest { current: &current }
@@ -296,6 +310,7 @@ fn write_results(
                     })
                     .unwrap_or_default(),
                 num_sms: outcome.device.as_ref().map(|d| d.limits.num_sms),
+                arch: outcome.arch.clone(),
             },
             keep,
         )?;

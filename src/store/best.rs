@@ -64,6 +64,11 @@ pub struct BestRow {
     /// before the column existed, which read as 132 (an H100's and an H200's).
     #[serde(default)]
     pub num_sms: Option<i64>,
+    /// The architecture the kernel was compiled for (`sm_90`, or what `--arch` named): the
+    /// source hash is keyed with it and specs read its compute capability. Empty in rows
+    /// written before the column existed, which read as the GPU's own (`sm_XY` or `sm_XYa`).
+    #[serde(default)]
+    pub arch: String,
 }
 
 impl BestRow {
@@ -73,7 +78,8 @@ impl BestRow {
     }
 
     /// Why the row cannot be used although its columns parsed (empty names, a shape that is
-    /// not `AxB...`, a time that is not positive, a half-written timestamp), if it cannot.
+    /// not `AxB...`, a time that is not positive, a half-written timestamp or architecture),
+    /// if it cannot.
     fn check(&self) -> std::result::Result<(), String> {
         for (column, value) in [("op", &self.op), ("dtype", &self.dtype), ("gpu", &self.gpu)] {
             if value.is_empty() {
@@ -124,6 +130,21 @@ impl BestRow {
                 "column tuned_at: '{}' is not an RFC 3339 time",
                 self.tuned_at
             ));
+        }
+        if let Some(n) = self.num_sms.filter(|&n| n <= 0) {
+            return Err(format!("column num_sms: {n} is not a number of SMs"));
+        }
+        let arch_ok =
+            crate::model::limits::arch_compute_capability(&self.arch).is_some_and(|cc| cc >= 50);
+        if !self.arch.is_empty() && !arch_ok {
+            return Err(format!(
+                "column arch: '{}' is not an architecture such as sm_90",
+                self.arch
+            ));
+        }
+        // Written together since they exist: one without the other is a cut line.
+        if self.num_sms.is_some() && self.arch.is_empty() {
+            return Err("column arch: empty where num_sms is recorded".into());
         }
         Ok(())
     }
@@ -539,6 +560,7 @@ mod tests {
             margin_ci_low_pct: Some(0.5),
             margin_ci_high_pct: Some(2.5),
             num_sms: Some(132),
+            arch: "sm_90".into(),
             tie: false,
             tied_with: String::new(),
         }
@@ -706,6 +728,9 @@ mod tests {
             lines[1].to_string(),            // line 8: good
             lines[1].to_string(),            // line 9: the same key again
             edit(",false", ",maybe"),        // line 10: tie not a bool
+            edit(",sm_90", ",sm_9"),         // line 11: an architecture cut short
+            edit(",132,sm_90", ",132,"),     // line 12: num_sms without arch
+            edit(",132,", ",0,"),            // line 13: no SMs
         ]
         .join("\n");
         let (_dir, path, file) = checked(&text);
@@ -719,9 +744,12 @@ mod tests {
             (4, "column shape: '1000by1000'"),
             (5, "column cache: 'lukewarm'"),
             (6, "column tuned_at: '2026-11-2'"),
-            (7, "27 field(s) where the header has 26"),
+            (7, "28 field(s) where the header has 27"),
             (9, "the same op, shape, dtype and GPU as line 8"),
             (10, "column tie:"),
+            (11, "column arch: 'sm_9' is not an architecture"),
+            (12, "column arch: empty where num_sms is recorded"),
+            (13, "column num_sms: 0 is not a number of SMs"),
         ];
         assert_eq!(bad.len(), want.len(), "{bad:?}");
         for ((line, why), (want_line, want_why)) in bad.iter().zip(want) {

@@ -88,26 +88,43 @@ pub fn candidate_for(
     Ok(candidate)
 }
 
-/// The limits of the GPU that tuned `row`, which its space was built on: those of its compute
-/// capability ([`DeviceLimits::for_arch`]: threads, shared memory) with its number of SMs.
-/// A row without a readable compute capability reads as sm_90, one without `num_sms` as 132.
+/// The limits `row`'s space was built on, as a tuning run builds them: those of the GPU's
+/// compute capability ([`DeviceLimits::for_arch`]: threads, shared memory) with its number of
+/// SMs, and the compute capability of the architecture compiled for (an `--arch` older than
+/// the GPU rules out what it lacks). A row without a readable compute capability reads as
+/// sm_90, one without `num_sms` as 132 SMs ([`recorded_sms`]), one without `arch` as the GPU's.
 pub fn row_limits(row: &BestRow) -> DeviceLimits {
-    let arch = row
-        .compute_capability
-        .trim()
-        .split_once('.')
-        .and_then(|(major, minor)| {
-            let (major, minor) = (major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?);
-            Some(format!("sm_{major}{minor}"))
-        });
-    let base = arch
+    let base = gpu_arch(row)
         .as_deref()
         .and_then(DeviceLimits::for_arch)
         .unwrap_or(DeviceLimits::SM90_DEFAULT);
     DeviceLimits {
-        num_sms: row.num_sms.filter(|&n| n > 0).unwrap_or(base.num_sms),
+        num_sms: recorded_sms(row).unwrap_or(base.num_sms),
+        compute_capability: crate::model::limits::arch_compute_capability(&row.arch)
+            .unwrap_or(base.compute_capability),
         ..base
     }
+}
+
+/// The SM count `row` records (a positive `num_sms`), if it records one.
+pub fn recorded_sms(row: &BestRow) -> Option<i64> {
+    row.num_sms.filter(|&n| n > 0)
+}
+
+/// `132 SMs` for a row that records its SM count, `132 SMs assumed` for one that does not: the
+/// SM count its kernel is rendered for ([`row_limits`]).
+pub fn sms_text(row: &BestRow) -> String {
+    match recorded_sms(row) {
+        Some(n) => format!("{n} SMs"),
+        None => format!("{} SMs assumed", row_limits(row).num_sms),
+    }
+}
+
+/// `sm_XY` of the row's `compute_capability` (`X.Y`): the GPU's own architecture.
+fn gpu_arch(row: &BestRow) -> Option<String> {
+    let (major, minor) = row.compute_capability.trim().split_once('.')?;
+    let (major, minor) = (major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?);
+    Some(format!("sm_{major}{minor}"))
 }
 
 /// The op, shape and configuration of a row, rendered on the limits of the GPU that tuned it
@@ -152,8 +169,8 @@ pub fn tuned_source(row: &BestRow, templates: Option<&Path>) -> Result<String> {
 }
 
 /// Whether `tuned`, rendered from `row` with today's template, is the very source the row was
-/// timed with: its compile key ([`source_key`]) under the row's NVRTC version and compute
-/// capability (`sm_XY`, or `sm_XYa` where `--arch` named that) is the row's `source_hash`. A
+/// timed with: its compile key ([`source_key`]) under the row's NVRTC version and architecture
+/// (`arch`; in a row without it, the GPU's `sm_XY` or `sm_XYa`) is the row's `source_hash`. A
 /// template edited since the row was tuned renders another source, whose speed the row's
 /// figures do not state (even a comment changes the key, though not the machine code).
 /// `None` where the row records no hash or no readable versions (nothing to compare).
@@ -161,15 +178,16 @@ pub fn renders_as_timed(row: &BestRow, tuned: &TunedKernel) -> Option<bool> {
     if row.source_hash.is_empty() {
         return None;
     }
-    let version = |text: &str| -> Option<(i32, i32)> {
-        let (major, minor) = text.trim().split_once('.')?;
-        Some((major.parse().ok()?, minor.parse().ok()?))
+    let (major, minor) = row.nvrtc.trim().split_once('.')?;
+    let nvrtc = (major.parse().ok()?, minor.parse().ok()?);
+    let arches = if row.arch.trim().is_empty() {
+        let own = gpu_arch(row)?;
+        vec![format!("{own}a"), own]
+    } else {
+        vec![row.arch.trim().to_string()]
     };
-    let (major, minor) = version(&row.compute_capability)?;
-    let nvrtc = version(&row.nvrtc)?;
-    let arch = format!("sm_{major}{minor}");
     Some(
-        [arch.clone(), format!("{arch}a")]
+        arches
             .iter()
             .any(|a| source_key(&tuned.source, a, nvrtc) == row.source_hash),
     )
@@ -233,6 +251,13 @@ mod tests {
             let note = untimed_note(&row, &tuned).unwrap();
             assert!(note.contains("tuned at 2026-01-01T00:00:00Z"), "{note}");
         }
+        // A row that records its architecture (`--arch sm_80` on this GPU) is keyed with it.
+        let mut row = transpose_row(&source_key(&tuned.source, "sm_80", (13, 0)), "9.0", "13.0");
+        assert_eq!(renders_as_timed(&row, &tuned), Some(false));
+        row.arch = "sm_80".into();
+        assert_eq!(renders_as_timed(&row, &tuned), Some(true));
+        row.arch = "sm_90".into();
+        assert_eq!(renders_as_timed(&row, &tuned), Some(false));
         // Nothing to compare: no hash, or versions that do not read.
         for (hash, cc, nvrtc) in [
             ("", "9.0", "13.0"),
@@ -287,5 +312,16 @@ mod tests {
         assert!(err.contains("sm_80 with 108 SMs"), "{err}");
         // Unreadable columns fall back to the sm_90 defaults.
         assert_eq!(row_limits(&row("", Some(0))), DeviceLimits::SM90_DEFAULT);
+        // Compiled for an older architecture on this GPU: its compute capability rules, and the
+        // GPU's shared memory stays (as a tuning run builds the limits).
+        let mut older = row("9.0", Some(132));
+        older.arch = "sm_80".into();
+        let limits = row_limits(&older);
+        assert_eq!(limits.compute_capability, 80);
+        assert_eq!(limits.max_shared_optin, 227 * 1024);
+        // The SM count shown is the one rendered for, said to be assumed where not recorded.
+        assert_eq!(sms_text(&row("9.0", Some(114))), "114 SMs");
+        assert_eq!(sms_text(&row("9.0", None)), "132 SMs assumed");
+        assert_eq!(sms_text(&row("9.0", Some(-3))), "132 SMs assumed");
     }
 }
