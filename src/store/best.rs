@@ -231,11 +231,13 @@ pub fn read_best_checked(path: &Path) -> Result<BestFile> {
 /// tuned on the GPUs the project measured. A search of one of those shapes on one of those
 /// GPUs starts from its shipped winner when its own database has none.
 pub fn shipped_best() -> Vec<BestRow> {
-    const SHIPPED: &[u8] = include_bytes!("../../results/best.csv");
     parse_best_checked(SHIPPED, Path::new("results/best.csv (built in)"))
         .map(|f| f.rows)
         .unwrap_or_default()
 }
+
+/// `results/best.csv` as this build embeds it.
+const SHIPPED: &[u8] = include_bytes!("../../results/best.csv");
 
 /// [`read_best_checked`] of the bytes of a best.csv; `path` names it in messages.
 fn parse_best_checked(bytes: &[u8], path: &Path) -> Result<BestFile> {
@@ -680,6 +682,15 @@ mod tests {
         upsert_best(&path, best_row("1000x1000", 2.0), Keep::Newest).unwrap();
         upsert_best(&path, best_row("2000x2000", 3.0), Keep::Newest).unwrap();
         std::fs::read_to_string(&path).unwrap()
+    }
+
+    /// The database this build ships is whole: a line this reader refuses would be a winner
+    /// lost to every user.
+    #[test]
+    fn the_shipped_database_has_no_unusable_line() {
+        let file = parse_best_checked(SHIPPED, Path::new("results/best.csv")).unwrap();
+        assert!(file.bad.is_empty(), "{:?}", file.bad);
+        assert!(!file.rows.is_empty());
     }
 
     #[test]
