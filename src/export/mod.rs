@@ -14,9 +14,9 @@
 //! same key **replaces** the row, so the newer run wins even when it measured a slower best
 //! (another L2 state, a narrowed `--param` space, a busier GPU); with `tune --keep-best` the
 //! stored row stays when it is faster (lower median, same L2 state) and today's template still
-//! renders the source it timed. Rows of other keys are
-//! never touched. Rows are kept sorted by key; the file is replaced atomically under an
-//! exclusive lock on `best.csv.lock`, so concurrent runs each keep their row.
+//! renders the source it timed. Rows of other keys are never touched. Rows are kept sorted by
+//! key; the file is replaced atomically under an exclusive lock on `best.csv.lock`, so
+//! concurrent runs each keep their row.
 //!
 //! A hand-edited or damaged file stays usable: lines that cannot be used are skipped with a
 //! `warning: FILE:LINE: why` on stderr ([`crate::store::best::read_best_checked`],
