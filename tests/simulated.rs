@@ -2292,6 +2292,37 @@ fn gpus_the_simulated_machine_lacks_are_refused() {
     assert!(!sim.out().exists(), "nothing was run");
 }
 
+/// Runs a `--gpus all` sweep of `failing` and then `others` on `sim`'s two devices, where
+/// `failing` fails: asserts that it fails once and alone (exit 1, no GPU taken out, every other
+/// shape tuned and stored) and returns that shape's one error line.
+fn one_shape_fails_in_a_sweep(sim: &Sim, failing: &str, others: &[&str]) -> (Ran, String) {
+    let shapes = format!("{failing},{}", others.join(","));
+    let ran = sim.run(&["--shape", &shapes, "--gpus", "all", "--confirm-rounds", "0"]);
+    ran.expect_code(1);
+    assert!(
+        !ran.stderr.contains("takes no more work"),
+        "no GPU was taken out:\n{}",
+        ran.stderr
+    );
+    let prefix = format!("error: {failing} on GPU ");
+    let errors: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .collect();
+    assert_eq!(errors.len(), 1, "{failing} failed once:\n{}", ran.stderr);
+    let error = errors[0].to_string();
+    for shape in others {
+        assert_eq!(count(&sim.csv(shape), Status::Ok), 12, "{shape}");
+    }
+    let mut best: Vec<String> = sim.best().into_iter().map(|r| r.shape).collect();
+    best.sort();
+    let mut expected: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(best, expected);
+    (ran, error)
+}
+
 /// An error of one shape is that shape's: a shape too large for the GPUs' free memory fails
 /// once, on the GPU that took it, and that GPU goes on with the next shapes. Only an error of
 /// the device (its worker cannot start, the device is lost) takes a GPU out of a sweep.
@@ -2304,31 +2335,12 @@ fn a_shape_too_large_for_the_gpu_fails_alone_and_its_gpu_goes_on() {
         "baselines": {"copy": 0.04},
     }));
     let small = ["64x64", "128x64", "64x128", "128x128", "96x96"];
-    let shapes = format!("8192x8192,{}", small.join(","));
-    let ran = sim.run(&["--shape", &shapes, "--gpus", "all", "--confirm-rounds", "0"]);
-    ran.expect_code(1);
+    let (ran, error) = one_shape_fails_in_a_sweep(&sim, "8192x8192", &small);
     assert!(
-        !ran.stderr.contains("takes no more work"),
-        "no GPU was taken out:\n{}",
-        ran.stderr
+        error.contains("MiB of GPU memory but only 300 MiB are free"),
+        "{error}"
     );
-    let errors: Vec<&str> = ran
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("error: 8192x8192 on GPU "))
-        .collect();
-    assert_eq!(
-        errors.len(),
-        1,
-        "the large shape failed once:\n{}",
-        ran.stderr
-    );
-    assert!(
-        errors[0].contains("MiB of GPU memory but only 300 MiB are free"),
-        "{}",
-        errors[0]
-    );
-    let failed_on = errors[0]
+    let failed_on = error
         .strip_prefix("error: 8192x8192 on GPU ")
         .and_then(|rest| rest.split(':').next())
         .expect("the GPU of the failure");
@@ -2337,14 +2349,6 @@ fn a_shape_too_large_for_the_gpu_fails_alone_and_its_gpu_goes_on() {
         "GPU {failed_on} tuned no shape after the one that did not fit:\n{}",
         ran.stdout
     );
-    for shape in small {
-        assert_eq!(count(&sim.csv(shape), Status::Ok), 12, "{shape}");
-    }
-    let mut best: Vec<String> = sim.best().into_iter().map(|r| r.shape).collect();
-    best.sort();
-    let mut expected: Vec<String> = small.iter().map(|s| s.to_string()).collect();
-    expected.sort();
-    assert_eq!(best, expected);
 }
 
 /// A CUDA error in a GPU worker's set-up of one job is that job's, as it is in-process: the
@@ -2358,34 +2362,12 @@ fn a_shape_whose_set_up_fails_in_a_worker_fails_alone_and_its_gpu_goes_on() {
         "baselines": {"copy": 0.04},
     }));
     let others = ["64x64", "128x64", "64x128", "128x128"];
-    let shapes = format!("96x96,{}", others.join(","));
-    let ran = sim.run(&["--shape", &shapes, "--gpus", "all", "--confirm-rounds", "0"]);
-    ran.expect_code(1);
+    let (_, error) = one_shape_fails_in_a_sweep(&sim, "96x96", &others);
     assert!(
-        !ran.stderr.contains("takes no more work"),
-        "no GPU was taken out:\n{}",
-        ran.stderr
+        error.contains("CUDA error during the job's set-up: CUDA_ERROR_OUT_OF_MEMORY"),
+        "{error}"
     );
-    let errors: Vec<&str> = ran
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("error: 96x96 on GPU "))
-        .collect();
-    assert_eq!(errors.len(), 1, "{}", ran.stderr);
-    assert!(
-        errors[0].contains("CUDA error during the job's set-up: CUDA_ERROR_OUT_OF_MEMORY"),
-        "{}",
-        errors[0]
-    );
-    assert!(
-        !errors[0].contains("no CUDA GPU is usable"),
-        "{}",
-        errors[0]
-    );
-    for shape in others {
-        assert_eq!(count(&sim.csv(shape), Status::Ok), 12, "{shape}");
-    }
-    assert_eq!(sim.best().len(), others.len());
+    assert!(!error.contains("no CUDA GPU is usable"), "{error}");
 }
 
 /// The compile-only CSVs `--out` holds, by file name.
