@@ -1,6 +1,6 @@
-//! A database row back to the kernel it names: the op's template rendered with the row's
-//! parameters, exactly as the tuner rendered it for that shape; and which other shapes that
-//! same kernel may run on.
+//! Which shapes a tuned kernel may run on (its [`Applicability`]: the tuner's own rule, also
+//! written into the CUDA header) and each op's safe default. A row is rendered back into its
+//! kernel by [`crate::store::tuned`], re-exported here.
 
 use crate::error::{Error, Result};
 use crate::model::limits::DeviceLimits;

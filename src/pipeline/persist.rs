@@ -236,6 +236,7 @@ fn write_results(
             })
         });
         let best_path = crate::store::best::best_path(&opts.out_dir);
+        let num_sms = outcome.device.as_ref().map(|d| d.limits.num_sms);
         // --keep-best keeps a faster stored row only while today's templates render the
         // source it timed; one that no longer renders at all is not today's kernel either. The
         // stored row is of this run's key, so of this GPU: what it does not record (rows
@@ -244,7 +245,7 @@ fn write_results(
         let current = |stored: &BestRow| {
             let mut row = stored.clone();
             if row.num_sms.is_none() {
-                row.num_sms = outcome.device.as_ref().map(|d| d.limits.num_sms);
+                row.num_sms = num_sms;
             }
             let renders = |row: &BestRow| {
                 specialize_op(op.clone(), row)
@@ -309,7 +310,7 @@ fn write_results(
                             .join(" | ")
                     })
                     .unwrap_or_default(),
-                num_sms: outcome.device.as_ref().map(|d| d.limits.num_sms),
+                num_sms,
                 arch: outcome.arch.clone(),
             },
             keep,

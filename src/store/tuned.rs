@@ -122,9 +122,14 @@ pub fn sms_text(row: &BestRow) -> String {
 
 /// `sm_XY` of the row's `compute_capability` (`X.Y`): the GPU's own architecture.
 fn gpu_arch(row: &BestRow) -> Option<String> {
-    let (major, minor) = row.compute_capability.trim().split_once('.')?;
-    let (major, minor) = (major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?);
+    let (major, minor) = version(&row.compute_capability)?;
     Some(format!("sm_{major}{minor}"))
+}
+
+/// `(X, Y)` of a version column (`X.Y`: `compute_capability`, `nvrtc`).
+fn version(text: &str) -> Option<(i32, i32)> {
+    let (major, minor) = text.trim().split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// The op, shape and configuration of a row, rendered on the limits of the GPU that tuned it
@@ -178,8 +183,7 @@ pub fn renders_as_timed(row: &BestRow, tuned: &TunedKernel) -> Option<bool> {
     if row.source_hash.is_empty() {
         return None;
     }
-    let (major, minor) = row.nvrtc.trim().split_once('.')?;
-    let nvrtc = (major.parse().ok()?, minor.parse().ok()?);
+    let nvrtc = version(&row.nvrtc)?;
     let arches = if row.arch.trim().is_empty() {
         let own = gpu_arch(row)?;
         vec![format!("{own}a"), own]
